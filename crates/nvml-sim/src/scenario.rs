@@ -1,0 +1,963 @@
+//! The scenario file: its TOML format (nvml-abi.md §6.5, v1), parsing and validation.
+//!
+//! Everything here is plain data. Parsing resolves what can be resolved once (size strings,
+//! error names, PIDs from the environment) so that evaluation never fails on a malformed value.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+
+use crate::codes::{Code, code_from_name};
+
+/// Error from loading a scenario: one line, ready for stderr.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError(pub String);
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+fn err(message: impl Into<String>) -> ScenarioError {
+    ScenarioError(message.into())
+}
+
+/// A whole simulated machine.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub meta: Meta,
+    pub clock: ClockConfig,
+    pub system: System,
+    pub sim: SimConfig,
+    pub gpu: Vec<Gpu>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Meta {
+    pub version: u32,
+    #[serde(default)]
+    pub name: String,
+    /// All `random` expressions derive from (seed, gpu, field, time bucket).
+    #[serde(default)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClockMode {
+    /// Scenario time is the seconds since the first `nvmlInit*`, times `speed`.
+    Wall,
+    /// Scenario time is set only by the control exports (or `GPUTOP_SIM_TIME_MS`).
+    Manual,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClockConfig {
+    pub mode: ClockMode,
+    pub speed: f64,
+    /// Extension: scenario time (seconds) at the first `nvmlInit*`.
+    pub start: f64,
+}
+
+impl Default for ClockConfig {
+    fn default() -> Self {
+        Self {
+            mode: ClockMode::Wall,
+            speed: 1.0,
+            start: 0.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct System {
+    pub driver_version: String,
+    pub nvml_version: String,
+    pub cuda_driver_version: i32,
+    /// Every `nvmlInit*` fails with this code (a name such as `"DRIVER_NOT_LOADED"`).
+    pub init_error: Option<String>,
+    pub lenient_struct_versions: bool,
+    /// Extension: exports that behave as absent from this driver (they return
+    /// `FUNCTION_NOT_FOUND`), to model old drivers.
+    pub missing_symbols: Vec<String>,
+}
+
+impl Default for System {
+    fn default() -> Self {
+        Self {
+            driver_version: "550.54.15".into(),
+            nvml_version: "12.550.54.15".into(),
+            cuda_driver_version: 12040,
+            init_error: None,
+            lenient_struct_versions: false,
+            missing_symbols: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimConfig {
+    pub process_sample_period_ms: u64,
+    pub samples_period_ms: u64,
+    pub race_grow_between_calls: bool,
+    pub latency_us: Latency,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            process_sample_period_ms: 500,
+            samples_period_ms: 167,
+            race_grow_between_calls: false,
+            latency_us: Latency::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Latency {
+    pub default: u64,
+    pub processes: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pci {
+    #[serde(default)]
+    pub domain: u32,
+    pub bus: Option<u32>,
+    #[serde(default)]
+    pub device: u32,
+    #[serde(default = "default_device_id")]
+    pub device_id: u32,
+    #[serde(default)]
+    pub subsystem_id: u32,
+}
+
+fn default_device_id() -> u32 {
+    0x20B0
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Clocks<T> {
+    pub graphics: T,
+    pub sm: T,
+    pub mem: T,
+    pub video: T,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TemperatureThresholds {
+    pub shutdown: Option<u32>,
+    pub slowdown: Option<u32>,
+    /// Extension: the maximum GPU and memory operating temperatures.
+    pub gpu_max: Option<u32>,
+    pub mem_max: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PcieLink {
+    pub max_gen: u32,
+    pub max_width: u32,
+    #[serde(rename = "gen")]
+    pub generation: u32,
+    pub width: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComputeMode {
+    Default,
+    ExclusiveThread,
+    Prohibited,
+    ExclusiveProcess,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MigSetting {
+    Disabled,
+    Enabled,
+    Unsupported,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ecc {
+    pub supported: bool,
+    #[serde(default)]
+    pub volatile_uncorrected: u64,
+    #[serde(default)]
+    pub aggregate_uncorrected: u64,
+}
+
+/// Raw form of one GPU, as written in the file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GpuDef {
+    #[serde(default = "default_gpu_name")]
+    name: String,
+    uuid: Option<String>,
+    serial: Option<String>,
+    pci: Option<Pci>,
+    #[serde(default = "default_memory_total")]
+    memory_total: Scalar,
+    #[serde(default)]
+    memory_reserved: Option<Scalar>,
+    #[serde(default)]
+    memory_base_used: Option<Scalar>,
+    bar1_total: Option<Scalar>,
+    bar1_used: Option<Scalar>,
+    #[serde(default = "default_power_limit")]
+    power_limit_mw: u32,
+    enforced_power_limit_mw: Option<u32>,
+    max_clocks_mhz: Option<Clocks<u32>>,
+    #[serde(default = "one")]
+    fans: u32,
+    temperature_thresholds: Option<TemperatureThresholds>,
+    pcie: Option<PcieLink>,
+    #[serde(default = "default_compute_mode")]
+    compute_mode: ComputeMode,
+    #[serde(default)]
+    persistence: bool,
+    #[serde(default)]
+    display_active: bool,
+    #[serde(default = "default_mig")]
+    mig: MigSetting,
+    ecc: Option<Ecc>,
+    #[serde(default = "default_architecture")]
+    architecture: String,
+    #[serde(default = "default_cuda_capability")]
+    cuda_capability: [i32; 2],
+    /// Extension: `nvmlBrandType_t` value (2 = Tesla).
+    #[serde(default = "default_brand")]
+    brand: u32,
+    #[serde(default)]
+    dynamic: BTreeMap<String, toml::Value>,
+    #[serde(default)]
+    process: Vec<ProcessDef>,
+    #[serde(default)]
+    fault: Vec<FaultDef>,
+}
+
+fn default_gpu_name() -> String {
+    "NVIDIA Simulated GPU".into()
+}
+fn default_memory_total() -> Scalar {
+    Scalar::Text("16 GiB".into())
+}
+fn default_power_limit() -> u32 {
+    300_000
+}
+fn one() -> u32 {
+    1
+}
+fn default_compute_mode() -> ComputeMode {
+    ComputeMode::Default
+}
+fn default_mig() -> MigSetting {
+    MigSetting::Disabled
+}
+fn default_architecture() -> String {
+    "ampere".into()
+}
+fn default_cuda_capability() -> [i32; 2] {
+    [8, 0]
+}
+fn default_brand() -> u32 {
+    2
+}
+
+/// A number or a size string (`"2 GiB"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum Scalar {
+    Number(f64),
+    Text(String),
+}
+
+impl Scalar {
+    fn resolve(&self, what: &str) -> Result<f64, ScenarioError> {
+        match self {
+            Self::Number(n) => Ok(*n),
+            Self::Text(text) => parse_size(text)
+                .map(|b| b as f64)
+                .ok_or_else(|| err(format!("{what}: '{text}' is not a number or a size such as \"2 GiB\""))),
+        }
+    }
+}
+
+/// Parses `"512 MiB"`, `"40GB"`, `"123"` into bytes.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let factor: f64 = match unit.trim() {
+        "" | "B" => 1.0,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "TiB" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        "KB" | "kB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "TB" => 1e12,
+        _ => return None,
+    };
+    Some((number * factor).round() as u64)
+}
+
+/// How keyframes are joined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Interp {
+    Step,
+    Linear,
+}
+
+/// A value that may vary with scenario time.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    Constant(f64),
+    Keyframes {
+        points: Vec<(f64, f64)>,
+        interp: Interp,
+        repeat: Option<f64>,
+    },
+    Sine {
+        mean: f64,
+        amplitude: f64,
+        period: f64,
+        phase: f64,
+    },
+    Random {
+        min: f64,
+        max: f64,
+        hold: f64,
+    },
+    /// The field always fails with this code.
+    Error(Code),
+    /// The driver reports `NVML_VALUE_NOT_AVAILABLE` (only for process memory).
+    Unavailable,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyframesDef {
+    keyframes: Vec<(f64, Scalar)>,
+    #[serde(default = "default_interp")]
+    interp: Interp,
+    repeat: Option<f64>,
+}
+
+fn default_interp() -> Interp {
+    Interp::Linear
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SineDef {
+    mean: f64,
+    amplitude: f64,
+    period: f64,
+    #[serde(default)]
+    phase: f64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RandomDef {
+    min: f64,
+    max: f64,
+    #[serde(default = "default_hold")]
+    hold: f64,
+}
+
+fn default_hold() -> f64 {
+    1.0
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum ExprDef {
+    Scalar(Scalar),
+    Keyframes(KeyframesDef),
+    Sine {
+        sine: SineDef,
+    },
+    Random {
+        random: RandomDef,
+    },
+    Error {
+        error: String,
+    },
+}
+
+impl Expr {
+    fn parse(value: &toml::Value, what: &str) -> Result<Self, ScenarioError> {
+        let def: ExprDef = value.clone().try_into().map_err(|_| {
+            err(format!(
+                "{what}: expected a number, a size, or {{ keyframes | sine | random | error }}, found {value}"
+            ))
+        })?;
+        Ok(match def {
+            ExprDef::Scalar(Scalar::Text(text)) if text == "unavailable" => Self::Unavailable,
+            ExprDef::Scalar(scalar) => Self::Constant(scalar.resolve(what)?),
+            ExprDef::Keyframes(k) => {
+                if k.keyframes.is_empty() {
+                    return Err(err(format!("{what}: keyframes is empty")));
+                }
+                let mut points = Vec::with_capacity(k.keyframes.len());
+                for (t, v) in &k.keyframes {
+                    points.push((*t, v.resolve(what)?));
+                }
+                if points.windows(2).any(|w| w[1].0 < w[0].0) {
+                    return Err(err(format!("{what}: keyframe times must not decrease")));
+                }
+                if k.repeat.is_some_and(|r| r <= 0.0) {
+                    return Err(err(format!("{what}: repeat must be positive")));
+                }
+                Self::Keyframes {
+                    points,
+                    interp: k.interp,
+                    repeat: k.repeat,
+                }
+            }
+            ExprDef::Sine { sine } => {
+                if sine.period <= 0.0 {
+                    return Err(err(format!("{what}: sine period must be positive")));
+                }
+                Self::Sine {
+                    mean: sine.mean,
+                    amplitude: sine.amplitude,
+                    period: sine.period,
+                    phase: sine.phase,
+                }
+            }
+            ExprDef::Random { random } => {
+                if random.hold <= 0.0 || random.max < random.min {
+                    return Err(err(format!("{what}: random needs min <= max and hold > 0")));
+                }
+                Self::Random {
+                    min: random.min,
+                    max: random.max,
+                    hold: random.hold,
+                }
+            }
+            ExprDef::Error { error } => Self::Error(parse_code(&error, what)?),
+        })
+    }
+}
+
+fn parse_code(name: &str, what: &str) -> Result<Code, ScenarioError> {
+    code_from_name(name).ok_or_else(|| err(format!("{what}: unknown NVML error name '{name}'")))
+}
+
+/// Process kinds as NVML lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum ProcessType {
+    #[serde(rename = "C")]
+    Compute,
+    #[serde(rename = "G")]
+    Graphics,
+    #[serde(rename = "C+G")]
+    ComputeGraphics,
+    #[serde(rename = "M")]
+    Mps,
+}
+
+impl ProcessType {
+    pub fn in_compute_list(self) -> bool {
+        matches!(self, Self::Compute | Self::ComputeGraphics)
+    }
+    pub fn in_graphics_list(self) -> bool {
+        matches!(self, Self::Graphics | Self::ComputeGraphics)
+    }
+    pub fn in_mps_list(self) -> bool {
+        self == Self::Mps
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProcessDef {
+    pid: Option<u32>,
+    pid_env: Option<String>,
+    /// Extension: take the n-th PID of a whitespace- or comma-separated list in `pid_env`.
+    pid_index: Option<usize>,
+    #[serde(rename = "type", default = "default_process_type")]
+    kind: ProcessType,
+    name: Option<String>,
+    /// Extension for the built-in demo, whose PIDs are not real: the owner and command line.
+    user: Option<String>,
+    command: Option<String>,
+    #[serde(default)]
+    used_memory: Option<toml::Value>,
+    sm: Option<toml::Value>,
+    mem: Option<toml::Value>,
+    enc: Option<toml::Value>,
+    dec: Option<toml::Value>,
+    #[serde(default)]
+    start: f64,
+    end: Option<f64>,
+}
+
+fn default_process_type() -> ProcessType {
+    ProcessType::Compute
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FaultDef {
+    field: String,
+    error: String,
+    from: Option<f64>,
+    until: Option<f64>,
+}
+
+/// Logical fields a fault may name (nvml-abi.md §6.5, plus a few extensions).
+pub const FAULT_FIELDS: &[&str] = &[
+    "name",
+    "uuid",
+    "pci",
+    "memory",
+    "bar1",
+    "utilization",
+    "encoder",
+    "decoder",
+    "temperature",
+    "temperature_threshold",
+    "fan_speed",
+    "power_usage",
+    "power_limit",
+    "enforced_power_limit",
+    "energy",
+    "pstate",
+    "clocks",
+    "max_clocks",
+    "pcie_throughput",
+    "pcie_link",
+    "compute_mode",
+    "persistence",
+    "display",
+    "ecc",
+    "mig",
+    "processes",
+    "process_utilization",
+    "samples",
+    "throttle_reasons",
+    "serial",
+    "handle",
+    "*",
+];
+
+/// Dynamic fields of `[gpu.dynamic]`.
+pub const DYNAMIC_FIELDS: &[&str] = &[
+    "utilization_gpu",
+    "utilization_memory",
+    "temperature",
+    "power_mw",
+    "fan_speed",
+    "pstate",
+    "clocks_mhz",
+    "encoder",
+    "decoder",
+    "pcie_tx_kbps",
+    "pcie_rx_kbps",
+    "memory_used",
+    "throttle_reasons",
+];
+
+/// One simulated GPU, resolved.
+#[derive(Debug, Clone)]
+pub struct Gpu {
+    pub name: String,
+    pub uuid: String,
+    pub serial: String,
+    pub pci: Pci,
+    pub memory_total: u64,
+    pub memory_reserved: u64,
+    pub memory_base_used: u64,
+    pub bar1_total: u64,
+    pub bar1_used: u64,
+    pub power_limit_mw: u32,
+    pub enforced_power_limit_mw: u32,
+    pub max_clocks_mhz: Clocks<u32>,
+    pub fans: u32,
+    pub temperature_thresholds: TemperatureThresholds,
+    pub pcie: PcieLink,
+    pub compute_mode: ComputeMode,
+    pub persistence: bool,
+    pub display_active: bool,
+    pub mig: MigSetting,
+    pub ecc: Ecc,
+    pub architecture: u32,
+    pub cuda_capability: [i32; 2],
+    pub brand: u32,
+    pub dynamic: Dynamic,
+    pub processes: Vec<Process>,
+    pub faults: Vec<Fault>,
+}
+
+/// The time-varying values of one GPU.
+#[derive(Debug, Clone)]
+pub struct Dynamic {
+    pub utilization_gpu: Expr,
+    pub utilization_memory: Expr,
+    pub temperature: Expr,
+    pub power_mw: Expr,
+    pub fan_speed: Expr,
+    pub pstate: Expr,
+    pub clocks_mhz: Clocks<Expr>,
+    pub encoder: Expr,
+    pub decoder: Expr,
+    pub pcie_tx_kbps: Expr,
+    pub pcie_rx_kbps: Expr,
+    /// When absent, used memory is the base plus the live processes' memory.
+    pub memory_used: Option<Expr>,
+    pub throttle_reasons: Expr,
+}
+
+#[derive(Debug, Clone)]
+pub struct Process {
+    pub pid: u32,
+    pub kind: ProcessType,
+    pub name: Option<String>,
+    pub user: Option<String>,
+    pub command: Option<String>,
+    pub used_memory: Expr,
+    pub sm: Expr,
+    pub mem: Expr,
+    pub enc: Expr,
+    pub dec: Expr,
+    pub start: f64,
+    pub end: Option<f64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Fault {
+    pub field: String,
+    pub error: Code,
+    pub from: Option<f64>,
+    pub until: Option<f64>,
+}
+
+impl Fault {
+    pub fn active_at(&self, t: f64) -> bool {
+        self.from.is_none_or(|from| t >= from) && self.until.is_none_or(|until| t < until)
+    }
+}
+
+/// Reads environment variables for `pid_env`; a parameter so tests need not touch the
+/// process environment.
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioDef {
+    meta: Meta,
+    #[serde(default)]
+    clock: ClockConfig,
+    #[serde(default)]
+    system: System,
+    #[serde(default)]
+    sim: SimConfig,
+    #[serde(default)]
+    gpu: Vec<GpuDef>,
+}
+
+impl Scenario {
+    /// Parses and validates a scenario. `origin` names the file in error messages.
+    pub fn parse(text: &str, origin: &str, env: EnvLookup<'_>) -> Result<Self, ScenarioError> {
+        let def: ScenarioDef = toml::from_str(text).map_err(|e| {
+            let message = e.message().trim().replace('\n', " ");
+            match e.span() {
+                Some(span) => {
+                    let (line, column) = line_column(text, span.start);
+                    err(format!("{origin}:{line}:{column}: {message}"))
+                }
+                None => err(format!("{origin}: {message}")),
+            }
+        })?;
+        if def.meta.version != 1 {
+            return Err(err(format!(
+                "{origin}: unsupported scenario version {} (this simulator reads version 1)",
+                def.meta.version
+            )));
+        }
+        if def.clock.speed <= 0.0 {
+            return Err(err(format!("{origin}: clock.speed must be positive")));
+        }
+        if def.sim.samples_period_ms == 0 || def.sim.process_sample_period_ms == 0 {
+            return Err(err(format!("{origin}: sample periods must be positive")));
+        }
+        if let Some(name) = &def.system.init_error {
+            parse_code(name, &format!("{origin}: system.init_error"))?;
+        }
+        let gpus = def
+            .gpu
+            .into_iter()
+            .enumerate()
+            .map(|(index, gpu)| resolve_gpu(gpu, index, def.meta.seed, &format!("{origin}: gpu[{index}]"), env))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            meta: def.meta,
+            clock: def.clock,
+            system: def.system,
+            sim: def.sim,
+            gpu: gpus,
+        })
+    }
+
+    /// The `init_error` code, if the scenario makes every init fail.
+    pub fn init_error(&self) -> Option<Code> {
+        self.system.init_error.as_deref().and_then(code_from_name)
+    }
+}
+
+/// 1-based line and column of a byte offset.
+pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+fn resolve_gpu(
+    def: GpuDef,
+    index: usize,
+    seed: u64,
+    what: &str,
+    env: EnvLookup<'_>,
+) -> Result<Gpu, ScenarioError> {
+    let bytes = |s: &Option<Scalar>, default: u64, key: &str| -> Result<u64, ScenarioError> {
+        match s {
+            Some(s) => s.resolve(&format!("{what}.{key}")).map(|v| v.max(0.0) as u64),
+            None => Ok(default),
+        }
+    };
+    let memory_total = def.memory_total.resolve(&format!("{what}.memory_total"))? as u64;
+    let memory_reserved = bytes(&def.memory_reserved, 0, "memory_reserved")?;
+    if memory_reserved > memory_total {
+        return Err(err(format!("{what}: memory_reserved exceeds memory_total")));
+    }
+    let max_clocks = def.max_clocks_mhz.unwrap_or(Clocks {
+        graphics: 1410,
+        sm: 1410,
+        mem: 1215,
+        video: 1275,
+    });
+    let dynamic = resolve_dynamic(&def.dynamic, &max_clocks, what)?;
+    let processes = def
+        .process
+        .iter()
+        .enumerate()
+        .map(|(i, p)| resolve_process(p, &format!("{what}.process[{i}]"), env))
+        .collect::<Result<Vec<_>, _>>()?;
+    let faults = def
+        .fault
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let at = format!("{what}.fault[{i}]");
+            if !FAULT_FIELDS.contains(&f.field.as_str()) {
+                return Err(err(format!("{at}: unknown field '{}'", f.field)));
+            }
+            Ok(Fault {
+                field: f.field.clone(),
+                error: parse_code(&f.error, &at)?,
+                from: f.from,
+                until: f.until,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let architecture = match def.architecture.to_ascii_lowercase().as_str() {
+        "kepler" => 2,
+        "maxwell" => 3,
+        "pascal" => 4,
+        "volta" => 5,
+        "turing" => 6,
+        "ampere" => 7,
+        "ada" => 8,
+        "hopper" => 9,
+        "blackwell" => 10,
+        other => return Err(err(format!("{what}: unknown architecture '{other}'"))),
+    };
+    let mut uuid_bits = seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    uuid_bits = crate::engine::mix64(uuid_bits);
+    Ok(Gpu {
+        uuid: def.uuid.unwrap_or_else(|| {
+            format!(
+                "GPU-{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+                (uuid_bits >> 32) as u32,
+                (uuid_bits >> 16) as u16,
+                index & 0xfff,
+                (uuid_bits >> 4) & 0xfff,
+                index
+            )
+        }),
+        serial: def.serial.unwrap_or_else(|| format!("13240{:08}", index + 1)),
+        name: def.name,
+        pci: def.pci.unwrap_or(Pci {
+            domain: 0,
+            bus: None,
+            device: 0,
+            device_id: default_device_id(),
+            subsystem_id: 0,
+        }),
+        memory_total,
+        memory_reserved,
+        memory_base_used: bytes(&def.memory_base_used, 0, "memory_base_used")?,
+        bar1_total: bytes(&def.bar1_total, 256 << 20, "bar1_total")?,
+        bar1_used: bytes(&def.bar1_used, 8 << 20, "bar1_used")?,
+        power_limit_mw: def.power_limit_mw,
+        enforced_power_limit_mw: def.enforced_power_limit_mw.unwrap_or(def.power_limit_mw),
+        max_clocks_mhz: max_clocks,
+        fans: def.fans,
+        temperature_thresholds: def.temperature_thresholds.unwrap_or(TemperatureThresholds {
+            shutdown: Some(92),
+            slowdown: Some(89),
+            gpu_max: None,
+            mem_max: None,
+        }),
+        pcie: def.pcie.unwrap_or(PcieLink {
+            max_gen: 4,
+            max_width: 16,
+            generation: 4,
+            width: 16,
+        }),
+        compute_mode: def.compute_mode,
+        persistence: def.persistence,
+        display_active: def.display_active,
+        mig: def.mig,
+        ecc: def.ecc.unwrap_or(Ecc {
+            supported: true,
+            volatile_uncorrected: 0,
+            aggregate_uncorrected: 0,
+        }),
+        architecture,
+        cuda_capability: def.cuda_capability,
+        brand: def.brand,
+        dynamic,
+        processes,
+        faults,
+    })
+}
+
+fn resolve_dynamic(
+    table: &BTreeMap<String, toml::Value>,
+    max_clocks: &Clocks<u32>,
+    what: &str,
+) -> Result<Dynamic, ScenarioError> {
+    if let Some(unknown) = table.keys().find(|k| !DYNAMIC_FIELDS.contains(&k.as_str())) {
+        return Err(err(format!("{what}.dynamic: unknown field '{unknown}'")));
+    }
+    let get = |key: &str, default: f64| -> Result<Expr, ScenarioError> {
+        match table.get(key) {
+            Some(v) => Expr::parse(v, &format!("{what}.dynamic.{key}")),
+            None => Ok(Expr::Constant(default)),
+        }
+    };
+    let clocks = match table.get("clocks_mhz") {
+        None => Clocks {
+            graphics: Expr::Constant(f64::from(max_clocks.graphics)),
+            sm: Expr::Constant(f64::from(max_clocks.sm)),
+            mem: Expr::Constant(f64::from(max_clocks.mem)),
+            video: Expr::Constant(f64::from(max_clocks.video)),
+        },
+        Some(toml::Value::Table(t)) => {
+            let key = |k: &str, default: u32| -> Result<Expr, ScenarioError> {
+                match t.get(k) {
+                    Some(v) => Expr::parse(v, &format!("{what}.dynamic.clocks_mhz.{k}")),
+                    None => Ok(Expr::Constant(f64::from(default))),
+                }
+            };
+            if let Some(unknown) = t.keys().find(|k| !["graphics", "sm", "mem", "video"].contains(&k.as_str())) {
+                return Err(err(format!("{what}.dynamic.clocks_mhz: unknown clock '{unknown}'")));
+            }
+            Clocks {
+                graphics: key("graphics", max_clocks.graphics)?,
+                sm: key("sm", max_clocks.sm)?,
+                mem: key("mem", max_clocks.mem)?,
+                video: key("video", max_clocks.video)?,
+            }
+        }
+        Some(other) => {
+            return Err(err(format!(
+                "{what}.dynamic.clocks_mhz: expected a table of graphics/sm/mem/video, found {other}"
+            )));
+        }
+    };
+    Ok(Dynamic {
+        utilization_gpu: get("utilization_gpu", 0.0)?,
+        utilization_memory: get("utilization_memory", 0.0)?,
+        temperature: get("temperature", 35.0)?,
+        power_mw: get("power_mw", 50_000.0)?,
+        fan_speed: get("fan_speed", 30.0)?,
+        pstate: get("pstate", 0.0)?,
+        clocks_mhz: clocks,
+        encoder: get("encoder", 0.0)?,
+        decoder: get("decoder", 0.0)?,
+        pcie_tx_kbps: get("pcie_tx_kbps", 0.0)?,
+        pcie_rx_kbps: get("pcie_rx_kbps", 0.0)?,
+        memory_used: table
+            .get("memory_used")
+            .map(|v| Expr::parse(v, &format!("{what}.dynamic.memory_used")))
+            .transpose()?,
+        throttle_reasons: get("throttle_reasons", 0.0)?,
+    })
+}
+
+fn resolve_process(def: &ProcessDef, what: &str, env: EnvLookup<'_>) -> Result<Process, ScenarioError> {
+    let pid = match (def.pid, &def.pid_env) {
+        (Some(pid), None) => pid,
+        (None, Some(var)) => {
+            let value = env(var).ok_or_else(|| err(format!("{what}: pid_env {var} is not set")))?;
+            let index = def.pid_index.unwrap_or(0);
+            let item = value
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|s| !s.is_empty())
+                .nth(index)
+                .ok_or_else(|| err(format!("{what}: {var} has no PID at index {index}")))?;
+            item.parse()
+                .map_err(|_| err(format!("{what}: {var} holds '{item}', not a PID")))?
+        }
+        _ => return Err(err(format!("{what}: give exactly one of pid and pid_env"))),
+    };
+    let expr = |v: &Option<toml::Value>, key: &str| -> Result<Expr, ScenarioError> {
+        v.as_ref()
+            .map_or(Ok(Expr::Constant(0.0)), |v| Expr::parse(v, &format!("{what}.{key}")))
+    };
+    if def.end.is_some_and(|end| end < def.start) {
+        return Err(err(format!("{what}: end is before start")));
+    }
+    Ok(Process {
+        pid,
+        kind: def.kind,
+        name: def.name.clone(),
+        user: def.user.clone(),
+        command: def.command.clone(),
+        used_memory: expr(&def.used_memory, "used_memory")?,
+        sm: expr(&def.sm, "sm")?,
+        mem: expr(&def.mem, "mem")?,
+        enc: expr(&def.enc, "enc")?,
+        dec: expr(&def.dec, "dec")?,
+        start: def.start,
+        end: def.end,
+    })
+}
