@@ -57,7 +57,7 @@ pub enum ClockMode {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct ClockConfig {
     pub mode: ClockMode,
     pub speed: f64,
@@ -506,6 +506,9 @@ struct ProcessDef {
     /// Extension for the built-in demo, whose PIDs are not real: the owner and command line.
     user: Option<String>,
     command: Option<String>,
+    /// Extension for the demo: host CPU percent and resident memory.
+    cpu: Option<toml::Value>,
+    host_memory: Option<toml::Value>,
     #[serde(default)]
     used_memory: Option<toml::Value>,
     sm: Option<toml::Value>,
@@ -640,6 +643,8 @@ pub struct Process {
     pub name: Option<String>,
     pub user: Option<String>,
     pub command: Option<String>,
+    pub cpu: Expr,
+    pub host_memory: Expr,
     pub used_memory: Expr,
     pub sm: Expr,
     pub mem: Expr,
@@ -952,6 +957,8 @@ fn resolve_process(def: &ProcessDef, what: &str, env: EnvLookup<'_>) -> Result<P
         name: def.name.clone(),
         user: def.user.clone(),
         command: def.command.clone(),
+        cpu: expr(&def.cpu, "cpu")?,
+        host_memory: expr(&def.host_memory, "host_memory")?,
         used_memory: expr(&def.used_memory, "used_memory")?,
         sm: expr(&def.sm, "sm")?,
         mem: expr(&def.mem, "mem")?,

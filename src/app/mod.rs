@@ -1,0 +1,4 @@
+//! Application logic without I/O: ordering and selecting what the snapshot holds.
+
+pub mod filter;
+pub mod sort;

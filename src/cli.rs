@@ -1,0 +1,113 @@
+//! The command line (clap): flags, their help, and how they map onto settings and filters.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use crate::app::filter::Selection;
+use crate::config::CliOverrides;
+
+/// An interactive viewer for NVIDIA GPUs and the processes using them.
+///
+/// Without a GPU, `gputop --demo` shows a simulated machine.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "gputop", version, about, long_about = None, after_help = EXIT_CODES)]
+pub struct Cli {
+    /// Print one report and exit (also when stdout is not a terminal)
+    #[arg(short = '1', long)]
+    pub once: bool,
+
+    /// With --once: print the report as JSON (implies --once)
+    #[arg(long)]
+    pub json: bool,
+
+    /// List the GPUs, one per line, and exit
+    #[arg(short = 'l', long)]
+    pub list: bool,
+
+    /// Print the effective configuration, with the origin of each setting, and exit
+    #[arg(long)]
+    pub dump_config: bool,
+
+    /// Read the configuration from PATH instead of ~/.config/gputop/config.toml
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    /// Seconds between refreshes (overrides display.refresh_interval)
+    #[arg(long, value_name = "SECS")]
+    pub interval: Option<f64>,
+
+    /// Show only these GPUs (by index)
+    #[arg(long, value_name = "IDX", num_args = 1.., value_delimiter = ',')]
+    pub only: Vec<u32>,
+
+    /// Show only processes of these users
+    #[arg(long, value_name = "USER", num_args = 1.., value_delimiter = ',')]
+    pub user: Vec<String>,
+
+    /// Show only these processes
+    #[arg(long, value_name = "PID", num_args = 1.., value_delimiter = ',')]
+    pub pid: Vec<u32>,
+
+    /// Show only compute processes (C and C+G)
+    #[arg(long)]
+    pub compute: bool,
+
+    /// Show only graphics processes (G and C+G)
+    #[arg(long)]
+    pub graphics: bool,
+
+    /// Never send signals to processes
+    #[arg(long)]
+    pub readonly: bool,
+
+    /// No colours (also when NO_COLOR is set)
+    #[arg(long)]
+    pub no_color: bool,
+
+    /// Draw with ASCII characters only
+    #[arg(long)]
+    pub ascii: bool,
+
+    /// Colours for a light terminal background
+    #[arg(long)]
+    pub light: bool,
+
+    /// Load NVML from PATH instead of libnvidia-ml.so.1 on the library path
+    #[arg(long, value_name = "PATH")]
+    pub nvml_lib: Option<PathBuf>,
+
+    /// Show a built-in simulated machine instead of the real GPUs
+    #[arg(long, conflicts_with = "nvml_lib")]
+    pub demo: bool,
+}
+
+/// Exit codes, shown at the end of --help and documented in README.md.
+pub const EXIT_CODES: &str = "Exit codes:
+  0  success
+  1  runtime error (for example, writing the output failed)
+  2  usage error (bad command-line arguments)
+  3  configuration error (the message names file:line:column)
+  4  NVML library not found or not loadable
+  5  NVIDIA driver not loaded
+  6  NVIDIA driver and NVML library versions differ
+  7  no permission to use the GPUs
+  8  no NVIDIA GPU found";
+
+impl Cli {
+    pub fn selection(&self) -> Selection {
+        Selection {
+            only_gpus: self.only.clone(),
+            users: self.user.clone(),
+            pids: self.pid.clone(),
+            compute: self.compute,
+            graphics: self.graphics,
+        }
+    }
+
+    pub fn overrides(&self) -> CliOverrides {
+        CliOverrides {
+            interval: self.interval,
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! The built-in demo: the simulator's scenario engine read directly, no library loaded.
+//!
+//! The demo machine is nvml-sim's `builtin:demo` scenario, the same one the simulated
+//! `libnvidia-ml.so.1` serves, so `gputop --demo` and gputop on the simulator show one machine.
+//! Its PIDs are invented, so host facts come from the scenario instead of /proc.
+
+use std::time::Duration;
+
+use nvml_sim::codes::{self, Code};
+use nvml_sim::engine::{Sim, TimeBase, sampling, wall_now_us};
+use nvml_sim::scenario::{ComputeMode, MigSetting, Scenario};
+
+use super::{ProcessReadout, Readout};
+use crate::model::{
+    Bar1, Clocks, Device, DeviceStatus, DriverInfo, HostFacts, Memory, PcieLink, ProcessType, Reading, Window,
+};
+
+/// The demo machine and its clock.
+#[derive(Debug)]
+pub struct DemoSource {
+    sim: Sim,
+    time: TimeBase,
+}
+
+fn reading<T>(result: Result<T, Code>) -> Reading<T> {
+    match result {
+        Ok(value) => Reading::Value(value),
+        Err(codes::NOT_SUPPORTED | codes::FUNCTION_NOT_FOUND) => Reading::NotSupported,
+        Err(code) => Reading::Failed(codes::code_name(code).to_string()),
+    }
+}
+
+impl DemoSource {
+    pub fn new() -> Self {
+        let text = nvml_sim::builtin("demo").unwrap_or_default();
+        let scenario = Scenario::parse(text, "builtin:demo", &|_| None)
+            .unwrap_or_else(|e| panic!("the built-in demo scenario is invalid: {e}"));
+        let time = TimeBase::now(scenario.clock.start, scenario.clock.speed);
+        Self {
+            sim: Sim::new(scenario),
+            time,
+        }
+    }
+
+    pub fn read(&mut self, window: Duration) -> Readout {
+        let t = self.time.scenario_t(wall_now_us());
+        let system = &self.sim.scenario.system;
+        let cuda = system.cuda_driver_version;
+        let driver = DriverInfo {
+            driver_version: Reading::Value(system.driver_version.clone()),
+            nvml_version: Reading::Value(system.nvml_version.clone()),
+            cuda_driver_version: Reading::Value(format!("{}.{}", cuda / 1000, (cuda % 1000) / 10)),
+        };
+        let since = wall_now_us().saturating_sub(window.as_micros() as u64);
+        let mut devices = Vec::new();
+        let mut processes = Vec::new();
+        for gpu in 0..self.sim.gpu_count() {
+            devices.push(self.device(gpu, t, since));
+            processes.extend(self.processes(gpu, t));
+        }
+        Readout {
+            driver,
+            devices,
+            processes,
+        }
+    }
+
+    /// A field through the scenario's faults, as the C ABI would serve it.
+    fn field<T>(&self, gpu: usize, field: &str, t: f64, value: impl FnOnce() -> Result<T, Code>) -> Reading<T> {
+        match self.sim.fault(gpu, field, t) {
+            Some(code) => reading(Err(code)),
+            None => reading(value()),
+        }
+    }
+
+    fn window(&self, gpu: usize, sample_type: u32, t: f64, since: u64) -> Reading<Window> {
+        self.field(gpu, "samples", t, || {
+            let samples = self.sim.samples(gpu, sample_type, t, &self.time, since)?;
+            if samples.is_empty() {
+                return Err(codes::NOT_FOUND);
+            }
+            let values: Vec<f64> = samples.iter().map(|(_, v)| f64::from(*v)).collect();
+            Ok(Window {
+                mean: values.iter().sum::<f64>() / values.len() as f64,
+                peak: values.iter().copied().fold(f64::MIN, f64::max),
+                samples: values.len(),
+            })
+        })
+    }
+
+    fn device(&self, gpu: usize, t: f64, since: u64) -> Device {
+        let index = gpu as u32;
+        if self.sim.is_lost(gpu, t) {
+            return Device::unavailable(index, DeviceStatus::Lost("GPU is lost".into()), "GPU is lost");
+        }
+        let sim = &self.sim;
+        let g = sim.gpu(gpu);
+        let d = &g.dynamic;
+        let percent = |field: &str, expr, key: &str| self.field(gpu, field, t, || sim.percent(gpu, expr, key, t));
+        let count = |field: &str, expr, key: &str| self.field(gpu, field, t, || sim.count(gpu, expr, key, t));
+        let fixed = |field: &str, value: u32| self.field(gpu, field, t, || Ok(value));
+        let fans = self.field(gpu, "fan_speed", t, || {
+            if g.fans == 0 {
+                return Err(codes::NOT_SUPPORTED);
+            }
+            let speed = sim.percent(gpu, &d.fan_speed, "fan_speed", t)?;
+            Ok(vec![speed; g.fans as usize])
+        });
+        let bus = g.pci.bus.unwrap_or(index + 1);
+        Device {
+            index,
+            status: DeviceStatus::Ok,
+            name: self.field(gpu, "name", t, || Ok(g.name.clone())),
+            uuid: self.field(gpu, "uuid", t, || Ok(g.uuid.clone())),
+            pci_bus_id: self.field(gpu, "pci", t, || {
+                Ok(format!("{:08X}:{:02X}:{:02X}.0", g.pci.domain, bus, g.pci.device))
+            }),
+            utilization_gpu: percent("utilization", &d.utilization_gpu, "utilization_gpu"),
+            utilization_memory: percent("utilization", &d.utilization_memory, "utilization_memory"),
+            utilization_gpu_window: self.window(gpu, sampling::GPU_UTILIZATION, t, since),
+            utilization_memory_window: self.window(gpu, sampling::MEMORY_UTILIZATION, t, since),
+            memory: self.field(gpu, "memory", t, || {
+                sim.memory(gpu, t).map(|m| Memory {
+                    total: m.total,
+                    used: m.used,
+                    free: m.free,
+                    reserved: m.reserved,
+                })
+            }),
+            bar1: self.field(gpu, "bar1", t, || {
+                Ok(Bar1 {
+                    total: g.bar1_total,
+                    used: g.bar1_used.min(g.bar1_total),
+                })
+            }),
+            temperature: count("temperature", &d.temperature, "temperature"),
+            temperature_slowdown: self.field(gpu, "temperature_threshold", t, || {
+                g.temperature_thresholds.slowdown.ok_or(codes::NOT_SUPPORTED)
+            }),
+            temperature_shutdown: self.field(gpu, "temperature_threshold", t, || {
+                g.temperature_thresholds.shutdown.ok_or(codes::NOT_SUPPORTED)
+            }),
+            fan_speeds: fans,
+            power_usage_mw: count("power_usage", &d.power_mw, "power_mw"),
+            power_limit_mw: fixed("power_limit", g.power_limit_mw),
+            power_enforced_limit_mw: fixed("enforced_power_limit", g.enforced_power_limit_mw),
+            energy_mj: self.field(gpu, "energy", t, || sim.energy_mj(gpu, t)),
+            performance_state: self.field(gpu, "pstate", t, || sim.pstate(gpu, t)),
+            clocks: Clocks {
+                graphics: count("clocks", &d.clocks_mhz.graphics, "clocks_mhz.graphics"),
+                sm: count("clocks", &d.clocks_mhz.sm, "clocks_mhz.sm"),
+                memory: count("clocks", &d.clocks_mhz.mem, "clocks_mhz.mem"),
+                video: count("clocks", &d.clocks_mhz.video, "clocks_mhz.video"),
+            },
+            max_clocks: Clocks {
+                graphics: fixed("max_clocks", g.max_clocks_mhz.graphics),
+                sm: fixed("max_clocks", g.max_clocks_mhz.sm),
+                memory: fixed("max_clocks", g.max_clocks_mhz.mem),
+                video: fixed("max_clocks", g.max_clocks_mhz.video),
+            },
+            pcie_link: PcieLink {
+                generation: fixed("pcie_link", g.pcie.generation),
+                width: fixed("pcie_link", g.pcie.width),
+                max_generation: fixed("pcie_link", g.pcie.max_gen),
+                max_width: fixed("pcie_link", g.pcie.max_width),
+            },
+            pcie_tx_kbps: count("pcie_throughput", &d.pcie_tx_kbps, "pcie_tx_kbps"),
+            pcie_rx_kbps: count("pcie_throughput", &d.pcie_rx_kbps, "pcie_rx_kbps"),
+            encoder: percent("encoder", &d.encoder, "encoder"),
+            decoder: percent("decoder", &d.decoder, "decoder"),
+            ecc_enabled: self.field(gpu, "ecc", t, || {
+                if g.ecc.supported { Ok(true) } else { Err(codes::NOT_SUPPORTED) }
+            }),
+            ecc_uncorrected_volatile: self.field(gpu, "ecc", t, || {
+                if g.ecc.supported { Ok(g.ecc.volatile_uncorrected) } else { Err(codes::NOT_SUPPORTED) }
+            }),
+            compute_mode: self.field(gpu, "compute_mode", t, || {
+                Ok(match g.compute_mode {
+                    ComputeMode::Default => "default",
+                    ComputeMode::ExclusiveThread => "exclusive_thread",
+                    ComputeMode::Prohibited => "prohibited",
+                    ComputeMode::ExclusiveProcess => "exclusive_process",
+                }
+                .to_string())
+            }),
+            persistence_mode: self.field(gpu, "persistence", t, || Ok(g.persistence)),
+            mig_enabled: self.field(gpu, "mig", t, || match g.mig {
+                MigSetting::Unsupported => Err(codes::NOT_SUPPORTED),
+                setting => Ok(setting == MigSetting::Enabled),
+            }),
+            throttle_reasons: self.field(gpu, "throttle_reasons", t, || {
+                sim.count(gpu, &d.throttle_reasons, "throttle_reasons", t)
+                    .map(|bits| if bits == 0 { Vec::new() } else { vec![format!("0x{bits:x}")] })
+            }),
+        }
+    }
+
+    fn processes(&self, gpu: usize, t: f64) -> Vec<ProcessReadout> {
+        let sim = &self.sim;
+        if sim.is_lost(gpu, t) {
+            return Vec::new();
+        }
+        let uuid = Reading::Value(sim.gpu(gpu).uuid.clone());
+        let utilization = sim.process_samples(gpu, t, &self.time, 0);
+        let seed = sim.scenario.meta.seed;
+        sim.live_processes(gpu, t)
+            .into_iter()
+            .filter_map(|live| {
+                let (position, script) = sim
+                    .gpu(gpu)
+                    .processes
+                    .iter()
+                    .enumerate()
+                    .find(|(_, p)| p.pid == live.pid)?;
+                let sample = utilization.iter().find(|s| s.pid == live.pid);
+                let pct = |v: Option<u32>| Reading::Value(v.unwrap_or(0));
+                let host_value = |expr, key: &str| {
+                    nvml_sim::engine::eval(expr, t, seed, gpu, &format!("process{position}.{key}")).unwrap_or(0.0)
+                };
+                // A demo process seems to have run for an hour before the demo began.
+                let running = (t - script.start).max(0.0) as u64 + 3600;
+                let start_epoch = (wall_now_us() / 1_000_000).saturating_sub(running);
+                Some(ProcessReadout {
+                    pid: live.pid,
+                    gpu_index: gpu as u32,
+                    gpu_uuid: uuid.clone(),
+                    kind: match live.kind {
+                        nvml_sim::scenario::ProcessType::Graphics => ProcessType::Graphics,
+                        nvml_sim::scenario::ProcessType::ComputeGraphics => ProcessType::ComputeGraphics,
+                        _ => ProcessType::Compute,
+                    },
+                    gpu_memory_bytes: live.used_memory.map_or(Reading::NotSupported, Reading::Value),
+                    sm_percent: pct(sample.map(|s| s.sm)),
+                    memory_bandwidth_percent: pct(sample.map(|s| s.mem)),
+                    encoder_percent: pct(sample.map(|s| s.enc)),
+                    decoder_percent: pct(sample.map(|s| s.dec)),
+                    host: Some(HostFacts {
+                        user: Reading::Value(script.user.clone().unwrap_or_else(|| "demo".into())),
+                        command: Reading::Value(
+                            script.command.clone().or_else(|| script.name.clone()).unwrap_or_default(),
+                        ),
+                        cpu_percent: Reading::Value(host_value(&script.cpu, "cpu").max(0.0)),
+                        memory_bytes: Reading::Value(host_value(&script.host_memory, "host_memory").max(0.0) as u64),
+                        start_time: Reading::Value(start_epoch),
+                        running_seconds: Reading::Value(running),
+                    }),
+                })
+            })
+            .collect()
+    }
+}
+
+impl Default for DemoSource {
+    fn default() -> Self {
+        Self::new()
+    }
+}

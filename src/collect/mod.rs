@@ -1,0 +1,170 @@
+//! Collection: turns a source (NVML or the demo) plus the host into `Arc<Snapshot>` values.
+//!
+//! [`collect_once`] serves `--once`; [`Collector`] runs the same read on its own thread at the
+//! configured interval and publishes each snapshot whole. Readers clone the `Arc` and never
+//! hold a lock while they use it.
+
+pub mod demo;
+pub mod host;
+pub mod nvml;
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, RwLock};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::model::{Device, DriverInfo, GpuProcess, HostFacts, ProcessType, Reading, Snapshot};
+use demo::DemoSource;
+use host::HostCollector;
+use nvml::NvmlSource;
+
+/// What a GPU source read: devices and the processes on them.
+#[derive(Debug, Clone)]
+pub struct Readout {
+    pub driver: DriverInfo,
+    pub devices: Vec<Device>,
+    pub processes: Vec<ProcessReadout>,
+}
+
+/// A process as the GPU source sees it; `host` is filled from /proc unless the source knows it.
+#[derive(Debug, Clone)]
+pub struct ProcessReadout {
+    pub pid: u32,
+    pub gpu_index: u32,
+    pub gpu_uuid: Reading<String>,
+    pub kind: ProcessType,
+    pub gpu_memory_bytes: Reading<u64>,
+    pub sm_percent: Reading<u32>,
+    pub memory_bandwidth_percent: Reading<u32>,
+    pub encoder_percent: Reading<u32>,
+    pub decoder_percent: Reading<u32>,
+    pub host: Option<HostFacts>,
+}
+
+/// Where device and process readings come from.
+#[derive(Debug)]
+pub enum Source {
+    Nvml(NvmlSource),
+    Demo(DemoSource),
+}
+
+impl Source {
+    fn read(&mut self, window: Duration) -> Readout {
+        match self {
+            Self::Nvml(nvml) => nvml.read(window),
+            Self::Demo(demo) => demo.read(window),
+        }
+    }
+}
+
+/// Reads the source and the host into one snapshot.
+fn assemble(source: &mut Source, host: &mut HostCollector, window: Duration) -> Snapshot {
+    let readout = source.read(window);
+    let unknown: Vec<u32> = readout
+        .processes
+        .iter()
+        .filter(|p| p.host.is_none())
+        .map(|p| p.pid)
+        .collect();
+    let facts = if unknown.is_empty() {
+        Default::default()
+    } else {
+        host.facts(&unknown)
+    };
+    let mut processes: Vec<GpuProcess> = readout
+        .processes
+        .into_iter()
+        .map(|p| GpuProcess {
+            host: p
+                .host
+                .or_else(|| facts.get(&p.pid).cloned())
+                .unwrap_or_else(|| HostFacts::gone("no such process")),
+            pid: p.pid,
+            gpu_index: p.gpu_index,
+            gpu_uuid: p.gpu_uuid,
+            kind: p.kind,
+            gpu_memory_bytes: p.gpu_memory_bytes,
+            sm_percent: p.sm_percent,
+            memory_bandwidth_percent: p.memory_bandwidth_percent,
+            encoder_percent: p.encoder_percent,
+            decoder_percent: p.decoder_percent,
+        })
+        .collect();
+    crate::app::sort::by_gpu_memory(&mut processes);
+    Snapshot {
+        taken_at: SystemTime::now(),
+        hostname: host::hostname(),
+        driver: readout.driver,
+        devices: readout.devices,
+        processes,
+        host: host.stats(),
+    }
+}
+
+/// One snapshot, for `--once`. Utilization means and peaks cover the last `window`.
+pub fn collect_once(source: &mut Source, window: Duration) -> Snapshot {
+    assemble(source, &mut HostCollector::new(), window)
+}
+
+/// The latest snapshot, shared between the collector and its readers.
+pub type Latest = Arc<RwLock<Option<Arc<Snapshot>>>>;
+
+/// A collector thread publishing a snapshot every interval.
+#[derive(Debug)]
+pub struct Collector {
+    latest: Latest,
+    updates: Receiver<Arc<Snapshot>>,
+    stop: Option<Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Collector {
+    /// Starts collecting from `source` every `interval`.
+    pub fn spawn(mut source: Source, interval: Duration) -> std::io::Result<Self> {
+        let latest: Latest = Arc::new(RwLock::new(None));
+        let (stop, stopped) = mpsc::channel::<()>();
+        let (publish, updates) = mpsc::channel();
+        let shared = Arc::clone(&latest);
+        let thread = thread::Builder::new().name("gputop-collect".into()).spawn(move || {
+            let mut host = HostCollector::new();
+            loop {
+                let started = Instant::now();
+                let snapshot = Arc::new(assemble(&mut source, &mut host, interval));
+                *shared.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&snapshot));
+                if publish.send(snapshot).is_err() {
+                    return;
+                }
+                let rest = interval.saturating_sub(started.elapsed());
+                match stopped.recv_timeout(rest) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    _ => return,
+                }
+            }
+        })?;
+        Ok(Self {
+            latest,
+            updates,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// The most recent snapshot, if one has been taken.
+    pub fn latest(&self) -> Option<Arc<Snapshot>> {
+        self.latest.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Waits up to `timeout` for the next snapshot.
+    pub fn next(&self, timeout: Duration) -> Option<Arc<Snapshot>> {
+        self.updates.recv_timeout(timeout).ok()
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        self.stop.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}

@@ -1,0 +1,519 @@
+//! NVML through nvml-wrapper: the only module that names `nvml_wrapper`.
+//!
+//! Static facts are read once per device; fast metrics every refresh; utilization means and
+//! peaks come from the driver's sample buffer since the previous read; PCIe throughput, which
+//! blocks in the driver, is read by its own thread on a slower cadence.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use nvml_wrapper::Nvml;
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, ComputeMode, EccCounter, MemoryError, PcieUtilCounter, Sampling, TemperatureSensor,
+    TemperatureThreshold,
+};
+use nvml_wrapper::enums::device::{SampleValue, UsedGpuMemory};
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::struct_wrappers::device::ProcessInfo;
+use nvml_wrapper::{Device as NvmlDevice, cuda_driver_version_major, cuda_driver_version_minor};
+
+use super::{ProcessReadout, Readout};
+use crate::model::{
+    Bar1, Clocks, Device, DeviceStatus, DriverInfo, Memory, PcieLink, ProcessType, Reading, Window,
+};
+
+/// Why NVML cannot be used at all; each maps to its own exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NvmlUnusable {
+    /// The library could not be loaded (missing, wrong architecture, no `nvmlInit_v2`).
+    LibraryMissing(String),
+    DriverNotLoaded,
+    DriverLibraryMismatch,
+    NoPermission,
+    NoGpu,
+    Other(String),
+}
+
+/// Wall-clock µs since the Unix epoch: the clock NVML timestamps samples with.
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// A driver that lacks a symbol behaves as if the metric is not supported.
+fn is_missing(error: &NvmlError) -> bool {
+    matches!(
+        error,
+        NvmlError::NotSupported | NvmlError::FunctionNotFound | NvmlError::FailedToLoadSymbol(_)
+    )
+}
+
+fn reading<T>(result: Result<T, NvmlError>) -> Reading<T> {
+    match result {
+        Ok(value) => Reading::Value(value),
+        Err(error) if is_missing(&error) => Reading::NotSupported,
+        Err(error) => Reading::Failed(error.to_string()),
+    }
+}
+
+/// Facts that do not change while gputop runs; read once per device.
+#[derive(Debug, Clone)]
+struct StaticFacts {
+    name: Reading<String>,
+    uuid: Reading<String>,
+    pci_bus_id: Reading<String>,
+    temperature_slowdown: Reading<u32>,
+    temperature_shutdown: Reading<u32>,
+    max_clocks: Clocks,
+    max_link_generation: Reading<u32>,
+    max_link_width: Reading<u32>,
+    fan_count: Reading<u32>,
+}
+
+impl StaticFacts {
+    fn read(device: &NvmlDevice<'_>) -> Self {
+        let max_clock = |clock| reading(device.max_clock_info(clock));
+        Self {
+            name: reading(device.name()),
+            uuid: reading(device.uuid()),
+            pci_bus_id: reading(device.pci_info().map(|p| p.bus_id)),
+            temperature_slowdown: reading(device.temperature_threshold(TemperatureThreshold::Slowdown)),
+            temperature_shutdown: reading(device.temperature_threshold(TemperatureThreshold::Shutdown)),
+            max_clocks: Clocks {
+                graphics: max_clock(Clock::Graphics),
+                sm: max_clock(Clock::SM),
+                memory: max_clock(Clock::Memory),
+                video: max_clock(Clock::Video),
+            },
+            max_link_generation: reading(device.max_pcie_link_gen()),
+            max_link_width: reading(device.max_pcie_link_width()),
+            fan_count: reading(device.num_fans()),
+        }
+    }
+}
+
+/// PCIe throughput of one device, as the slow thread last read it.
+#[derive(Debug, Clone)]
+struct PcieThroughput {
+    tx_kbps: Reading<u32>,
+    rx_kbps: Reading<u32>,
+}
+
+/// Per-device watermarks: the newest sample timestamp already consumed.
+#[derive(Debug, Clone, Copy, Default)]
+struct Watermarks {
+    gpu_util: u64,
+    memory_util: u64,
+    processes: u64,
+}
+
+/// An open NVML library and what gputop remembers between reads.
+pub struct NvmlSource {
+    nvml: Arc<Nvml>,
+    device_count: u32,
+    statics: Vec<Option<StaticFacts>>,
+    watermarks: Vec<Watermarks>,
+    pcie: Option<Arc<Mutex<Vec<PcieThroughput>>>>,
+    /// Dropping it stops the PCIe thread.
+    _pcie_stop: Option<Sender<()>>,
+}
+
+impl std::fmt::Debug for NvmlSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NvmlSource").field("device_count", &self.device_count).finish()
+    }
+}
+
+impl NvmlSource {
+    /// Loads and initialises NVML from `library` (default: `libnvidia-ml.so.1` on the loader path).
+    pub fn open(library: Option<&Path>) -> Result<Self, NvmlUnusable> {
+        let mut builder = Nvml::builder();
+        if let Some(path) = library {
+            builder.lib_path(OsStr::new(path));
+        }
+        let nvml = builder.init().map_err(|error| match error {
+            NvmlError::LibloadingError(e) => NvmlUnusable::LibraryMissing(e.to_string()),
+            NvmlError::FailedToLoadSymbol(e) => NvmlUnusable::LibraryMissing(e),
+            NvmlError::LibraryNotFound => NvmlUnusable::LibraryMissing("libnvidia-ml.so.1 not found".into()),
+            NvmlError::DriverNotLoaded => NvmlUnusable::DriverNotLoaded,
+            NvmlError::LibRmVersionMismatch => NvmlUnusable::DriverLibraryMismatch,
+            NvmlError::NoPermission => NvmlUnusable::NoPermission,
+            other => NvmlUnusable::Other(other.to_string()),
+        })?;
+        let device_count = match nvml.device_count() {
+            Ok(0) => return Err(NvmlUnusable::NoGpu),
+            Ok(n) => n,
+            Err(NvmlError::NoPermission) => return Err(NvmlUnusable::NoPermission),
+            Err(e) => return Err(NvmlUnusable::Other(e.to_string())),
+        };
+        let count = device_count as usize;
+        Ok(Self {
+            nvml: Arc::new(nvml),
+            device_count,
+            statics: vec![None; count],
+            watermarks: vec![Watermarks::default(); count],
+            pcie: None,
+            _pcie_stop: None,
+        })
+    }
+
+    /// Starts the thread that reads PCIe throughput every `interval`.
+    pub fn start_pcie_thread(&mut self, interval: Duration) {
+        let shared = Arc::new(Mutex::new(Vec::new()));
+        let (stop, stopped) = mpsc::channel();
+        let nvml = Arc::clone(&self.nvml);
+        let count = self.device_count;
+        let sink = Arc::clone(&shared);
+        let spawned = thread::Builder::new()
+            .name("gputop-pcie".into())
+            .spawn(move || pcie_loop(&nvml, count, &sink, interval, &stopped));
+        if spawned.is_ok() {
+            self.pcie = Some(shared);
+            self._pcie_stop = Some(stop);
+        }
+    }
+
+    /// Reads every device and its processes. `window` bounds the first sample-buffer read.
+    pub fn read(&mut self, window: Duration) -> Readout {
+        let nvml = Arc::clone(&self.nvml);
+        let driver = DriverInfo {
+            driver_version: reading(nvml.sys_driver_version()),
+            nvml_version: reading(nvml.sys_nvml_version()),
+            cuda_driver_version: reading(nvml.sys_cuda_driver_version()).map(|v| {
+                format!("{}.{}", cuda_driver_version_major(v), cuda_driver_version_minor(v))
+            }),
+        };
+        let pcie = self
+            .pcie
+            .as_ref()
+            .map(|shared| shared.lock().unwrap_or_else(|e| e.into_inner()).clone());
+        let mut devices = Vec::with_capacity(self.device_count as usize);
+        let mut processes = Vec::new();
+        for index in 0..self.device_count {
+            let device = match nvml.device_by_index(index) {
+                Ok(device) => device,
+                Err(error) => {
+                    devices.push(unavailable(index, &error));
+                    continue;
+                }
+            };
+            let slot = index as usize;
+            let statics = self.statics[slot].get_or_insert_with(|| StaticFacts::read(&device)).clone();
+            let throughput = match &pcie {
+                Some(all) => all.get(slot).cloned().unwrap_or(PcieThroughput {
+                    tx_kbps: Reading::Failed("not sampled yet".into()),
+                    rx_kbps: Reading::Failed("not sampled yet".into()),
+                }),
+                None => PcieThroughput {
+                    tx_kbps: Reading::Failed("PCIe throughput is sampled only in live mode".into()),
+                    rx_kbps: Reading::Failed("PCIe throughput is sampled only in live mode".into()),
+                },
+            };
+            let marks = &mut self.watermarks[slot];
+            match read_device(&device, index, &statics, throughput, marks, window) {
+                Ok(read) => devices.push(read),
+                Err(error) => {
+                    // A device lost between calls: forget its statics so a reset one is re-read.
+                    self.statics[slot] = None;
+                    devices.push(unavailable(index, &error));
+                    continue;
+                }
+            }
+            processes.extend(read_processes(&device, index, &statics.uuid, marks, window));
+        }
+        Readout {
+            driver,
+            devices,
+            processes,
+        }
+    }
+}
+
+fn unavailable(index: u32, error: &NvmlError) -> Device {
+    let reason = error.to_string();
+    let status = match error {
+        NvmlError::GpuLost => DeviceStatus::Lost(reason.clone()),
+        _ => DeviceStatus::Failed(reason.clone()),
+    };
+    Device::unavailable(index, status, &reason)
+}
+
+fn pcie_loop(
+    nvml: &Nvml,
+    count: u32,
+    sink: &Mutex<Vec<PcieThroughput>>,
+    interval: Duration,
+    stopped: &Receiver<()>,
+) {
+    loop {
+        let readings: Vec<PcieThroughput> = (0..count)
+            .map(|index| match nvml.device_by_index(index) {
+                Ok(device) => PcieThroughput {
+                    tx_kbps: reading(device.pcie_throughput(PcieUtilCounter::Send)),
+                    rx_kbps: reading(device.pcie_throughput(PcieUtilCounter::Receive)),
+                },
+                Err(error) => PcieThroughput {
+                    tx_kbps: Reading::Failed(error.to_string()),
+                    rx_kbps: Reading::Failed(error.to_string()),
+                },
+            })
+            .collect();
+        *sink.lock().unwrap_or_else(|e| e.into_inner()) = readings;
+        match stopped.recv_timeout(interval) {
+            Err(RecvTimeoutError::Timeout) => {}
+            _ => return,
+        }
+    }
+}
+
+/// Mean and peak of the driver's samples newer than the watermark (or the last `window`).
+fn sample_window(device: &NvmlDevice<'_>, sampling: Sampling, watermark: &mut u64, window: Duration) -> Reading<Window> {
+    let since = if *watermark == 0 {
+        now_us().saturating_sub(window.as_micros() as u64)
+    } else {
+        *watermark
+    };
+    match device.samples(sampling, since) {
+        Ok(samples) if !samples.is_empty() => {
+            let values: Vec<f64> = samples
+                .iter()
+                .map(|s| match s.value {
+                    SampleValue::F64(v) => v,
+                    SampleValue::U32(v) => f64::from(v),
+                    SampleValue::U64(v) => v as f64,
+                    SampleValue::I64(v) => v as f64,
+                })
+                .collect();
+            *watermark = samples.iter().map(|s| s.timestamp).max().unwrap_or(*watermark);
+            Reading::Value(Window {
+                mean: values.iter().sum::<f64>() / values.len() as f64,
+                peak: values.iter().copied().fold(f64::MIN, f64::max),
+                samples: values.len(),
+            })
+        }
+        Ok(_) | Err(NvmlError::NotFound) => Reading::Failed("no new samples in the interval".into()),
+        Err(error) => reading(Err(error)),
+    }
+}
+
+fn read_device(
+    device: &NvmlDevice<'_>,
+    index: u32,
+    statics: &StaticFacts,
+    throughput: PcieThroughput,
+    marks: &mut Watermarks,
+    window: Duration,
+) -> Result<Device, NvmlError> {
+    // The first call tells whether the device answers at all.
+    let memory = match device.memory_info() {
+        Err(error @ (NvmlError::GpuLost | NvmlError::ResetRequired | NvmlError::Unknown)) => return Err(error),
+        other => reading(other.map(|m| Memory {
+            total: m.total,
+            used: m.used,
+            free: m.free,
+            reserved: m.reserved,
+        })),
+    };
+    let utilization = device.utilization_rates();
+    let (utilization_gpu, utilization_memory) = match utilization {
+        Ok(u) => (Reading::Value(u.gpu), Reading::Value(u.memory)),
+        Err(error) => (reading::<u32>(Err(error)), Reading::Failed("see utilization".into())),
+    };
+    let utilization_memory = match (&utilization_gpu, utilization_memory) {
+        (Reading::NotSupported, _) => Reading::NotSupported,
+        (Reading::Failed(reason), _) => Reading::Failed(reason.clone()),
+        (_, value) => value,
+    };
+    let clock = |clock| reading(device.clock_info(clock));
+    let fan_speeds = match &statics.fan_count {
+        Reading::Value(count) => {
+            let speeds: Result<Vec<u32>, NvmlError> = (0..*count).map(|fan| device.fan_speed(fan)).collect();
+            reading(speeds)
+        }
+        Reading::NotSupported => Reading::NotSupported,
+        Reading::Failed(reason) => Reading::Failed(reason.clone()),
+    };
+    let ecc_enabled = reading(device.is_ecc_enabled().map(|e| e.currently_enabled));
+    let ecc_uncorrected_volatile = match ecc_enabled {
+        Reading::Value(true) => reading(device.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)),
+        Reading::Value(false) => Reading::NotSupported,
+        ref other => other.clone().map(|_| 0),
+    };
+    Ok(Device {
+        index,
+        status: DeviceStatus::Ok,
+        name: statics.name.clone(),
+        uuid: statics.uuid.clone(),
+        pci_bus_id: statics.pci_bus_id.clone(),
+        utilization_gpu,
+        utilization_memory,
+        utilization_gpu_window: sample_window(device, Sampling::GpuUtilization, &mut marks.gpu_util, window),
+        utilization_memory_window: sample_window(
+            device,
+            Sampling::MemoryUtilization,
+            &mut marks.memory_util,
+            window,
+        ),
+        memory,
+        bar1: reading(device.bar1_memory_info().map(|b| Bar1 {
+            total: b.total,
+            used: b.used,
+        })),
+        temperature: reading(device.temperature(TemperatureSensor::Gpu)),
+        temperature_slowdown: statics.temperature_slowdown.clone(),
+        temperature_shutdown: statics.temperature_shutdown.clone(),
+        fan_speeds,
+        power_usage_mw: reading(device.power_usage()),
+        power_limit_mw: reading(device.power_management_limit()),
+        power_enforced_limit_mw: reading(device.enforced_power_limit()),
+        energy_mj: reading(device.total_energy_consumption()),
+        performance_state: reading(device.performance_state().map(|p| p.as_c())),
+        clocks: Clocks {
+            graphics: clock(Clock::Graphics),
+            sm: clock(Clock::SM),
+            memory: clock(Clock::Memory),
+            video: clock(Clock::Video),
+        },
+        max_clocks: statics.max_clocks.clone(),
+        pcie_link: PcieLink {
+            generation: reading(device.current_pcie_link_gen()),
+            width: reading(device.current_pcie_link_width()),
+            max_generation: statics.max_link_generation.clone(),
+            max_width: statics.max_link_width.clone(),
+        },
+        pcie_tx_kbps: throughput.tx_kbps,
+        pcie_rx_kbps: throughput.rx_kbps,
+        encoder: reading(device.encoder_utilization().map(|u| u.utilization)),
+        decoder: reading(device.decoder_utilization().map(|u| u.utilization)),
+        ecc_enabled,
+        ecc_uncorrected_volatile,
+        compute_mode: reading(device.compute_mode().map(|mode| {
+            match mode {
+                ComputeMode::Default => "default",
+                ComputeMode::ExclusiveThread => "exclusive_thread",
+                ComputeMode::Prohibited => "prohibited",
+                ComputeMode::ExclusiveProcess => "exclusive_process",
+            }
+            .to_string()
+        })),
+        persistence_mode: reading(device.is_in_persistent_mode()),
+        mig_enabled: reading(device.mig_mode().map(|m| m.current == 1)),
+        throttle_reasons: reading(device.current_throttle_reasons().map(|reasons| {
+            reasons.iter_names().map(|(name, _)| name.to_ascii_lowercase()).collect()
+        })),
+    })
+}
+
+/// A process list call, falling back to the `_v2` symbol on drivers without `_v3`.
+fn process_list(
+    v3: impl Fn() -> Result<Vec<ProcessInfo>, NvmlError>,
+    v2: impl Fn() -> Result<Vec<ProcessInfo>, NvmlError>,
+) -> Result<Vec<ProcessInfo>, NvmlError> {
+    match v3() {
+        Err(error) if is_missing(&error) => match v2() {
+            Err(error) if is_missing(&error) => Ok(Vec::new()),
+            other => other,
+        },
+        other => other,
+    }
+}
+
+/// Compute, graphics and MPS lists merged by PID, with per-process utilization.
+fn read_processes(
+    device: &NvmlDevice<'_>,
+    index: u32,
+    uuid: &Reading<String>,
+    marks: &mut Watermarks,
+    window: Duration,
+) -> Vec<ProcessReadout> {
+    let compute = process_list(
+        || device.running_compute_processes(),
+        || device.running_compute_processes_v2(),
+    );
+    let graphics = process_list(
+        || device.running_graphics_processes(),
+        || device.running_graphics_processes_v2(),
+    );
+    let mps = match device.mps_running_compute_processes() {
+        Err(error) if is_missing(&error) => Ok(Vec::new()),
+        other => other,
+    };
+    let mut merged: Vec<ProcessReadout> = Vec::new();
+    let lists = [
+        (compute, ProcessType::Compute),
+        (mps, ProcessType::Compute),
+        (graphics, ProcessType::Graphics),
+    ];
+    for (list, kind) in lists {
+        for info in list.unwrap_or_default() {
+            let memory = match info.used_gpu_memory {
+                UsedGpuMemory::Used(bytes) => Reading::Value(bytes),
+                UsedGpuMemory::Unavailable => Reading::NotSupported,
+            };
+            match merged.iter_mut().find(|p| p.pid == info.pid) {
+                Some(existing) => {
+                    existing.kind = existing.kind.merge(kind);
+                    if let (Some(a), Some(b)) = (existing.gpu_memory_bytes.get(), memory.get()) {
+                        existing.gpu_memory_bytes = Reading::Value(a.max(b));
+                    }
+                }
+                None => merged.push(ProcessReadout {
+                    pid: info.pid,
+                    gpu_index: index,
+                    gpu_uuid: uuid.clone(),
+                    kind,
+                    gpu_memory_bytes: memory,
+                    sm_percent: Reading::Value(0),
+                    memory_bandwidth_percent: Reading::Value(0),
+                    encoder_percent: Reading::Value(0),
+                    decoder_percent: Reading::Value(0),
+                    host: None,
+                }),
+            }
+        }
+    }
+    if merged.is_empty() {
+        return merged;
+    }
+    let since = if marks.processes == 0 {
+        now_us().saturating_sub(window.as_micros() as u64)
+    } else {
+        marks.processes
+    };
+    match device.process_utilization_stats(since) {
+        Ok(samples) => {
+            marks.processes = samples.iter().map(|s| s.timestamp).max().unwrap_or(marks.processes);
+            for process in &mut merged {
+                let mine: Vec<_> = samples.iter().filter(|s| s.pid == process.pid).collect();
+                if mine.is_empty() {
+                    continue;
+                }
+                let mean = |f: fn(&&nvml_wrapper::struct_wrappers::device::ProcessUtilizationSample) -> u32| {
+                    let sum: u64 = mine.iter().map(|s| u64::from(f(s))).sum();
+                    Reading::Value((sum as f64 / mine.len() as f64).round().min(100.0) as u32)
+                };
+                process.sm_percent = mean(|s| s.sm_util);
+                process.memory_bandwidth_percent = mean(|s| s.mem_util);
+                process.encoder_percent = mean(|s| s.enc_util);
+                process.decoder_percent = mean(|s| s.dec_util);
+            }
+        }
+        // No sample newer than the watermark: no process ran kernels in the interval.
+        Err(NvmlError::NotFound) => {}
+        Err(error) => {
+            let failed: Reading<u32> = reading(Err(error));
+            for process in &mut merged {
+                process.sm_percent = failed.clone();
+                process.memory_bandwidth_percent = failed.clone();
+                process.encoder_percent = failed.clone();
+                process.decoder_percent = failed.clone();
+            }
+        }
+    }
+    merged
+}

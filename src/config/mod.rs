@@ -1,0 +1,380 @@
+//! Configuration: the TOML file, environment overrides and CLI overrides, layered as
+//! CLI > environment > file > built-in defaults, validated strictly, with the origin of
+//! every value kept for `--dump-config`. The user's file is only ever read.
+
+pub mod schema;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use toml::Spanned;
+
+use schema::{KEYS, Key, Value, suggest};
+
+/// The commented reference configuration; equal to the built-in defaults (a test checks).
+pub const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
+
+/// Where a value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Default,
+    File { path: PathBuf, line: usize },
+    Env(String),
+    Cli(&'static str),
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Default => f.write_str("built-in default"),
+            Self::File { path, line } => write!(f, "from {}:{line}", path.display()),
+            Self::Env(var) => write!(f, "from environment variable {var}"),
+            Self::Cli(flag) => write!(f, "from command line {flag}"),
+        }
+    }
+}
+
+/// A configuration problem, as one line: where, then what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DisplaySettings {
+    /// Seconds between refreshes.
+    pub refresh_interval: f64,
+    /// Device metrics shown, in order.
+    pub default_metrics: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlertSettings {
+    pub memory_usage_threshold: f64,
+    pub gpu_utilization_threshold: f64,
+    pub temperature_threshold: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistorySettings {
+    pub retention_time: u64,
+    pub sample_interval: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollectSettings {
+    /// Seconds between PCIe throughput reads (each blocks in the driver).
+    pub pcie_interval: f64,
+}
+
+/// The validated, typed settings every other module reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub display: DisplaySettings,
+    pub alert: AlertSettings,
+    pub history: HistorySettings,
+    pub collect: CollectSettings,
+}
+
+/// One key's effective value and origin.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub key: &'static Key,
+    pub value: Value,
+    pub origin: Origin,
+}
+
+/// The effective configuration: typed settings and, per key, where its value came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Effective {
+    pub settings: Settings,
+    pub entries: Vec<Entry>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        let entries: Vec<Entry> = KEYS
+            .iter()
+            .map(|key| Entry {
+                key,
+                value: key.default_value(),
+                origin: Origin::Default,
+            })
+            .collect();
+        Settings::from_entries(&entries)
+    }
+}
+
+impl Settings {
+    fn from_entries(entries: &[Entry]) -> Self {
+        let get = |path: &str| {
+            entries
+                .iter()
+                .find(|e| e.key.path() == path)
+                .map(|e| e.value.clone())
+                .unwrap_or_else(|| panic!("configuration key {path} is missing from the schema"))
+        };
+        let float = |path: &str| match get(path) {
+            Value::Float(v) => v,
+            other => panic!("{path} holds {other:?}, not a number"),
+        };
+        let int = |path: &str| match get(path) {
+            Value::Int(v) => v.max(0) as u64,
+            other => panic!("{path} holds {other:?}, not a whole number"),
+        };
+        let list = |path: &str| match get(path) {
+            Value::List(v) => v,
+            other => panic!("{path} holds {other:?}, not a list"),
+        };
+        Self {
+            display: DisplaySettings {
+                refresh_interval: float("display.refresh_interval"),
+                default_metrics: list("display.default_metrics"),
+            },
+            alert: AlertSettings {
+                memory_usage_threshold: float("alert.memory_usage_threshold"),
+                gpu_utilization_threshold: float("alert.gpu_utilization_threshold"),
+                temperature_threshold: float("alert.temperature_threshold"),
+            },
+            history: HistorySettings {
+                retention_time: int("history.retention_time"),
+                sample_interval: int("history.sample_interval"),
+            },
+            collect: CollectSettings {
+                pcie_interval: float("collect.pcie_interval"),
+            },
+        }
+    }
+}
+
+/// Overrides given on the command line.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CliOverrides {
+    pub interval: Option<f64>,
+}
+
+/// The file gputop reads when `--config` is not given:
+/// `$XDG_CONFIG_HOME/gputop/config.toml`, else `~/.config/gputop/config.toml`.
+pub fn default_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let base = env("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").filter(|v| !v.is_empty()).map(|h| Path::new(&h).join(".config")))?;
+    Some(base.join("gputop").join("config.toml"))
+}
+
+/// Loads the effective configuration. `explicit` is `--config`; `env` reads the environment.
+pub fn load(
+    explicit: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+    cli: &CliOverrides,
+) -> Result<Effective, ConfigError> {
+    let mut entries: Vec<Entry> = KEYS
+        .iter()
+        .map(|key| Entry {
+            key,
+            value: key.default_value(),
+            origin: Origin::Default,
+        })
+        .collect();
+
+    let from_env = env("GPUTOP_CONFIG").filter(|v| !v.is_empty()).map(PathBuf::from);
+    let (path, required) = match (explicit, from_env) {
+        (Some(path), _) => (Some(path.to_path_buf()), true),
+        (None, Some(path)) => (Some(path), true),
+        (None, None) => (default_path(env), false),
+    };
+    if let Some(path) = path {
+        match std::fs::read_to_string(&path) {
+            Ok(text) => apply_file(&mut entries, &path, &text)?,
+            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(ConfigError(format!("{}: cannot read config file: {e}", path.display())));
+            }
+        }
+    }
+    apply_env(&mut entries, env)?;
+    if let Some(interval) = cli.interval {
+        set_from_cli(&mut entries, "display.refresh_interval", toml::Value::Float(interval), "--interval")?;
+    }
+    check_consistency(&entries)?;
+    Ok(Effective {
+        settings: Settings::from_entries(&entries),
+        entries,
+    })
+}
+
+fn entry_mut<'a>(entries: &'a mut [Entry], path: &str) -> &'a mut Entry {
+    entries
+        .iter_mut()
+        .find(|e| e.key.path() == path)
+        .unwrap_or_else(|| panic!("configuration key {path} is missing from the schema"))
+}
+
+/// Parses a configuration file strictly and applies it over `entries`.
+pub fn apply_file(entries: &mut [Entry], path: &Path, text: &str) -> Result<(), ConfigError> {
+    let at = |offset: usize| {
+        let (line, column) = line_column(text, offset);
+        format!("{}:{line}:{column}", path.display())
+    };
+    let parse_error = |e: toml::de::Error| {
+        let message = e.message().trim().replace('\n', " ");
+        match e.span() {
+            Some(span) => ConfigError(format!("{}: {message}", at(span.start))),
+            None => ConfigError(format!("{}: {message}", path.display())),
+        }
+    };
+    // First pass: syntax, and that every top-level key is a known section holding a table.
+    let top: BTreeMap<Spanned<String>, toml::Value> = toml::from_str(text).map_err(parse_error)?;
+    let sections = schema::sections();
+    for (name, value) in &top {
+        if !sections.contains(&name.get_ref().as_str()) {
+            let hint = top_level_hint(name.get_ref(), &sections);
+            return Err(ConfigError(format!(
+                "{}: unknown section '{}'{hint}",
+                at(name.span().start),
+                name.get_ref()
+            )));
+        }
+        if !value.is_table() {
+            return Err(ConfigError(format!(
+                "{}: '{}' must be a table: write [{}] and put its keys below it",
+                at(name.span().start),
+                name.get_ref(),
+                name.get_ref()
+            )));
+        }
+    }
+    // Second pass: every key known, every value of the right type and range.
+    type Section = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
+    let tables: BTreeMap<String, Section> = toml::from_str(text).map_err(parse_error)?;
+    for (section, keys) in &tables {
+        for (name, value) in keys {
+            let Some(key) = schema::find(section, name.get_ref()) else {
+                let names = KEYS.iter().filter(|k| k.section == section).map(|k| k.name);
+                let hint = suggest(name.get_ref(), names)
+                    .map_or_else(String::new, |s| format!("; did you mean '{s}'?"));
+                return Err(ConfigError(format!(
+                    "{}: unknown key '{}' in [{section}]{hint}",
+                    at(name.span().start),
+                    name.get_ref()
+                )));
+            };
+            let checked = key
+                .check(value.get_ref())
+                .map_err(|m| ConfigError(format!("{}: {}: {m}", at(value.span().start), key.path())))?;
+            let (line, _) = line_column(text, name.span().start);
+            let entry = entry_mut(entries, &key.path());
+            entry.value = checked;
+            entry.origin = Origin::File {
+                path: path.to_path_buf(),
+                line,
+            };
+        }
+    }
+    Ok(())
+}
+
+/// "did you mean" for a top-level name: a section, or a key that belongs in one.
+fn top_level_hint(name: &str, sections: &[&'static str]) -> String {
+    if let Some(key) = KEYS.iter().find(|k| k.name == name) {
+        return format!("; '{name}' belongs in [{}]", key.section);
+    }
+    suggest(name, sections.iter().copied()).map_or_else(String::new, |s| format!("; did you mean [{s}]?"))
+}
+
+fn apply_env(entries: &mut [Entry], env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+    for key in KEYS {
+        let var = key.env_var();
+        let Some(text) = env(&var) else { continue };
+        let parsed = toml::from_str::<toml::Table>(&format!("v = {text}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"));
+        let value = match (key.kind, parsed) {
+            (schema::Kind::Choices { .. }, Some(list @ toml::Value::Array(_))) => list,
+            // A list may also be written plainly: GPUTOP_DISPLAY_DEFAULT_METRICS=memory,power
+            (schema::Kind::Choices { .. }, _) => toml::Value::Array(
+                unquote(&text)
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(|s| toml::Value::String(s.to_string()))
+                    .collect(),
+            ),
+            (_, Some(value)) => value,
+            (_, None) => toml::Value::String(text.clone()),
+        };
+        let checked = key
+            .check(&value)
+            .map_err(|m| ConfigError(format!("environment variable {var}={text}: {m}")))?;
+        let entry = entry_mut(entries, &key.path());
+        entry.value = checked;
+        entry.origin = Origin::Env(var);
+    }
+    Ok(())
+}
+
+/// The text of an environment value, unquoted if it was a TOML string.
+fn unquote(text: &str) -> String {
+    toml::from_str::<toml::Table>(&format!("v = {text}"))
+        .ok()
+        .and_then(|t| t.get("v").and_then(|v| v.as_str().map(str::to_string)))
+        .unwrap_or_else(|| text.to_string())
+}
+
+fn set_from_cli(entries: &mut [Entry], path: &str, value: toml::Value, flag: &'static str) -> Result<(), ConfigError> {
+    let entry = entry_mut(entries, path);
+    entry.value = entry.key.check(&value).map_err(|m| ConfigError(format!("{flag}: {m}")))?;
+    entry.origin = Origin::Cli(flag);
+    Ok(())
+}
+
+/// Rules that involve more than one key.
+fn check_consistency(entries: &[Entry]) -> Result<(), ConfigError> {
+    let get = |path: &str| entries.iter().find(|e| e.key.path() == path);
+    if let (Some(sample), Some(retention)) = (get("history.sample_interval"), get("history.retention_time"))
+        && let (Value::Int(s), Value::Int(r)) = (&sample.value, &retention.value)
+        && s > r
+    {
+        return Err(ConfigError(format!(
+            "history.sample_interval ({s} s, {}) must not exceed history.retention_time ({r} s, {})",
+            sample.origin, retention.origin
+        )));
+    }
+    Ok(())
+}
+
+/// 1-based line and column of a byte offset.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// The effective configuration as TOML that loads back to the same settings, with the
+/// origin of every value that is not a built-in default.
+pub fn dump(effective: &Effective) -> String {
+    let mut out = String::from(
+        "# gputop: the effective configuration (gputop --dump-config).\n\
+         # Values without a comment are built-in defaults; config/default.toml explains each key.\n",
+    );
+    for section in schema::sections() {
+        out.push_str(&format!("\n[{section}]\n"));
+        for entry in effective.entries.iter().filter(|e| e.key.section == section) {
+            out.push_str(&format!("{} = {}", entry.key.name, entry.value.to_toml()));
+            if entry.origin != Origin::Default {
+                out.push_str(&format!("  # {}", entry.origin));
+            }
+            out.push('\n');
+        }
+    }
+    out
+}

@@ -1,0 +1,291 @@
+//! Every configuration key: its section, type, range, default and meaning.
+//!
+//! The one table that validation, environment overrides, `--dump-config` and the typed
+//! [`super::Settings`] all read, so a key cannot exist in one place and not another.
+
+use std::fmt;
+
+/// A configuration value after type checking.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Float(f64),
+    Int(i64),
+    List(Vec<String>),
+}
+
+impl Value {
+    /// The value as TOML source text.
+    pub fn to_toml(&self) -> String {
+        match self {
+            Self::Float(v) => {
+                let text = v.to_string();
+                if text.contains(['.', 'e', 'E']) || !v.is_finite() { text } else { format!("{text}.0") }
+            }
+            Self::Int(v) => v.to_string(),
+            Self::List(items) => {
+                let quoted: Vec<String> = items.iter().map(|s| toml::Value::String(s.clone()).to_string()).collect();
+                format!("[{}]", quoted.join(", "))
+            }
+        }
+    }
+}
+
+/// The type and domain of a key.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Kind {
+    /// A number (integers accepted) in `min..=max`.
+    Float { min: f64, max: f64 },
+    /// A whole number in `min..=max`.
+    Int { min: i64, max: i64 },
+    /// A list of distinct strings, each one of `choices`.
+    Choices { choices: &'static [&'static str] },
+}
+
+/// One configuration key.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Key {
+    pub section: &'static str,
+    pub name: &'static str,
+    pub kind: Kind,
+    pub default: Default,
+    pub unit: &'static str,
+}
+
+/// A default that can live in a `const` table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Default {
+    Float(f64),
+    Int(i64),
+    List(&'static [&'static str]),
+}
+
+impl Key {
+    pub fn path(&self) -> String {
+        format!("{}.{}", self.section, self.name)
+    }
+
+    /// `GPUTOP_<SECTION>_<NAME>`, the environment variable that overrides this key.
+    pub fn env_var(&self) -> String {
+        format!("GPUTOP_{}_{}", self.section, self.name).to_ascii_uppercase()
+    }
+
+    pub fn default_value(&self) -> Value {
+        match self.default {
+            Default::Float(v) => Value::Float(v),
+            Default::Int(v) => Value::Int(v),
+            Default::List(items) => Value::List(items.iter().map(|s| (*s).to_string()).collect()),
+        }
+    }
+
+    /// Type- and range-checks a TOML value for this key.
+    pub fn check(&self, value: &toml::Value) -> Result<Value, String> {
+        match self.kind {
+            Kind::Float { min, max } => {
+                let number = match value {
+                    toml::Value::Float(v) => *v,
+                    toml::Value::Integer(v) => *v as f64,
+                    other => return Err(format!("expected a number, found {}", type_name(other))),
+                };
+                if !(min..=max).contains(&number) {
+                    return Err(format!("{number} is out of range: expected {min} to {max}{}", self.unit));
+                }
+                Ok(Value::Float(number))
+            }
+            Kind::Int { min, max } => {
+                let number = match value {
+                    toml::Value::Integer(v) => *v,
+                    other => return Err(format!("expected a whole number, found {}", type_name(other))),
+                };
+                if !(min..=max).contains(&number) {
+                    return Err(format!("{number} is out of range: expected {min} to {max}{}", self.unit));
+                }
+                Ok(Value::Int(number))
+            }
+            Kind::Choices { choices } => {
+                let toml::Value::Array(items) = value else {
+                    return Err(format!("expected a list of strings, found {}", type_name(value)));
+                };
+                let mut out: Vec<String> = Vec::with_capacity(items.len());
+                for item in items {
+                    let toml::Value::String(text) = item else {
+                        return Err(format!("expected a list of strings, found an item that is {}", type_name(item)));
+                    };
+                    if !choices.contains(&text.as_str()) {
+                        let hint = suggest(text, choices.iter().copied())
+                            .map_or_else(String::new, |s| format!(" (did you mean '{s}'?)"));
+                        return Err(format!("unknown value '{text}'{hint}; expected one of {}", choices.join(", ")));
+                    }
+                    if out.contains(text) {
+                        return Err(format!("'{text}' is listed twice"));
+                    }
+                    out.push(text.clone());
+                }
+                Ok(Value::List(out))
+            }
+        }
+    }
+}
+
+fn type_name(value: &toml::Value) -> &'static str {
+    match value {
+        toml::Value::String(_) => "a string",
+        toml::Value::Integer(_) => "an integer",
+        toml::Value::Float(_) => "a float",
+        toml::Value::Boolean(_) => "a boolean",
+        toml::Value::Datetime(_) => "a date-time",
+        toml::Value::Array(_) => "an array",
+        toml::Value::Table(_) => "a table",
+    }
+}
+
+/// Metrics the device line can show, in `display.default_metrics`.
+pub const METRICS: &[&str] = &[
+    "utilization",
+    "memory",
+    "temperature",
+    "power",
+    "fan",
+    "clocks",
+    "pcie",
+    "encoder",
+    "decoder",
+];
+
+/// Every key gputop reads.
+pub const KEYS: &[Key] = &[
+    Key {
+        section: "display",
+        name: "refresh_interval",
+        kind: Kind::Float { min: 0.1, max: 3600.0 },
+        default: Default::Float(2.0),
+        unit: " seconds",
+    },
+    Key {
+        section: "display",
+        name: "default_metrics",
+        kind: Kind::Choices { choices: METRICS },
+        default: Default::List(&["utilization", "memory", "temperature", "power"]),
+        unit: "",
+    },
+    Key {
+        section: "alert",
+        name: "memory_usage_threshold",
+        kind: Kind::Float { min: 0.0, max: 100.0 },
+        default: Default::Float(85.0),
+        unit: " percent",
+    },
+    Key {
+        section: "alert",
+        name: "gpu_utilization_threshold",
+        kind: Kind::Float { min: 0.0, max: 100.0 },
+        default: Default::Float(90.0),
+        unit: " percent",
+    },
+    Key {
+        section: "alert",
+        name: "temperature_threshold",
+        kind: Kind::Float { min: 0.0, max: 150.0 },
+        default: Default::Float(80.0),
+        unit: " degrees Celsius",
+    },
+    Key {
+        section: "history",
+        name: "retention_time",
+        kind: Kind::Int { min: 60, max: 31_536_000 },
+        default: Default::Int(86_400),
+        unit: " seconds",
+    },
+    Key {
+        section: "history",
+        name: "sample_interval",
+        kind: Kind::Int { min: 1, max: 3600 },
+        default: Default::Int(10),
+        unit: " seconds",
+    },
+    Key {
+        section: "collect",
+        name: "pcie_interval",
+        kind: Kind::Float { min: 1.0, max: 3600.0 },
+        default: Default::Float(5.0),
+        unit: " seconds",
+    },
+];
+
+/// The sections, in table order.
+pub fn sections() -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for key in KEYS {
+        if !out.contains(&key.section) {
+            out.push(key.section);
+        }
+    }
+    out
+}
+
+pub fn find(section: &str, name: &str) -> Option<&'static Key> {
+    KEYS.iter().find(|k| k.section == section && k.name == name)
+}
+
+/// The nearest candidate to `word` by edit distance, if it is close enough to be a typo.
+pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(word, c), c))
+        .filter(|(d, c)| *d <= (c.len().max(word.len()) / 3).max(2))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            current.push((previous[j] + cost).min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_toml())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggestions_catch_typos_not_strangers() {
+        assert_eq!(suggest("refresh_intervl", ["refresh_interval", "default_metrics"]), Some("refresh_interval"));
+        assert_eq!(suggest("displya", sections()), Some("display"));
+        assert_eq!(suggest("colour_scheme", ["refresh_interval", "default_metrics"]), None);
+    }
+
+    #[test]
+    fn every_default_passes_its_own_check() {
+        for key in KEYS {
+            let text = format!("v = {}", key.default_value().to_toml());
+            let table: toml::Table = toml::from_str(&text).unwrap();
+            assert_eq!(key.check(&table["v"]), Ok(key.default_value()), "{}", key.path());
+        }
+    }
+
+    #[test]
+    fn checks_type_range_and_choices() {
+        let interval = find("display", "refresh_interval").unwrap();
+        assert_eq!(interval.check(&toml::Value::Integer(3)), Ok(Value::Float(3.0)));
+        assert!(interval.check(&toml::Value::Float(0.0)).unwrap_err().contains("out of range"));
+        assert!(interval.check(&toml::Value::String("2".into())).unwrap_err().contains("expected a number"));
+        let metrics = find("display", "default_metrics").unwrap();
+        let bad = toml::Value::Array(vec![toml::Value::String("temprature".into())]);
+        assert!(metrics.check(&bad).unwrap_err().contains("did you mean 'temperature'"));
+        let retention = find("history", "retention_time").unwrap();
+        assert!(retention.check(&toml::Value::Float(60.5)).unwrap_err().contains("whole number"));
+    }
+}

@@ -1,0 +1,311 @@
+//! The snapshot: plain data that flows from the collector to every reader.
+//!
+//! No handles, no locks, no I/O. Every metric is a [`Reading`]: a value, not supported, or
+//! failed with its reason; readers print `N/A` or `null`, never 0 for unknown.
+
+use std::time::SystemTime;
+
+/// One metric as read from the driver or the OS.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reading<T> {
+    Value(T),
+    /// The device or driver does not offer this metric.
+    NotSupported,
+    /// Reading it failed; the reason is kept for diagnostics.
+    Failed(String),
+}
+
+impl<T> Reading<T> {
+    pub fn failed(reason: &str) -> Self {
+        Self::Failed(reason.to_string())
+    }
+
+    pub fn value(&self) -> Option<&T> {
+        match self {
+            Self::Value(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Reading<U> {
+        match self {
+            Self::Value(v) => Reading::Value(f(v)),
+            Self::NotSupported => Reading::NotSupported,
+            Self::Failed(reason) => Reading::Failed(reason),
+        }
+    }
+
+    pub fn as_ref(&self) -> Reading<&T> {
+        match self {
+            Self::Value(v) => Reading::Value(v),
+            Self::NotSupported => Reading::NotSupported,
+            Self::Failed(reason) => Reading::Failed(reason.clone()),
+        }
+    }
+}
+
+impl<T: Copy> Reading<T> {
+    pub fn get(&self) -> Option<T> {
+        self.value().copied()
+    }
+}
+
+/// Mean and peak of a metric over the last interval, from the driver's sample buffer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Window {
+    pub mean: f64,
+    pub peak: f64,
+    pub samples: usize,
+}
+
+/// Whether a device answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceStatus {
+    Ok,
+    /// Fallen off the bus or otherwise gone; the other GPUs go on.
+    Lost(String),
+    /// Unusable for another reason (reset required, no permission, ...).
+    Failed(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Memory {
+    pub total: u64,
+    pub used: u64,
+    pub free: u64,
+    /// Reserved by the driver and firmware; not part of `used`.
+    pub reserved: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bar1 {
+    pub total: u64,
+    pub used: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Clocks {
+    pub graphics: Reading<u32>,
+    pub sm: Reading<u32>,
+    pub memory: Reading<u32>,
+    pub video: Reading<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PcieLink {
+    pub generation: Reading<u32>,
+    pub width: Reading<u32>,
+    pub max_generation: Reading<u32>,
+    pub max_width: Reading<u32>,
+}
+
+/// One GPU at one instant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Device {
+    pub index: u32,
+    pub status: DeviceStatus,
+    pub name: Reading<String>,
+    pub uuid: Reading<String>,
+    pub pci_bus_id: Reading<String>,
+    pub utilization_gpu: Reading<u32>,
+    pub utilization_memory: Reading<u32>,
+    pub utilization_gpu_window: Reading<Window>,
+    pub utilization_memory_window: Reading<Window>,
+    pub memory: Reading<Memory>,
+    pub bar1: Reading<Bar1>,
+    pub temperature: Reading<u32>,
+    pub temperature_slowdown: Reading<u32>,
+    pub temperature_shutdown: Reading<u32>,
+    /// Per fan, in percent.
+    pub fan_speeds: Reading<Vec<u32>>,
+    pub power_usage_mw: Reading<u32>,
+    pub power_limit_mw: Reading<u32>,
+    pub power_enforced_limit_mw: Reading<u32>,
+    pub energy_mj: Reading<u64>,
+    pub performance_state: Reading<u32>,
+    pub clocks: Clocks,
+    pub max_clocks: Clocks,
+    pub pcie_link: PcieLink,
+    pub pcie_tx_kbps: Reading<u32>,
+    pub pcie_rx_kbps: Reading<u32>,
+    pub encoder: Reading<u32>,
+    pub decoder: Reading<u32>,
+    pub ecc_enabled: Reading<bool>,
+    pub ecc_uncorrected_volatile: Reading<u64>,
+    pub compute_mode: Reading<String>,
+    pub persistence_mode: Reading<bool>,
+    pub mig_enabled: Reading<bool>,
+    pub throttle_reasons: Reading<Vec<String>>,
+}
+
+impl Device {
+    /// A device of which nothing could be read, with `status` saying why.
+    pub fn unavailable(index: u32, status: DeviceStatus, reason: &str) -> Self {
+        let clocks = || Clocks {
+            graphics: Reading::failed(reason),
+            sm: Reading::failed(reason),
+            memory: Reading::failed(reason),
+            video: Reading::failed(reason),
+        };
+        Self {
+            index,
+            status,
+            name: Reading::failed(reason),
+            uuid: Reading::failed(reason),
+            pci_bus_id: Reading::failed(reason),
+            utilization_gpu: Reading::failed(reason),
+            utilization_memory: Reading::failed(reason),
+            utilization_gpu_window: Reading::failed(reason),
+            utilization_memory_window: Reading::failed(reason),
+            memory: Reading::failed(reason),
+            bar1: Reading::failed(reason),
+            temperature: Reading::failed(reason),
+            temperature_slowdown: Reading::failed(reason),
+            temperature_shutdown: Reading::failed(reason),
+            fan_speeds: Reading::failed(reason),
+            power_usage_mw: Reading::failed(reason),
+            power_limit_mw: Reading::failed(reason),
+            power_enforced_limit_mw: Reading::failed(reason),
+            energy_mj: Reading::failed(reason),
+            performance_state: Reading::failed(reason),
+            clocks: clocks(),
+            max_clocks: clocks(),
+            pcie_link: PcieLink {
+                generation: Reading::failed(reason),
+                width: Reading::failed(reason),
+                max_generation: Reading::failed(reason),
+                max_width: Reading::failed(reason),
+            },
+            pcie_tx_kbps: Reading::failed(reason),
+            pcie_rx_kbps: Reading::failed(reason),
+            encoder: Reading::failed(reason),
+            decoder: Reading::failed(reason),
+            ecc_enabled: Reading::failed(reason),
+            ecc_uncorrected_volatile: Reading::failed(reason),
+            compute_mode: Reading::failed(reason),
+            persistence_mode: Reading::failed(reason),
+            mig_enabled: Reading::failed(reason),
+            throttle_reasons: Reading::failed(reason),
+        }
+    }
+
+    /// The first fan's speed, as nvidia-smi and nvitop show it.
+    pub fn fan_speed(&self) -> Reading<u32> {
+        match &self.fan_speeds {
+            Reading::Value(fans) => fans.first().map_or(Reading::NotSupported, |f| Reading::Value(*f)),
+            Reading::NotSupported => Reading::NotSupported,
+            Reading::Failed(reason) => Reading::Failed(reason.clone()),
+        }
+    }
+
+    /// Used memory as a percentage of the total.
+    pub fn memory_percent(&self) -> Option<f64> {
+        let memory = self.memory.value()?;
+        (memory.total > 0).then(|| memory.used as f64 * 100.0 / memory.total as f64)
+    }
+}
+
+/// How a process uses a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ProcessType {
+    Compute,
+    Graphics,
+    ComputeGraphics,
+}
+
+impl ProcessType {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Compute => "C",
+            Self::Graphics => "G",
+            Self::ComputeGraphics => "C+G",
+        }
+    }
+
+    pub fn is_compute(self) -> bool {
+        matches!(self, Self::Compute | Self::ComputeGraphics)
+    }
+
+    pub fn is_graphics(self) -> bool {
+        matches!(self, Self::Graphics | Self::ComputeGraphics)
+    }
+
+    /// The type of a process found in both lists, or in one list twice.
+    pub fn merge(self, other: Self) -> Self {
+        if self == other { self } else { Self::ComputeGraphics }
+    }
+}
+
+/// Facts about a process from the host (procfs), not from the GPU driver.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostFacts {
+    pub user: Reading<String>,
+    pub command: Reading<String>,
+    pub cpu_percent: Reading<f64>,
+    pub memory_bytes: Reading<u64>,
+    /// Seconds since the Unix epoch; with the PID, it identifies the process.
+    pub start_time: Reading<u64>,
+    pub running_seconds: Reading<u64>,
+}
+
+impl HostFacts {
+    /// For a PID the host does not know (exited, or in another PID namespace).
+    pub fn gone(reason: &str) -> Self {
+        Self {
+            user: Reading::failed(reason),
+            command: Reading::failed(reason),
+            cpu_percent: Reading::failed(reason),
+            memory_bytes: Reading::failed(reason),
+            start_time: Reading::failed(reason),
+            running_seconds: Reading::failed(reason),
+        }
+    }
+}
+
+/// One process on one GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuProcess {
+    pub pid: u32,
+    pub gpu_index: u32,
+    pub gpu_uuid: Reading<String>,
+    pub kind: ProcessType,
+    pub gpu_memory_bytes: Reading<u64>,
+    pub sm_percent: Reading<u32>,
+    pub memory_bandwidth_percent: Reading<u32>,
+    pub encoder_percent: Reading<u32>,
+    pub decoder_percent: Reading<u32>,
+    pub host: HostFacts,
+}
+
+/// The host's own load.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostStats {
+    pub cpu_percent: Reading<f64>,
+    pub memory_total_bytes: Reading<u64>,
+    pub memory_used_bytes: Reading<u64>,
+    pub swap_total_bytes: Reading<u64>,
+    pub swap_used_bytes: Reading<u64>,
+    pub load_average: Reading<[f64; 3]>,
+    pub uptime_seconds: Reading<u64>,
+}
+
+/// Driver-level facts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DriverInfo {
+    pub driver_version: Reading<String>,
+    pub nvml_version: Reading<String>,
+    /// As `major.minor`, e.g. `12.4`.
+    pub cuda_driver_version: Reading<String>,
+}
+
+/// Everything gputop knows at one instant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    pub taken_at: SystemTime,
+    pub hostname: String,
+    pub driver: DriverInfo,
+    pub devices: Vec<Device>,
+    /// Largest GPU memory first.
+    pub processes: Vec<GpuProcess>,
+    pub host: HostStats,
+}

@@ -1,0 +1,402 @@
+//! `--once` output: the readable report, the JSON document and the `--list` lines.
+//!
+//! Pure functions from a snapshot to text. Unknown values print as `N/A` (text) or `null`
+//! (JSON); text from processes is escaped so it can never drive the terminal.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+
+use crate::model::{Device, DeviceStatus, GpuProcess, Reading, Snapshot, Window};
+
+/// Version of the JSON document's schema; bumped on incompatible changes.
+pub const JSON_SCHEMA_VERSION: u32 = 1;
+
+const NA: &str = "N/A";
+
+/// Escapes control characters (terminal escape sequences among them) so they show as text.
+pub fn sanitize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `1.5GiB`, `512MiB`, `0B`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes}B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if value >= 100.0 || unit == 0 {
+        format!("{value:.0}{}", UNITS[unit])
+    } else {
+        format!("{value:.1}{}", UNITS[unit])
+    }
+}
+
+/// `H:MM:SS`, or `Dd HH:MM` past a day.
+pub fn human_duration(seconds: u64) -> String {
+    let (d, h, m, s) = (seconds / 86_400, seconds / 3600 % 24, seconds / 60 % 60, seconds % 60);
+    if d > 0 { format!("{d}d {h:02}:{m:02}") } else { format!("{}:{m:02}:{s:02}", seconds / 3600) }
+}
+
+/// RFC 3339 UTC time, e.g. `2026-11-29T15:40:01Z`.
+pub fn rfc3339(time: SystemTime) -> String {
+    let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
+}
+
+fn text<T>(reading: &Reading<T>, show: impl FnOnce(&T) -> String) -> String {
+    reading.value().map_or_else(|| NA.to_string(), show)
+}
+
+fn pair(a: &Reading<u32>, b: &Reading<u32>, show: impl Fn(u32) -> String) -> String {
+    format!("{}/{}", text(a, |v| show(*v)), text(b, |v| show(*v)))
+}
+
+/// The header and cell of one device metric (`display.default_metrics`).
+fn metric_cells(metric: &str, device: &Device) -> Vec<(&'static str, String)> {
+    let percent = |r: &Reading<u32>| text(r, |v| format!("{v}%"));
+    let window = |r: &Reading<Window>| r.value().map(|w| (w.mean, w.peak));
+    match metric {
+        "utilization" => vec![
+            ("UTIL", percent(&device.utilization_gpu)),
+            (
+                "MEAN/PEAK",
+                window(&device.utilization_gpu_window)
+                    .map_or_else(|| NA.into(), |(mean, peak)| format!("{mean:.0}%/{peak:.0}%")),
+            ),
+        ],
+        "memory" => vec![(
+            "MEMORY",
+            text(&device.memory, |m| {
+                let pct = device.memory_percent().unwrap_or(0.0);
+                format!("{} / {} ({pct:.0}%)", human_bytes(m.used), human_bytes(m.total))
+            }),
+        )],
+        "temperature" => vec![("TEMP", text(&device.temperature, |t| format!("{t}C")))],
+        "power" => vec![(
+            "POWER",
+            pair(&device.power_usage_mw, &device.power_limit_mw, |mw| format!("{}W", mw / 1000)),
+        )],
+        "fan" => vec![("FAN", percent(&device.fan_speed()))],
+        "clocks" => vec![(
+            "SM/MEM CLOCK",
+            pair(&device.clocks.sm, &device.clocks.memory, |mhz| format!("{mhz}MHz")),
+        )],
+        "pcie" => vec![(
+            "PCIE RX/TX",
+            pair(&device.pcie_rx_kbps, &device.pcie_tx_kbps, |kb| {
+                format!("{}/s", human_bytes(u64::from(kb) * 1024))
+            }),
+        )],
+        "encoder" => vec![("ENC", percent(&device.encoder))],
+        "decoder" => vec![("DEC", percent(&device.decoder))],
+        _ => Vec::new(),
+    }
+}
+
+/// Lays out rows in columns; `right` says which columns are right-aligned.
+fn table(rows: &[Vec<String>], right: &[bool]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            if c > 0 {
+                line.push_str("  ");
+            }
+            let pad = widths[c] - cell.chars().count();
+            let last = c + 1 == row.len();
+            if right.get(c).copied().unwrap_or(false) {
+                line.push_str(&" ".repeat(pad));
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                if !last {
+                    line.push_str(&" ".repeat(pad));
+                }
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The readable `--once` report: a header, the devices, then the processes.
+pub fn text_report(snapshot: &Snapshot, metrics: &[String]) -> String {
+    let driver = &snapshot.driver;
+    let mut out = format!(
+        "{}  {}  driver {}  CUDA {}\n\n",
+        sanitize(&snapshot.hostname),
+        rfc3339(snapshot.taken_at).replace('T', " ").replace('Z', " UTC"),
+        text(&driver.driver_version, |v| sanitize(v)),
+        text(&driver.cuda_driver_version, |v| sanitize(v)),
+    );
+    let mut header = vec!["GPU".to_string(), "NAME".to_string()];
+    if let Some(device) = snapshot.devices.first() {
+        for metric in metrics {
+            header.extend(metric_cells(metric, device).into_iter().map(|(h, _)| h.to_string()));
+        }
+    }
+    let mut rows = vec![header];
+    for device in &snapshot.devices {
+        let mut row = vec![device.index.to_string(), text(&device.name, |n| sanitize(n))];
+        match &device.status {
+            DeviceStatus::Ok => {
+                for metric in metrics {
+                    row.extend(metric_cells(metric, device).into_iter().map(|(_, cell)| cell));
+                }
+            }
+            DeviceStatus::Lost(reason) => row.push(format!("LOST: {}", sanitize(reason))),
+            DeviceStatus::Failed(reason) => row.push(format!("ERROR: {}", sanitize(reason))),
+        }
+        rows.push(row);
+    }
+    let right: Vec<bool> = rows[0].iter().enumerate().map(|(i, _)| i == 0).collect();
+    out.push_str(&table(&rows, &right));
+
+    out.push('\n');
+    if snapshot.processes.is_empty() {
+        out.push_str("No GPU processes.\n");
+        return out;
+    }
+    let mut rows = vec![
+        ["GPU", "PID", "TYPE", "USER", "GPU-MEM", "%SM", "%CPU", "HOST-MEM", "TIME", "COMMAND"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    rows.extend(snapshot.processes.iter().map(process_row));
+    out.push_str(&table(
+        &rows,
+        &[true, true, false, false, true, true, true, true, true, false],
+    ));
+    out
+}
+
+fn process_row(p: &GpuProcess) -> Vec<String> {
+    let host = &p.host;
+    let command = match &host.command {
+        Reading::Value(command) => sanitize(command),
+        Reading::NotSupported => NA.to_string(),
+        Reading::Failed(reason) => format!("({})", sanitize(reason)),
+    };
+    vec![
+        p.gpu_index.to_string(),
+        p.pid.to_string(),
+        p.kind.label().to_string(),
+        text(&host.user, |u| sanitize(u)),
+        text(&p.gpu_memory_bytes, |b| human_bytes(*b)),
+        text(&p.sm_percent, u32::to_string),
+        text(&host.cpu_percent, |c| format!("{c:.1}")),
+        text(&host.memory_bytes, |b| human_bytes(*b)),
+        text(&host.running_seconds, |s| human_duration(*s)),
+        command,
+    ]
+}
+
+/// `--list`: one line per GPU, like `nvidia-smi -L`.
+pub fn list(snapshot: &Snapshot) -> String {
+    snapshot
+        .devices
+        .iter()
+        .map(|d| {
+            let status = match &d.status {
+                DeviceStatus::Ok => String::new(),
+                DeviceStatus::Lost(reason) => format!(" [LOST: {}]", sanitize(reason)),
+                DeviceStatus::Failed(reason) => format!(" [ERROR: {}]", sanitize(reason)),
+            };
+            format!(
+                "GPU {}: {} (UUID: {}, PCI: {}){status}\n",
+                d.index,
+                text(&d.name, |n| sanitize(n)),
+                text(&d.uuid, |u| sanitize(u)),
+                text(&d.pci_bus_id, |b| sanitize(b)),
+            )
+        })
+        .collect()
+}
+
+fn j<T: Clone + Into<Value>>(reading: &Reading<T>) -> Value {
+    reading.value().map_or(Value::Null, |v| v.clone().into())
+}
+
+fn j_map<T>(reading: &Reading<T>, f: impl FnOnce(&T) -> Value) -> Value {
+    reading.value().map_or(Value::Null, f)
+}
+
+fn device_json(d: &Device) -> Value {
+    let (status, reason) = match &d.status {
+        DeviceStatus::Ok => ("ok", Value::Null),
+        DeviceStatus::Lost(r) => ("lost", Value::String(r.clone())),
+        DeviceStatus::Failed(r) => ("error", Value::String(r.clone())),
+    };
+    let mean = |w: &Reading<Window>| j_map(w, |w| json!(round2(w.mean)));
+    let peak = |w: &Reading<Window>| j_map(w, |w| json!(round2(w.peak)));
+    let watts = |r: &Reading<u32>| j_map(r, |mw| json!(f64::from(*mw) / 1000.0));
+    let bytes_per_second = |r: &Reading<u32>| j_map(r, |kb| json!(u64::from(*kb) * 1024));
+    json!({
+        "index": d.index,
+        "name": j(&d.name),
+        "uuid": j(&d.uuid),
+        "pci_bus_id": j(&d.pci_bus_id),
+        "status": status,
+        "status_reason": reason,
+        "utilization_gpu_percent": j(&d.utilization_gpu),
+        "utilization_gpu_mean_percent": mean(&d.utilization_gpu_window),
+        "utilization_gpu_peak_percent": peak(&d.utilization_gpu_window),
+        "utilization_memory_percent": j(&d.utilization_memory),
+        "utilization_memory_mean_percent": mean(&d.utilization_memory_window),
+        "utilization_memory_peak_percent": peak(&d.utilization_memory_window),
+        "memory_total_bytes": j_map(&d.memory, |m| json!(m.total)),
+        "memory_used_bytes": j_map(&d.memory, |m| json!(m.used)),
+        "memory_free_bytes": j_map(&d.memory, |m| json!(m.free)),
+        "memory_reserved_bytes": j_map(&d.memory, |m| json!(m.reserved)),
+        "bar1_total_bytes": j_map(&d.bar1, |b| json!(b.total)),
+        "bar1_used_bytes": j_map(&d.bar1, |b| json!(b.used)),
+        "temperature_celsius": j(&d.temperature),
+        "temperature_slowdown_celsius": j(&d.temperature_slowdown),
+        "temperature_shutdown_celsius": j(&d.temperature_shutdown),
+        "fan_speed_percent": j(&d.fan_speed()),
+        "fan_speeds_percent": j_map(&d.fan_speeds, |f| json!(f)),
+        "power_usage_watts": watts(&d.power_usage_mw),
+        "power_limit_watts": watts(&d.power_limit_mw),
+        "power_enforced_limit_watts": watts(&d.power_enforced_limit_mw),
+        "energy_joules": j_map(&d.energy_mj, |mj| json!(*mj as f64 / 1000.0)),
+        "performance_state": j(&d.performance_state),
+        "clock_graphics_mhz": j(&d.clocks.graphics),
+        "clock_sm_mhz": j(&d.clocks.sm),
+        "clock_memory_mhz": j(&d.clocks.memory),
+        "clock_video_mhz": j(&d.clocks.video),
+        "clock_max_graphics_mhz": j(&d.max_clocks.graphics),
+        "clock_max_sm_mhz": j(&d.max_clocks.sm),
+        "clock_max_memory_mhz": j(&d.max_clocks.memory),
+        "clock_max_video_mhz": j(&d.max_clocks.video),
+        "pcie_link_generation": j(&d.pcie_link.generation),
+        "pcie_link_width": j(&d.pcie_link.width),
+        "pcie_link_max_generation": j(&d.pcie_link.max_generation),
+        "pcie_link_max_width": j(&d.pcie_link.max_width),
+        "pcie_tx_bytes_per_second": bytes_per_second(&d.pcie_tx_kbps),
+        "pcie_rx_bytes_per_second": bytes_per_second(&d.pcie_rx_kbps),
+        "encoder_utilization_percent": j(&d.encoder),
+        "decoder_utilization_percent": j(&d.decoder),
+        "ecc_enabled": j(&d.ecc_enabled),
+        "ecc_uncorrected_volatile_errors": j(&d.ecc_uncorrected_volatile),
+        "compute_mode": j(&d.compute_mode),
+        "persistence_mode": j(&d.persistence_mode),
+        "mig_mode": j(&d.mig_enabled),
+        "throttle_reasons": j_map(&d.throttle_reasons, |r| json!(r)),
+    })
+}
+
+fn round2(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}
+
+fn process_json(p: &GpuProcess) -> Value {
+    let h = &p.host;
+    json!({
+        "pid": p.pid,
+        "gpu_index": p.gpu_index,
+        "gpu_uuid": j(&p.gpu_uuid),
+        "type": p.kind.label(),
+        "gpu_memory_bytes": j(&p.gpu_memory_bytes),
+        "sm_percent": j(&p.sm_percent),
+        "memory_bandwidth_percent": j(&p.memory_bandwidth_percent),
+        "encoder_percent": j(&p.encoder_percent),
+        "decoder_percent": j(&p.decoder_percent),
+        "user": j(&h.user),
+        "command": j(&h.command),
+        "cpu_percent": j_map(&h.cpu_percent, |c| json!(round2(*c))),
+        "host_memory_bytes": j(&h.memory_bytes),
+        "start_time_unix_seconds": j(&h.start_time),
+        "running_seconds": j(&h.running_seconds),
+    })
+}
+
+/// The `--once --json` document (schema in README.md).
+pub fn json_report(snapshot: &Snapshot) -> Value {
+    let h = &snapshot.host;
+    json!({
+        "version": JSON_SCHEMA_VERSION,
+        "timestamp": rfc3339(snapshot.taken_at),
+        "hostname": snapshot.hostname,
+        "driver_version": j(&snapshot.driver.driver_version),
+        "cuda_driver_version": j(&snapshot.driver.cuda_driver_version),
+        "nvml_version": j(&snapshot.driver.nvml_version),
+        "devices": snapshot.devices.iter().map(device_json).collect::<Vec<_>>(),
+        "processes": snapshot.processes.iter().map(process_json).collect::<Vec<_>>(),
+        "host": {
+            "cpu_percent": j_map(&h.cpu_percent, |c| json!(round2(*c))),
+            "memory_total_bytes": j(&h.memory_total_bytes),
+            "memory_used_bytes": j(&h.memory_used_bytes),
+            "swap_total_bytes": j(&h.swap_total_bytes),
+            "swap_used_bytes": j(&h.swap_used_bytes),
+            "load_average": j_map(&h.load_average, |l| json!(l)),
+            "uptime_seconds": j(&h.uptime_seconds),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn escape_sequences_are_shown_not_executed() {
+        assert_eq!(sanitize("evil\x1b[2J\x07name\n"), "evil\\u{1b}[2J\\u{7}name\\n");
+        assert_eq!(sanitize("python3 train.py --lr=3e-4 ü"), "python3 train.py --lr=3e-4 ü");
+    }
+
+    #[test]
+    fn human_units() {
+        assert_eq!(human_bytes(0), "0B");
+        assert_eq!(human_bytes(1536), "1.5KiB");
+        assert_eq!(human_bytes(80 << 30), "80.0GiB");
+        assert_eq!(human_bytes(300 << 20), "300MiB");
+        assert_eq!(human_duration(3723), "1:02:03");
+        assert_eq!(human_duration(90_061), "1d 01:01");
+    }
+
+    #[test]
+    fn rfc3339_matches_known_instants() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        let t = UNIX_EPOCH + Duration::from_secs(1_795_966_801);
+        assert_eq!(rfc3339(t), "2026-11-29T15:40:01Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
+        assert_eq!(rfc3339(leap), "2000-02-29T00:00:00Z");
+    }
+}

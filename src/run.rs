@@ -1,0 +1,137 @@
+//! The program: from parsed arguments to output and an exit code.
+//!
+//! Every failure the user can cause or meet becomes a [`Failure`]: one actionable line and a
+//! documented exit code (see `cli::EXIT_CODES`), never a panic.
+
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use crate::cli::Cli;
+use crate::collect::demo::DemoSource;
+use crate::collect::nvml::{NvmlSource, NvmlUnusable};
+use crate::collect::{Collector, Source, collect_once};
+use crate::config::{self, ConfigError, Effective};
+use crate::report;
+
+/// Why gputop stopped early.
+#[derive(Debug)]
+pub enum Failure {
+    Config(ConfigError),
+    Nvml(NvmlUnusable),
+    Output(std::io::Error),
+}
+
+impl Failure {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Self::Output(_) => 1,
+            Self::Config(_) => 3,
+            Self::Nvml(NvmlUnusable::LibraryMissing(_)) => 4,
+            Self::Nvml(NvmlUnusable::DriverNotLoaded) => 5,
+            Self::Nvml(NvmlUnusable::DriverLibraryMismatch) => 6,
+            Self::Nvml(NvmlUnusable::NoPermission) => 7,
+            Self::Nvml(NvmlUnusable::NoGpu) => 8,
+            Self::Nvml(NvmlUnusable::Other(_)) => 1,
+        }
+    }
+}
+
+const TRY_DEMO: &str = "to try gputop without a GPU, run `gputop --demo`";
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Config(e) => write!(f, "configuration error: {e}"),
+            Self::Output(e) => write!(f, "cannot write the output: {e}"),
+            Self::Nvml(NvmlUnusable::LibraryMissing(detail)) => write!(
+                f,
+                "cannot load the NVIDIA management library ({detail}); install the NVIDIA driver or \
+                 point --nvml-lib at libnvidia-ml.so.1; {TRY_DEMO}"
+            ),
+            Self::Nvml(NvmlUnusable::DriverNotLoaded) => write!(
+                f,
+                "the NVIDIA driver is not loaded (NVML: Driver Not Loaded); load it (`modprobe nvidia`, \
+                 or reboot after installing it); {TRY_DEMO}"
+            ),
+            Self::Nvml(NvmlUnusable::DriverLibraryMismatch) => write!(
+                f,
+                "the NVIDIA kernel driver and libnvidia-ml.so.1 are different versions (usually after a \
+                 driver upgrade); reboot or reload the nvidia kernel modules, or point --nvml-lib at the \
+                 library that matches the driver"
+            ),
+            Self::Nvml(NvmlUnusable::NoPermission) => write!(
+                f,
+                "no permission to use the GPUs through NVML; check access to /dev/nvidia* (your user's \
+                 groups, or the container's device settings)"
+            ),
+            Self::Nvml(NvmlUnusable::NoGpu) => {
+                write!(f, "NVML found no NVIDIA GPU on this machine (check `nvidia-smi`); {TRY_DEMO}")
+            }
+            Self::Nvml(NvmlUnusable::Other(detail)) => {
+                write!(f, "NVML failed to initialise: {detail}; {TRY_DEMO}")
+            }
+        }
+    }
+}
+
+/// Writes to stdout; a closed pipe (`gputop --once | head -1`) is not an error.
+fn emit(text: &str) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Failure::Output(e)),
+        _ => Ok(()),
+    }
+}
+
+fn open_source(cli: &Cli) -> Result<Source, Failure> {
+    if cli.demo {
+        return Ok(Source::Demo(DemoSource::new()));
+    }
+    NvmlSource::open(cli.nvml_lib.as_deref())
+        .map(Source::Nvml)
+        .map_err(Failure::Nvml)
+}
+
+/// Runs gputop with parsed arguments; `env` reads the environment.
+pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failure> {
+    let effective = config::load(cli.config.as_deref(), env, &cli.overrides()).map_err(Failure::Config)?;
+    if cli.dump_config {
+        return emit(&config::dump(&effective));
+    }
+    let mut source = open_source(cli)?;
+    let interval = Duration::from_secs_f64(effective.settings.display.refresh_interval);
+    let selection = cli.selection();
+    if cli.list {
+        let snapshot = collect_once(&mut source, interval);
+        return emit(&report::list(&selection.apply(&snapshot)));
+    }
+    if cli.once || cli.json || !std::io::stdout().is_terminal() {
+        let snapshot = selection.apply(&collect_once(&mut source, interval));
+        let text = if cli.json {
+            let mut text = serde_json::to_string_pretty(&report::json_report(&snapshot))
+                .map_err(|e| Failure::Output(e.into()))?;
+            text.push('\n');
+            text
+        } else {
+            report::text_report(&snapshot, &effective.settings.display.default_metrics)
+        };
+        return emit(&text);
+    }
+    live_text(source, interval, &effective, cli)
+}
+
+/// Until the interactive screen lands: the report redrawn in place every interval.
+fn live_text(mut source: Source, interval: Duration, effective: &Effective, cli: &Cli) -> Result<(), Failure> {
+    if let Source::Nvml(nvml) = &mut source {
+        nvml.start_pcie_thread(Duration::from_secs_f64(effective.settings.collect.pcie_interval));
+    }
+    let collector = Collector::spawn(source, interval).map_err(Failure::Output)?;
+    let selection = cli.selection();
+    loop {
+        let Some(snapshot) = collector.next(interval * 4 + Duration::from_secs(5)) else {
+            continue;
+        };
+        let body = report::text_report(&selection.apply(&snapshot), &effective.settings.display.default_metrics);
+        emit(&format!("\x1b[H\x1b[2J{body}\n(refresh every {:.1} s; Ctrl-C quits)\n", interval.as_secs_f64()))?;
+    }
+}
