@@ -119,11 +119,20 @@ fn guarded(sym: &'static str, gpu: Option<usize>, body: impl FnOnce() -> Result<
 fn with_sim(sym: &'static str, body: impl FnOnce(&Loaded) -> Result<(), Ret>) -> Ret {
     guarded(sym, None, || {
         let loaded = initialised()?;
-        if loaded.missing.iter().any(|m| m == sym) {
-            return Err(FUNCTION_NOT_FOUND);
-        }
+        check_symbol(&loaded, sym)?;
         body(&loaded)
     })
+}
+
+/// Symbols the scenario removed (old drivers) or rigged to panic (FFI guard tests).
+fn check_symbol(loaded: &Loaded, sym: &str) -> Result<(), Ret> {
+    if loaded.missing.iter().any(|m| m == sym) {
+        return Err(FUNCTION_NOT_FOUND);
+    }
+    if loaded.sim.scenario.sim.panic_in.iter().any(|p| p == sym) {
+        panic!("nvml-sim: injected panic in {sym}");
+    }
+    Ok(())
 }
 
 fn initialised() -> Result<Arc<Loaded>, Ret> {
@@ -151,9 +160,7 @@ fn with_device(
     let gpu = state().and_then(|l| device_index(&l, device).ok());
     guarded(sym, gpu, || {
         let loaded = initialised()?;
-        if loaded.missing.iter().any(|m| m == sym) {
-            return Err(FUNCTION_NOT_FOUND);
-        }
+        check_symbol(&loaded, sym)?;
         let gpu = device_index(&loaded, device)?;
         let t = loaded.now();
         if let Some(code) = loaded.sim.fault(gpu, field, t) {

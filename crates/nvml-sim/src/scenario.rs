@@ -109,6 +109,8 @@ pub struct SimConfig {
     pub samples_period_ms: u64,
     pub race_grow_between_calls: bool,
     pub latency_us: Latency,
+    /// Extension for testing the FFI guard: these exports panic inside the library.
+    pub panic_in: Vec<String>,
 }
 
 impl Default for SimConfig {
@@ -118,6 +120,7 @@ impl Default for SimConfig {
             samples_period_ms: 167,
             race_grow_between_calls: false,
             latency_us: Latency::default(),
+            panic_in: Vec::new(),
         }
     }
 }

@@ -1,0 +1,424 @@
+//! The simulator's C ABI, called exactly as C clients call it (nvml-abi.md §2 and §6.2–6.4).
+//!
+//! Each test loads its own copy of the library from its own directory, with the scenario
+//! beside it as `gputop-sim.toml` (lookup rule 3), so tests never share library state.
+
+use std::ffi::{CString, c_char, c_uint, c_ulonglong, c_void};
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use libloading::{Library, Symbol};
+use nvml_wrapper_sys::bindings::{
+    nvmlMemory_t, nvmlMemory_v2_t, nvmlProcessInfo_v1_t, nvmlProcessInfo_v2_t, nvmlProcessUtilizationSample_t,
+    nvmlSample_t, nvmlTemperature_t,
+};
+
+type Device = *mut c_void;
+
+const SUCCESS: u32 = 0;
+const UNINITIALIZED: u32 = 1;
+const INVALID_ARGUMENT: u32 = 2;
+const NOT_FOUND: u32 = 6;
+const INSUFFICIENT_SIZE: u32 = 7;
+const FUNCTION_NOT_FOUND: u32 = 13;
+const GPU_IS_LOST: u32 = 15;
+const ARGUMENT_VERSION_MISMATCH: u32 = 25;
+const UNKNOWN: u32 = 999;
+
+/// A private copy of the simulator with its scenario.
+struct Sim {
+    lib: Library,
+    _dir: tempfile::TempDir,
+}
+
+fn built_library() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    exe.parent().expect("deps dir").join("libnvml_sim.so")
+}
+
+impl Sim {
+    fn load(scenario: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("libnvidia-ml.so.1");
+        std::fs::copy(built_library(), &path).expect("copy the simulator");
+        std::fs::write(dir.path().join("gputop-sim.toml"), scenario).expect("write scenario");
+        // SAFETY: loading our own simulator, whose constructors do nothing.
+        let lib = unsafe { Library::new(&path) }.expect("load the simulator");
+        Self { lib, _dir: dir }
+    }
+
+    fn sym<T>(&self, name: &str) -> Symbol<'_, T> {
+        // SAFETY: the caller names the C signature of an exported symbol.
+        unsafe { self.lib.get(name.as_bytes()) }.unwrap_or_else(|e| panic!("{name}: {e}"))
+    }
+
+    fn init(&self) -> u32 {
+        unsafe { self.sym::<unsafe extern "C" fn() -> u32>("nvmlInit_v2")() }
+    }
+
+    fn shutdown(&self) -> u32 {
+        unsafe { self.sym::<unsafe extern "C" fn() -> u32>("nvmlShutdown")() }
+    }
+
+    fn count(&self) -> (u32, u32) {
+        let mut n = 0;
+        let ret = unsafe { self.sym::<unsafe extern "C" fn(*mut c_uint) -> u32>("nvmlDeviceGetCount_v2")(&mut n) };
+        (ret, n)
+    }
+
+    fn handle(&self, index: u32) -> (u32, Device) {
+        let mut device = std::ptr::null_mut();
+        let ret = unsafe {
+            self.sym::<unsafe extern "C" fn(c_uint, *mut Device) -> u32>("nvmlDeviceGetHandleByIndex_v2")(
+                index,
+                &mut device,
+            )
+        };
+        (ret, device)
+    }
+
+    fn u32_getter(&self, name: &str, device: Device) -> (u32, u32) {
+        let mut value = 0;
+        let ret = unsafe { self.sym::<unsafe extern "C" fn(Device, *mut c_uint) -> u32>(name)(device, &mut value) };
+        (ret, value)
+    }
+
+    fn set_time_ms(&self, ms: u64) {
+        unsafe { self.sym::<unsafe extern "C" fn(u64)>("gputop_sim_set_time_ms")(ms) }
+    }
+
+    fn calls(&self, name: &str) -> u64 {
+        let name = CString::new(name).unwrap();
+        unsafe { self.sym::<unsafe extern "C" fn(*const c_char) -> u64>("gputop_sim_call_count")(name.as_ptr()) }
+    }
+}
+
+fn now_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as u64
+}
+
+const TWO_GPUS: &str = r#"
+[meta]
+version = 1
+[clock]
+mode = "manual"
+start = 100.0
+[[gpu]]
+name = "Sim GPU zero"
+memory_total = "8 GiB"
+memory_reserved = "1 GiB"
+memory_base_used = "1 GiB"
+[gpu.dynamic]
+utilization_gpu = { keyframes = [[0, 10], [200, 90]], interp = "linear" }
+[[gpu.process]]
+pid = 4001
+used_memory = "2 GiB"
+sm = 70
+[[gpu.process]]
+pid = 4002
+type = "G"
+used_memory = "unavailable"
+[[gpu.process]]
+pid = 4003
+used_memory = "1 GiB"
+start = 150.0
+[[gpu]]
+name = "Sim GPU one"
+[[gpu.fault]]
+field = "*"
+error = "GPU_IS_LOST"
+from = 120.0
+[[gpu.fault]]
+field = "power_usage"
+error = "NOT_SUPPORTED"
+"#;
+
+#[test]
+fn init_is_reference_counted_and_calls_before_init_fail() {
+    let sim = Sim::load(TWO_GPUS);
+    assert_eq!(sim.count().0, UNINITIALIZED);
+    assert_eq!(sim.shutdown(), UNINITIALIZED);
+    assert_eq!(sim.init(), SUCCESS);
+    assert_eq!(sim.init(), SUCCESS);
+    assert_eq!(sim.count(), (SUCCESS, 2));
+    assert_eq!(sim.shutdown(), SUCCESS);
+    assert_eq!(sim.count(), (SUCCESS, 2), "still initialised once");
+    assert_eq!(sim.shutdown(), SUCCESS);
+    assert_eq!(sim.count().0, UNINITIALIZED);
+    assert_eq!(sim.init(), SUCCESS, "re-init after shutdown works: the scenario was kept");
+}
+
+#[test]
+fn bad_handles_indices_and_null_pointers_are_invalid_arguments() {
+    let sim = Sim::load(TWO_GPUS);
+    sim.init();
+    assert_eq!(sim.handle(2).0, INVALID_ARGUMENT);
+    let ret = unsafe {
+        sim.sym::<unsafe extern "C" fn(c_uint, *mut Device) -> u32>("nvmlDeviceGetHandleByIndex_v2")(
+            0,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(ret, INVALID_ARGUMENT);
+    assert_eq!(sim.u32_getter("nvmlDeviceGetPowerUsage", 0x999 as Device).0, INVALID_ARGUMENT);
+    let (_, device) = sim.handle(0);
+    let ret = unsafe {
+        sim.sym::<unsafe extern "C" fn(Device, *mut c_uint) -> u32>("nvmlDeviceGetPowerUsage")(
+            device,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(ret, INVALID_ARGUMENT);
+}
+
+#[test]
+fn strings_are_nul_terminated_and_too_small_buffers_say_so() {
+    let sim = Sim::load(TWO_GPUS);
+    sim.init();
+    let (_, device) = sim.handle(0);
+    let get_name = sim.sym::<unsafe extern "C" fn(Device, *mut c_char, c_uint) -> u32>("nvmlDeviceGetName");
+    let mut small = [0 as c_char; 12];
+    assert_eq!(unsafe { get_name(device, small.as_mut_ptr(), 12) }, INSUFFICIENT_SIZE);
+    let mut buf = [0x7f as c_char; 96];
+    assert_eq!(unsafe { get_name(device, buf.as_mut_ptr(), 96) }, SUCCESS);
+    let name = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
+    assert_eq!(name.to_str().unwrap(), "Sim GPU zero");
+    let error_string = sim.sym::<unsafe extern "C" fn(u32) -> *const c_char>("nvmlErrorString");
+    let text = |code| unsafe { std::ffi::CStr::from_ptr(error_string(code)) }.to_str().unwrap().to_string();
+    assert_eq!(text(GPU_IS_LOST), "GPU is lost");
+    assert_eq!(text(123_456), "Unknown Error");
+}
+
+#[test]
+fn process_lists_follow_the_two_call_protocol() {
+    let sim = Sim::load(TWO_GPUS);
+    sim.init();
+    let (_, device) = sim.handle(0);
+    let (_, other) = sim.handle(1);
+    let compute = sim.sym::<unsafe extern "C" fn(Device, *mut c_uint, *mut nvmlProcessInfo_v2_t) -> u32>(
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+    );
+    let mut count = 0;
+    assert_eq!(unsafe { compute(device, &mut count, std::ptr::null_mut()) }, INSUFFICIENT_SIZE);
+    assert_eq!(count, 1, "pid 4003 starts at t=150; 4002 is graphics");
+    assert_eq!(unsafe { compute(device, std::ptr::null_mut(), std::ptr::null_mut()) }, INVALID_ARGUMENT);
+    let mut infos = vec![unsafe { std::mem::zeroed::<nvmlProcessInfo_v2_t>() }; 4];
+    let mut count = 4;
+    assert_eq!(unsafe { compute(device, &mut count, infos.as_mut_ptr()) }, SUCCESS);
+    assert_eq!(count, 1);
+    assert_eq!(infos[0].pid, 4001);
+    assert_eq!(infos[0].usedGpuMemory, 2 << 30);
+    assert_eq!(infos[0].gpuInstanceId, u32::MAX, "no MIG: instance ids are 0xFFFFFFFF");
+
+    // A process appears on the timeline.
+    sim.set_time_ms(160_000);
+    let mut count = 1;
+    assert_eq!(unsafe { compute(device, &mut count, infos.as_mut_ptr()) }, INSUFFICIENT_SIZE);
+    assert_eq!(count, 2);
+
+    // Memory NVML cannot attribute is NVML_VALUE_NOT_AVAILABLE.
+    let graphics = sim.sym::<unsafe extern "C" fn(Device, *mut c_uint, *mut nvmlProcessInfo_v2_t) -> u32>(
+        "nvmlDeviceGetGraphicsRunningProcesses_v3",
+    );
+    let mut count = 4;
+    assert_eq!(unsafe { graphics(device, &mut count, infos.as_mut_ptr()) }, SUCCESS);
+    assert_eq!((count, infos[0].pid, infos[0].usedGpuMemory), (1, 4002, u64::MAX));
+
+    // No processes: SUCCESS with 0, even with a NULL buffer.
+    sim.set_time_ms(100_000);
+    let mut count = 0;
+    assert_eq!(unsafe { compute(other, &mut count, std::ptr::null_mut()) }, SUCCESS);
+    assert_eq!(count, 0);
+}
+
+#[test]
+fn legacy_process_symbols_write_the_16_byte_layout() {
+    let sim = Sim::load(TWO_GPUS);
+    sim.init();
+    let (_, device) = sim.handle(0);
+    let v1 = sim.sym::<unsafe extern "C" fn(Device, *mut c_uint, *mut nvmlProcessInfo_v1_t) -> u32>(
+        "nvmlDeviceGetComputeRunningProcesses",
+    );
+    let mut infos = vec![unsafe { std::mem::zeroed::<nvmlProcessInfo_v1_t>() }; 2];
+    let mut count = 2;
+    assert_eq!(unsafe { v1(device, &mut count, infos.as_mut_ptr()) }, SUCCESS);
+    assert_eq!((count, infos[0].pid, infos[0].usedGpuMemory), (1, 4001, 2 << 30));
+}
+
+#[test]
+fn memory_v2_checks_its_struct_version_and_v1_counts_reserved_as_used() {
+    let sim = Sim::load(TWO_GPUS);
+    sim.init();
+    let (_, device) = sim.handle(0);
+    let v2 = sim.sym::<unsafe extern "C" fn(Device, *mut nvmlMemory_v2_t) -> u32>("nvmlDeviceGetMemoryInfo_v2");
+    let mut memory: nvmlMemory_v2_t = unsafe { std::mem::zeroed() };
+    memory.version = 2;
+    assert_eq!(unsafe { v2(device, &mut memory) }, FUNCTION_NOT_FOUND, "nvtop's version = 2 is rejected");
+    memory.version = 0x0200_0028;
+    assert_eq!(unsafe { v2(device, &mut memory) }, SUCCESS);
+    let used = (1u64 << 30) + (2 << 30);
+    assert_eq!((memory.total, memory.reserved, memory.used), (8 << 30, 1 << 30, used));
+    assert_eq!(memory.free, (8u64 << 30) - (1 << 30) - used);
+    let v1 = sim.sym::<unsafe extern "C" fn(Device, *mut nvmlMemory_t) -> u32>("nvmlDeviceGetMemoryInfo");
+    let mut old: nvmlMemory_t = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { v1(device, &mut old) }, SUCCESS);
+    assert_eq!((old.used, old.free), (used + (1 << 30), memory.free));
+}
+
+#[test]
+fn temperature_v_checks_its_version() {
+    let sim = Sim::load(TWO_GPUS);
+    sim.init();
+    let (_, device) = sim.handle(0);
+    let get = sim.sym::<unsafe extern "C" fn(Device, *mut nvmlTemperature_t) -> u32>("nvmlDeviceGetTemperatureV");
+    let mut t: nvmlTemperature_t = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { get(device, &mut t) }, ARGUMENT_VERSION_MISMATCH);
+    t.version = 0x0100_000C;
+    assert_eq!(unsafe { get(device, &mut t) }, SUCCESS);
+    assert_eq!(t.temperature, 35, "the default temperature");
+}
+
+#[test]
+fn values_follow_the_timeline_and_faults_their_windows() {
+    let sim = Sim::load(TWO_GPUS);
+    sim.init();
+    let (_, gpu0) = sim.handle(0);
+    let utilization = |device| {
+        let mut u = nvml_wrapper_sys::bindings::nvmlUtilization_t { gpu: 0, memory: 0 };
+        let ret = unsafe {
+            sim.sym::<unsafe extern "C" fn(Device, *mut nvml_wrapper_sys::bindings::nvmlUtilization_t) -> u32>(
+                "nvmlDeviceGetUtilizationRates",
+            )(device, &mut u)
+        };
+        (ret, u.gpu)
+    };
+    assert_eq!(utilization(gpu0), (SUCCESS, 50), "t=100 s, halfway from 10 to 90");
+    sim.set_time_ms(150_000);
+    assert_eq!(utilization(gpu0), (SUCCESS, 70));
+
+    sim.set_time_ms(110_000);
+    let (ret, gpu1) = sim.handle(1);
+    assert_eq!(ret, SUCCESS);
+    assert_eq!(sim.u32_getter("nvmlDeviceGetPowerUsage", gpu1).0, 3, "power is NOT_SUPPORTED on GPU 1");
+    assert_eq!(sim.u32_getter("nvmlDeviceGetTemperature", gpu1).0, INVALID_ARGUMENT, "sensor arg missing");
+
+    sim.set_time_ms(120_000);
+    assert_eq!(sim.handle(1).0, GPU_IS_LOST);
+    assert_eq!(sim.u32_getter("nvmlDeviceGetPowerUsage", gpu1).0, GPU_IS_LOST, "lost wins");
+    assert_eq!(sim.u32_getter("nvmlDeviceGetPerformanceState", gpu1).0, GPU_IS_LOST);
+    assert_eq!(sim.count(), (SUCCESS, 2), "a lost GPU is still counted");
+    assert_eq!(utilization(gpu0).0, SUCCESS, "the other GPU is unaffected");
+}
+
+#[test]
+fn sample_buffers_use_wall_clock_timestamps_and_the_size_protocol() {
+    let sim = Sim::load(&TWO_GPUS.replace("mode = \"manual\"", "mode = \"wall\""));
+    sim.init();
+    let (_, device) = sim.handle(0);
+    let samples = sim.sym::<unsafe extern "C" fn(Device, c_uint, c_ulonglong, *mut c_uint, *mut c_uint, *mut nvmlSample_t) -> u32>(
+        "nvmlDeviceGetSamples",
+    );
+    let since = now_us() - 5_000_000;
+    let (mut kind, mut count) = (0, 0);
+    assert_eq!(unsafe { samples(device, 1, since, &mut kind, &mut count, std::ptr::null_mut()) }, SUCCESS);
+    assert!(count >= 1, "the buffer holds the tick at the current time");
+    let mut buffer = vec![unsafe { std::mem::zeroed::<nvmlSample_t>() }; count as usize];
+    let mut zero = 0;
+    assert_eq!(unsafe { samples(device, 1, since, &mut kind, &mut zero, buffer.as_mut_ptr()) }, INVALID_ARGUMENT);
+    assert_eq!(unsafe { samples(device, 1, since, &mut kind, &mut count, buffer.as_mut_ptr()) }, SUCCESS);
+    assert_eq!(kind, 1, "unsigned int values");
+    let stamps: Vec<u64> = buffer[..count as usize].iter().map(|s| s.timeStamp).collect();
+    assert!(stamps.windows(2).all(|w| w[0] < w[1]), "newest last");
+    let newest = *stamps.last().unwrap();
+    assert!(newest <= now_us() && newest + 1_000_000 > now_us(), "a real, recent timestamp");
+    assert_eq!(unsafe { buffer[count as usize - 1].sampleValue.uiVal }, 50, "t = 100 s: halfway from 10 to 90");
+    assert_eq!(unsafe { samples(device, 1, newest, &mut kind, &mut count, buffer.as_mut_ptr()) }, NOT_FOUND);
+
+    let process = sim.sym::<unsafe extern "C" fn(Device, *mut nvmlProcessUtilizationSample_t, *mut c_uint, c_ulonglong) -> u32>(
+        "nvmlDeviceGetProcessUtilization",
+    );
+    let mut n = 0;
+    let last_second = now_us() - 1_000_000;
+    assert_eq!(unsafe { process(device, std::ptr::null_mut(), &mut n, last_second) }, INSUFFICIENT_SIZE);
+    assert_eq!(n, 2, "one sample per live process");
+    let mut buffer = vec![unsafe { std::mem::zeroed::<nvmlProcessUtilizationSample_t>() }; 2];
+    assert_eq!(unsafe { process(device, buffer.as_mut_ptr(), &mut n, last_second) }, SUCCESS);
+    let first = buffer.iter().find(|s| s.pid == 4001).expect("pid 4001 sampled");
+    assert_eq!(first.smUtil, 70);
+    assert!(first.timeStamp > last_second, "nvitop drops samples older than a second");
+    assert_eq!(unsafe { process(device, std::ptr::null_mut(), &mut n, now_us()) }, NOT_FOUND);
+}
+
+#[test]
+fn missing_symbols_and_injected_panics_behave_like_an_old_or_broken_driver() {
+    let sim = Sim::load(
+        "[meta]\nversion = 1\n\
+         [system]\nmissing_symbols = [\"nvmlDeviceGetPowerUsage\"]\n\
+         [sim]\npanic_in = [\"nvmlDeviceGetPerformanceState\"]\n\
+         [[gpu]]\n[[gpu]]\n",
+    );
+    sim.init();
+    let (_, device) = sim.handle(0);
+    assert_eq!(sim.u32_getter("nvmlDeviceGetPowerUsage", device).0, FUNCTION_NOT_FOUND);
+    assert_eq!(sim.u32_getter("nvmlDeviceGetPerformanceState", device).0, UNKNOWN, "the panic is contained");
+    assert_eq!(sim.u32_getter("nvmlDeviceGetPerformanceState", device).0, UNKNOWN, "and the library still works");
+    assert_eq!(sim.count(), (SUCCESS, 2));
+}
+
+#[test]
+fn race_grow_makes_the_fetch_after_a_size_query_find_one_more() {
+    let scenario = TWO_GPUS.replacen("[meta]\nversion = 1\n", "[meta]\nversion = 1\n[sim]\nrace_grow_between_calls = true\n", 1);
+    let sim = Sim::load(&scenario);
+    sim.init();
+    let (_, device) = sim.handle(0);
+    let compute = sim.sym::<unsafe extern "C" fn(Device, *mut c_uint, *mut nvmlProcessInfo_v2_t) -> u32>(
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+    );
+    let mut count = 0;
+    assert_eq!(unsafe { compute(device, &mut count, std::ptr::null_mut()) }, INSUFFICIENT_SIZE);
+    assert_eq!(count, 1);
+    let mut infos = vec![unsafe { std::mem::zeroed::<nvmlProcessInfo_v2_t>() }; 1];
+    assert_eq!(unsafe { compute(device, &mut count, infos.as_mut_ptr()) }, INSUFFICIENT_SIZE);
+    assert_eq!(count, 2);
+}
+
+#[test]
+fn init_error_and_invalid_scenarios_fail_init() {
+    let mismatch = Sim::load("[meta]\nversion = 1\n[system]\ninit_error = \"LIB_RM_VERSION_MISMATCH\"\n");
+    assert_eq!(mismatch.init(), 18);
+    let broken = Sim::load("[meta]\nversion = 1\n[[gpu]]\nnmae = \"typo\"\n");
+    assert_eq!(broken.init(), 9, "DRIVER_NOT_LOADED");
+    assert_eq!(broken.count().0, UNINITIALIZED);
+}
+
+#[test]
+fn control_export_chooses_the_scenario_before_init() {
+    let sim = Sim::load(TWO_GPUS);
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("one.toml");
+    std::fs::write(&other, "[meta]\nversion = 1\n[[gpu]]\n").unwrap();
+    let path = CString::new(other.to_str().unwrap()).unwrap();
+    let load = sim.sym::<unsafe extern "C" fn(*const c_char) -> u32>("gputop_sim_load_scenario");
+    assert_eq!(unsafe { load(path.as_ptr()) }, SUCCESS);
+    sim.init();
+    assert_eq!(sim.count(), (SUCCESS, 1));
+}
+
+#[test]
+fn concurrent_calls_from_many_threads_are_safe_and_counted() {
+    let sim = Sim::load(TWO_GPUS);
+    sim.init();
+    let (_, device) = sim.handle(0);
+    let device = device as usize;
+    std::thread::scope(|scope| {
+        for _ in 0..8 {
+            scope.spawn(|| {
+                for _ in 0..2000 {
+                    let (ret, watts) = sim.u32_getter("nvmlDeviceGetPowerUsage", device as Device);
+                    assert_eq!((ret, watts), (SUCCESS, 50_000));
+                }
+            });
+        }
+    });
+    assert_eq!(sim.calls("nvmlDeviceGetPowerUsage"), 16_000);
+}

@@ -1,0 +1,105 @@
+//! Shared test harness: the gputop binary, the simulated NVML library, scenarios, and real
+//! processes whose PIDs scenarios refer to.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+/// The simulated `libnvidia-ml.so.1` built by cargo for this test run.
+pub fn sim_lib() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let deps = exe.parent().expect("deps directory");
+    let lib = deps.join("libnvml_sim.so");
+    assert!(lib.exists(), "{} is missing: run the tests with `cargo test --workspace`", lib.display());
+    lib
+}
+
+pub fn scenario(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios").join(format!("{name}.toml"))
+}
+
+/// The gputop binary with a clean environment: no user config, no simulator settings.
+pub fn gputop(home: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gputop"));
+    for (key, _) in std::env::vars() {
+        if key.starts_with("GPUTOP_") || key == "NO_COLOR" || key == "XDG_CONFIG_HOME" {
+            command.env_remove(key);
+        }
+    }
+    command.env("HOME", home).env("RUST_BACKTRACE", "0").stdin(Stdio::null());
+    command
+}
+
+/// gputop on the simulator with `scenario` at manual scenario time `t_ms`.
+pub fn gputop_on(home: &Path, scenario_path: &Path, t_ms: u64) -> Command {
+    let mut command = gputop(home);
+    command
+        .arg("--nvml-lib")
+        .arg(sim_lib())
+        .env("GPUTOP_SIM_SCENARIO", scenario_path)
+        .env("GPUTOP_SIM_CLOCK", "manual")
+        .env("GPUTOP_SIM_TIME_MS", t_ms.to_string());
+    command
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Runs and returns the parsed `--json` document, failing with stderr on a non-zero exit.
+pub fn json(mut command: Command) -> serde_json::Value {
+    let output = command.args(["--once", "--json"]).output().expect("run gputop");
+    assert!(output.status.success(), "gputop failed: {}", stderr(&output));
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(&output)))
+}
+
+/// Real idle processes, killed on drop.
+pub struct Sleepers {
+    children: Vec<Child>,
+}
+
+impl Sleepers {
+    pub fn spawn(count: usize) -> Self {
+        let children = (0..count)
+            .map(|_| {
+                Command::new("sleep")
+                    .arg("600")
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .expect("spawn sleep")
+            })
+            .collect();
+        Self { children }
+    }
+
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::id).collect()
+    }
+
+    /// The PIDs as `GPUTOP_SIM_PIDS` wants them.
+    pub fn env(&self) -> String {
+        self.pids().iter().map(u32::to_string).collect::<Vec<_>>().join(" ")
+    }
+}
+
+impl Drop for Sleepers {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A PID that no process has: a child that has exited and been reaped.
+pub fn dead_pid() -> u32 {
+    let mut child = Command::new("true").spawn().expect("spawn true");
+    let pid = child.id();
+    child.wait().expect("wait");
+    pid
+}
