@@ -39,7 +39,7 @@ pub fn human_bytes(bytes: u64) -> String {
         value /= 1024.0;
         unit += 1;
     }
-    if value >= 100.0 || unit == 0 {
+    if value >= 100.0 {
         format!("{value:.0}{}", UNITS[unit])
     } else {
         format!("{value:.1}{}", UNITS[unit])
@@ -127,8 +127,17 @@ fn metric_cells(metric: &str, device: &Device) -> Vec<(&'static str, String)> {
 /// Lays out rows in columns; `right` says which columns are right-aligned.
 fn table(rows: &[Vec<String>], right: &[bool]) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    // The last cell of a short row (a lost GPU's message) spills over; it sets no width.
+    let measured = |row: &Vec<String>, c: usize| row.len() == columns || c + 1 < row.len();
     let widths: Vec<usize> = (0..columns)
-        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0))
+        .map(|c| {
+            rows.iter()
+                .filter(|r| measured(r, c))
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
     for row in rows {
@@ -137,7 +146,7 @@ fn table(rows: &[Vec<String>], right: &[bool]) -> String {
             if c > 0 {
                 line.push_str("  ");
             }
-            let pad = widths[c] - cell.chars().count();
+            let pad = widths[c].saturating_sub(cell.chars().count());
             let last = c + 1 == row.len();
             if right.get(c).copied().unwrap_or(false) {
                 line.push_str(&" ".repeat(pad));

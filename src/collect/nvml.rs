@@ -195,14 +195,14 @@ impl NvmlSource {
         let mut devices = Vec::with_capacity(self.device_count as usize);
         let mut processes = Vec::new();
         for index in 0..self.device_count {
+            let slot = index as usize;
             let device = match nvml.device_by_index(index) {
                 Ok(device) => device,
                 Err(error) => {
-                    devices.push(unavailable(index, &error));
+                    devices.push(unavailable(index, &error, self.statics[slot].as_ref()));
                     continue;
                 }
             };
-            let slot = index as usize;
             let statics = self.statics[slot].get_or_insert_with(|| StaticFacts::read(&device)).clone();
             let throughput = match &pcie {
                 Some(all) => all.get(slot).cloned().unwrap_or(PcieThroughput {
@@ -218,9 +218,7 @@ impl NvmlSource {
             match read_device(&device, index, &statics, throughput, marks, window) {
                 Ok(read) => devices.push(read),
                 Err(error) => {
-                    // A device lost between calls: forget its statics so a reset one is re-read.
-                    self.statics[slot] = None;
-                    devices.push(unavailable(index, &error));
+                    devices.push(unavailable(index, &error, Some(&statics)));
                     continue;
                 }
             }
@@ -234,13 +232,21 @@ impl NvmlSource {
     }
 }
 
-fn unavailable(index: u32, error: &NvmlError) -> Device {
+/// A device that does not answer; its identity is kept when it was read before, so the
+/// user can tell which GPU is gone.
+fn unavailable(index: u32, error: &NvmlError, known: Option<&StaticFacts>) -> Device {
     let reason = error.to_string();
     let status = match error {
         NvmlError::GpuLost => DeviceStatus::Lost(reason.clone()),
         _ => DeviceStatus::Failed(reason.clone()),
     };
-    Device::unavailable(index, status, &reason)
+    let mut device = Device::unavailable(index, status, &reason);
+    if let Some(facts) = known {
+        device.name = facts.name.clone();
+        device.uuid = facts.uuid.clone();
+        device.pci_bus_id = facts.pci_bus_id.clone();
+    }
+    device
 }
 
 fn pcie_loop(

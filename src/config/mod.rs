@@ -378,3 +378,45 @@ pub fn dump(effective: &Effective) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_text(text: &str) -> Result<Effective, ConfigError> {
+        let mut entries: Vec<Entry> = KEYS
+            .iter()
+            .map(|key| Entry {
+                key,
+                value: key.default_value(),
+                origin: Origin::Default,
+            })
+            .collect();
+        apply_file(&mut entries, Path::new("test.toml"), text)?;
+        check_consistency(&entries)?;
+        Ok(Effective {
+            settings: Settings::from_entries(&entries),
+            entries,
+        })
+    }
+
+    #[test]
+    fn default_toml_is_complete_and_equal_to_the_built_in_defaults() {
+        let loaded = load_text(DEFAULT_TOML).expect("config/default.toml loads");
+        assert_eq!(loaded.settings, Settings::default());
+        for entry in &loaded.entries {
+            assert!(
+                matches!(entry.origin, Origin::File { .. }),
+                "{} is missing from config/default.toml",
+                entry.key.path()
+            );
+        }
+    }
+
+    #[test]
+    fn dump_of_defaults_loads_back_unchanged() {
+        let effective = load(None, &|_| None, &CliOverrides::default()).expect("no file: defaults");
+        let text = dump(&effective);
+        assert_eq!(load_text(&text).unwrap().settings, Settings::default());
+    }
+}
