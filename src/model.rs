@@ -232,7 +232,11 @@ impl ProcessType {
 
     /// The type of a process found in both lists, or in one list twice.
     pub fn merge(self, other: Self) -> Self {
-        if self == other { self } else { Self::ComputeGraphics }
+        if self == other {
+            self
+        } else {
+            Self::ComputeGraphics
+        }
     }
 }
 

@@ -48,8 +48,17 @@ pub fn human_bytes(bytes: u64) -> String {
 
 /// `H:MM:SS`, or `Dd HH:MM` past a day.
 pub fn human_duration(seconds: u64) -> String {
-    let (d, h, m, s) = (seconds / 86_400, seconds / 3600 % 24, seconds / 60 % 60, seconds % 60);
-    if d > 0 { format!("{d}d {h:02}:{m:02}") } else { format!("{}:{m:02}:{s:02}", seconds / 3600) }
+    let (d, h, m, s) = (
+        seconds / 86_400,
+        seconds / 3600 % 24,
+        seconds / 60 % 60,
+        seconds % 60,
+    );
+    if d > 0 {
+        format!("{d}d {h:02}:{m:02}")
+    } else {
+        format!("{}:{m:02}:{s:02}", seconds / 3600)
+    }
 }
 
 /// RFC 3339 UTC time, e.g. `2026-11-29T15:40:01Z`.
@@ -105,12 +114,16 @@ fn metric_cells(metric: &str, device: &Device) -> Vec<(&'static str, String)> {
         "temperature" => vec![("TEMP", text(&device.temperature, |t| format!("{t}C")))],
         "power" => vec![(
             "POWER",
-            pair(&device.power_usage_mw, &device.power_limit_mw, |mw| format!("{}W", mw / 1000)),
+            pair(&device.power_usage_mw, &device.power_limit_mw, |mw| {
+                format!("{:.0}W", (f64::from(mw) / 1000.0).round())
+            }),
         )],
         "fan" => vec![("FAN", percent(&device.fan_speed()))],
         "clocks" => vec![(
             "SM/MEM CLOCK",
-            pair(&device.clocks.sm, &device.clocks.memory, |mhz| format!("{mhz}MHz")),
+            pair(&device.clocks.sm, &device.clocks.memory, |mhz| {
+                format!("{mhz}MHz")
+            }),
         )],
         "pcie" => vec![(
             "PCIE RX/TX",
@@ -177,7 +190,11 @@ pub fn text_report(snapshot: &Snapshot, metrics: &[String]) -> String {
     let mut header = vec!["GPU".to_string(), "NAME".to_string()];
     if let Some(device) = snapshot.devices.first() {
         for metric in metrics {
-            header.extend(metric_cells(metric, device).into_iter().map(|(h, _)| h.to_string()));
+            header.extend(
+                metric_cells(metric, device)
+                    .into_iter()
+                    .map(|(h, _)| h.to_string()),
+            );
         }
     }
     let mut rows = vec![header];
@@ -203,9 +220,11 @@ pub fn text_report(snapshot: &Snapshot, metrics: &[String]) -> String {
         return out;
     }
     let mut rows = vec![
-        ["GPU", "PID", "TYPE", "USER", "GPU-MEM", "%SM", "%CPU", "HOST-MEM", "TIME", "COMMAND"]
-            .map(String::from)
-            .to_vec(),
+        [
+            "GPU", "PID", "TYPE", "USER", "GPU-MEM", "%SM", "%CPU", "HOST-MEM", "TIME", "COMMAND",
+        ]
+        .map(String::from)
+        .to_vec(),
     ];
     rows.extend(snapshot.processes.iter().map(process_row));
     out.push_str(&table(
@@ -387,7 +406,10 @@ mod tests {
     #[test]
     fn escape_sequences_are_shown_not_executed() {
         assert_eq!(sanitize("evil\x1b[2J\x07name\n"), "evil\\u{1b}[2J\\u{7}name\\n");
-        assert_eq!(sanitize("python3 train.py --lr=3e-4 ü"), "python3 train.py --lr=3e-4 ü");
+        assert_eq!(
+            sanitize("python3 train.py --lr=3e-4 ü"),
+            "python3 train.py --lr=3e-4 ü"
+        );
     }
 
     #[test]

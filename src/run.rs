@@ -7,7 +7,6 @@ use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use crate::cli::Cli;
-use crate::collect::demo::DemoSource;
 use crate::collect::nvml::{NvmlSource, NvmlUnusable};
 use crate::collect::{Collector, Source, collect_once};
 use crate::config::{self, ConfigError, Effective};
@@ -65,7 +64,10 @@ impl std::fmt::Display for Failure {
                  groups, or the container's device settings)"
             ),
             Self::Nvml(NvmlUnusable::NoGpu) => {
-                write!(f, "NVML found no NVIDIA GPU on this machine (check `nvidia-smi`); {TRY_DEMO}")
+                write!(
+                    f,
+                    "NVML found no NVIDIA GPU on this machine (check `nvidia-smi`); {TRY_DEMO}"
+                )
             }
             Self::Nvml(NvmlUnusable::Other(detail)) => {
                 write!(f, "NVML failed to initialise: {detail}; {TRY_DEMO}")
@@ -85,7 +87,7 @@ fn emit(text: &str) -> Result<(), Failure> {
 
 fn open_source(cli: &Cli) -> Result<Source, Failure> {
     if cli.demo {
-        return Ok(Source::Demo(DemoSource::new()));
+        return Ok(Source::Demo(Box::default()));
     }
     NvmlSource::open(cli.nvml_lib.as_deref())
         .map(Source::Nvml)
@@ -121,7 +123,12 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
 }
 
 /// Until the interactive screen lands: the report redrawn in place every interval.
-fn live_text(mut source: Source, interval: Duration, effective: &Effective, cli: &Cli) -> Result<(), Failure> {
+fn live_text(
+    mut source: Source,
+    interval: Duration,
+    effective: &Effective,
+    cli: &Cli,
+) -> Result<(), Failure> {
     if let Source::Nvml(nvml) = &mut source {
         nvml.start_pcie_thread(Duration::from_secs_f64(effective.settings.collect.pcie_interval));
     }
@@ -131,7 +138,13 @@ fn live_text(mut source: Source, interval: Duration, effective: &Effective, cli:
         let Some(snapshot) = collector.next(interval * 4 + Duration::from_secs(5)) else {
             continue;
         };
-        let body = report::text_report(&selection.apply(&snapshot), &effective.settings.display.default_metrics);
-        emit(&format!("\x1b[H\x1b[2J{body}\n(refresh every {:.1} s; Ctrl-C quits)\n", interval.as_secs_f64()))?;
+        let body = report::text_report(
+            &selection.apply(&snapshot),
+            &effective.settings.display.default_metrics,
+        );
+        emit(&format!(
+            "\x1b[H\x1b[2J{body}\n(refresh every {:.1} s; Ctrl-C quits)\n",
+            interval.as_secs_f64()
+        ))?;
     }
 }

@@ -31,7 +31,12 @@ fn user_config(home: &Path, text: &str) -> PathBuf {
 }
 
 fn dump(home: &Path, args: &[&str], env: &[(&str, &str)]) -> (String, toml::Table) {
-    let output = gputop(home).arg("--dump-config").args(args).envs(env.iter().copied()).output().unwrap();
+    let output = gputop(home)
+        .arg("--dump-config")
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
     let text = stdout(&output);
     let table = toml::from_str(&text).unwrap_or_else(|e| panic!("dump is not TOML ({e}):\n{text}"));
@@ -39,7 +44,9 @@ fn dump(home: &Path, args: &[&str], env: &[(&str, &str)]) -> (String, toml::Tabl
 }
 
 fn line_of<'a>(text: &'a str, key: &str) -> &'a str {
-    text.lines().find(|l| l.starts_with(&format!("{key} ="))).unwrap_or_else(|| panic!("{key} not in {text}"))
+    text.lines()
+        .find(|l| l.starts_with(&format!("{key} =")))
+        .unwrap_or_else(|| panic!("{key} not in {text}"))
 }
 
 #[test]
@@ -58,9 +65,18 @@ fn the_design_block_loads_exactly_and_every_value_names_its_line() {
     assert_eq!(table["alert"]["temperature_threshold"].as_float(), Some(80.0));
     assert_eq!(table["history"]["retention_time"].as_integer(), Some(86400));
     assert_eq!(table["history"]["sample_interval"].as_integer(), Some(10));
-    assert!(line_of(&text, "refresh_interval").ends_with(&format!("# from {}:2", path.display())), "{text}");
-    assert!(line_of(&text, "sample_interval").ends_with(&format!("# from {}:12", path.display())), "{text}");
-    assert!(!line_of(&text, "pcie_interval").contains('#'), "defaults carry no comment: {text}");
+    assert!(
+        line_of(&text, "refresh_interval").ends_with(&format!("# from {}:2", path.display())),
+        "{text}"
+    );
+    assert!(
+        line_of(&text, "sample_interval").ends_with(&format!("# from {}:12", path.display())),
+        "{text}"
+    );
+    assert!(
+        !line_of(&text, "pcie_interval").contains('#'),
+        "defaults carry no comment: {text}"
+    );
 }
 
 #[test]
@@ -69,7 +85,11 @@ fn xdg_config_home_wins_over_home() {
     user_config(home.path(), "[display]\nrefresh_interval = 7\n");
     let xdg = home.path().join("xdg");
     std::fs::create_dir_all(xdg.join("gputop")).unwrap();
-    std::fs::write(xdg.join("gputop/config.toml"), "[display]\nrefresh_interval = 9\n").unwrap();
+    std::fs::write(
+        xdg.join("gputop/config.toml"),
+        "[display]\nrefresh_interval = 9\n",
+    )
+    .unwrap();
     let (_, table) = dump(home.path(), &[], &[("XDG_CONFIG_HOME", xdg.to_str().unwrap())]);
     assert_eq!(table["display"]["refresh_interval"].as_float(), Some(9.0));
     let (_, table) = dump(home.path(), &[], &[]);
@@ -79,7 +99,10 @@ fn xdg_config_home_wins_over_home() {
 #[test]
 fn cli_beats_environment_beats_file_beats_defaults() {
     let home = tempfile::tempdir().unwrap();
-    user_config(home.path(), "[display]\nrefresh_interval = 3\n[alert]\ntemperature_threshold = 70\n");
+    user_config(
+        home.path(),
+        "[display]\nrefresh_interval = 3\n[alert]\ntemperature_threshold = 70\n",
+    );
     let env = [
         ("GPUTOP_DISPLAY_REFRESH_INTERVAL", "4"),
         ("GPUTOP_ALERT_MEMORY_USAGE_THRESHOLD", "60"),
@@ -87,23 +110,46 @@ fn cli_beats_environment_beats_file_beats_defaults() {
     ];
     let (text, table) = dump(home.path(), &["--interval", "5"], &env);
     assert_eq!(table["display"]["refresh_interval"].as_float(), Some(5.0));
-    assert!(line_of(&text, "refresh_interval").ends_with("# from command line --interval"), "{text}");
+    assert!(
+        line_of(&text, "refresh_interval").ends_with("# from command line --interval"),
+        "{text}"
+    );
     assert_eq!(table["alert"]["memory_usage_threshold"].as_float(), Some(60.0));
-    assert!(line_of(&text, "memory_usage_threshold").ends_with("# from environment variable GPUTOP_ALERT_MEMORY_USAGE_THRESHOLD"));
-    assert_eq!(line_of(&text, "default_metrics").split('#').next().unwrap().trim(), r#"default_metrics = ["memory", "power"]"#);
+    assert!(
+        line_of(&text, "memory_usage_threshold")
+            .ends_with("# from environment variable GPUTOP_ALERT_MEMORY_USAGE_THRESHOLD")
+    );
+    assert_eq!(
+        line_of(&text, "default_metrics")
+            .split('#')
+            .next()
+            .unwrap()
+            .trim(),
+        r#"default_metrics = ["memory", "power"]"#
+    );
     assert_eq!(table["alert"]["temperature_threshold"].as_float(), Some(70.0));
     assert_eq!(table["alert"]["gpu_utilization_threshold"].as_float(), Some(90.0));
 
     let (text, table) = dump(home.path(), &[], &env);
     assert_eq!(table["display"]["refresh_interval"].as_float(), Some(4.0));
-    assert!(line_of(&text, "refresh_interval").contains("GPUTOP_DISPLAY_REFRESH_INTERVAL"), "{text}");
+    assert!(
+        line_of(&text, "refresh_interval").contains("GPUTOP_DISPLAY_REFRESH_INTERVAL"),
+        "{text}"
+    );
 }
 
 #[test]
 fn the_dump_loads_back_to_the_same_settings() {
     let home = tempfile::tempdir().unwrap();
-    user_config(home.path(), "[display]\nrefresh_interval = 0.5\ndefault_metrics = [\"fan\"]\n[history]\nsample_interval = 30\n");
-    let (first, _) = dump(home.path(), &["--interval", "1.25"], &[("GPUTOP_COLLECT_PCIE_INTERVAL", "12")]);
+    user_config(
+        home.path(),
+        "[display]\nrefresh_interval = 0.5\ndefault_metrics = [\"fan\"]\n[history]\nsample_interval = 30\n",
+    );
+    let (first, _) = dump(
+        home.path(),
+        &["--interval", "1.25"],
+        &[("GPUTOP_COLLECT_PCIE_INTERVAL", "12")],
+    );
     let saved = home.path().join("dumped.toml");
     std::fs::write(&saved, &first).unwrap();
     let (second, _) = dump(home.path(), &["--config", saved.to_str().unwrap()], &[]);
@@ -114,7 +160,10 @@ fn the_dump_loads_back_to_the_same_settings() {
             .collect()
     };
     assert_eq!(values(&first), values(&second));
-    assert!(first.contains("refresh_interval = 1.25") && first.contains("pcie_interval = 12.0"), "{first}");
+    assert!(
+        first.contains("refresh_interval = 1.25") && first.contains("pcie_interval = 12.0"),
+        "{first}"
+    );
 }
 
 /// A bad file: exit 3, one line naming file:line:column, nothing drawn, the file unchanged.
@@ -132,7 +181,11 @@ fn assert_config_error(text: &str, needles: &[&str]) {
         let needle = needle.replace("{path}", &path.display().to_string());
         assert!(err.contains(&needle), "{needle:?} not in {err}");
     }
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "the user's file is never rewritten");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        text,
+        "the user's file is never rewritten"
+    );
     assert_eq!(std::fs::metadata(&path).unwrap().modified().unwrap(), before);
 }
 
@@ -140,24 +193,60 @@ fn assert_config_error(text: &str, needles: &[&str]) {
 fn unknown_key_is_named_with_a_suggestion_and_its_position() {
     assert_config_error(
         "# mine\n[display]\nrefresh_intervl = 2\n",
-        &["{path}:3:1:", "unknown key 'refresh_intervl' in [display]", "did you mean 'refresh_interval'?"],
+        &[
+            "{path}:3:1:",
+            "unknown key 'refresh_intervl' in [display]",
+            "did you mean 'refresh_interval'?",
+        ],
     );
 }
 
 #[test]
 fn unknown_section_and_misplaced_keys_get_hints() {
-    assert_config_error("[displya]\nrefresh_interval = 2\n", &["{path}:1:2:", "unknown section 'displya'", "did you mean [display]?"]);
-    assert_config_error("refresh_interval = 2\n", &["{path}:1:1:", "'refresh_interval' belongs in [display]"]);
+    assert_config_error(
+        "[displya]\nrefresh_interval = 2\n",
+        &[
+            "{path}:1:2:",
+            "unknown section 'displya'",
+            "did you mean [display]?",
+        ],
+    );
+    assert_config_error(
+        "refresh_interval = 2\n",
+        &["{path}:1:1:", "'refresh_interval' belongs in [display]"],
+    );
     assert_config_error("display = 3\n", &["{path}:1:1:", "'display' must be a table"]);
 }
 
 #[test]
 fn wrong_types_and_ranges_name_the_value() {
-    assert_config_error("[display]\nrefresh_interval = \"fast\"\n", &["{path}:2:20:", "display.refresh_interval", "expected a number, found a string"]);
-    assert_config_error("[alert]\n  temperature_threshold = 400\n", &["{path}:2:27:", "400 is out of range: expected 0 to 150 degrees Celsius"]);
-    assert_config_error("[history]\nretention_time = 1.5\n", &["{path}:2:18:", "expected a whole number"]);
-    assert_config_error("[display]\ndefault_metrics = [\"temprature\"]\n", &["{path}:2:19:", "did you mean 'temperature'?"]);
-    assert_config_error("[history]\nretention_time = 60\nsample_interval = 120\n", &["must not exceed history.retention_time", "{path}:3"]);
+    assert_config_error(
+        "[display]\nrefresh_interval = \"fast\"\n",
+        &[
+            "{path}:2:20:",
+            "display.refresh_interval",
+            "expected a number, found a string",
+        ],
+    );
+    assert_config_error(
+        "[alert]\n  temperature_threshold = 400\n",
+        &[
+            "{path}:2:27:",
+            "400 is out of range: expected 0 to 150 degrees Celsius",
+        ],
+    );
+    assert_config_error(
+        "[history]\nretention_time = 1.5\n",
+        &["{path}:2:18:", "expected a whole number"],
+    );
+    assert_config_error(
+        "[display]\ndefault_metrics = [\"temprature\"]\n",
+        &["{path}:2:19:", "did you mean 'temperature'?"],
+    );
+    assert_config_error(
+        "[history]\nretention_time = 60\nsample_interval = 120\n",
+        &["must not exceed history.retention_time", "{path}:3"],
+    );
 }
 
 #[test]
@@ -168,9 +257,16 @@ fn syntax_errors_point_at_the_spot() {
 #[test]
 fn explicit_config_must_exist_and_env_values_are_checked() {
     let home = tempfile::tempdir().unwrap();
-    let output = gputop(home.path()).args(["--demo", "--once", "--config", "/nonexistent/gputop.toml"]).output().unwrap();
+    let output = gputop(home.path())
+        .args(["--demo", "--once", "--config", "/nonexistent/gputop.toml"])
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(3));
-    assert!(stderr(&output).contains("/nonexistent/gputop.toml: cannot read config file"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("/nonexistent/gputop.toml: cannot read config file"),
+        "{}",
+        stderr(&output)
+    );
 
     let output = gputop(home.path())
         .args(["--demo", "--once"])
@@ -178,20 +274,38 @@ fn explicit_config_must_exist_and_env_values_are_checked() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(3));
-    assert!(stderr(&output).contains("environment variable GPUTOP_DISPLAY_REFRESH_INTERVAL=0: 0 is out of range"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("environment variable GPUTOP_DISPLAY_REFRESH_INTERVAL=0: 0 is out of range"),
+        "{}",
+        stderr(&output)
+    );
 
-    let output = gputop(home.path()).args(["--demo", "--once", "--interval", "0.01"]).output().unwrap();
+    let output = gputop(home.path())
+        .args(["--demo", "--once", "--interval", "0.01"])
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(3));
-    assert!(stderr(&output).contains("--interval: 0.01 is out of range"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("--interval: 0.01 is out of range"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
 fn metrics_setting_chooses_the_report_columns() {
     let home = tempfile::tempdir().unwrap();
-    user_config(home.path(), "[display]\ndefault_metrics = [\"fan\", \"clocks\"]\n");
+    user_config(
+        home.path(),
+        "[display]\ndefault_metrics = [\"fan\", \"clocks\"]\n",
+    );
     let output = gputop(home.path()).args(["--demo", "--once"]).output().unwrap();
     let text = stdout(&output);
     let header = text.lines().find(|l| l.starts_with("GPU  NAME")).unwrap();
-    let columns: Vec<&str> = header.split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
+    let columns: Vec<&str> = header
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
     assert_eq!(columns, ["GPU", "NAME", "FAN", "SM/MEM CLOCK"]);
 }

@@ -13,7 +13,10 @@ fn assert_failure(output: &Output, code: i32, needle: &str) -> String {
     let err = stderr(output);
     assert_eq!(output.status.code(), Some(code), "stderr: {err}");
     assert!(stdout(output).is_empty(), "nothing on stdout: {}", stdout(output));
-    assert!(!err.contains("panicked") && !err.contains("backtrace"), "no panic: {err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "no panic: {err}"
+    );
     let ours: Vec<&str> = err.lines().filter(|l| l.starts_with("gputop:")).collect();
     assert_eq!(ours.len(), 1, "exactly one gputop line: {err}");
     assert!(ours[0].contains(needle), "{needle:?} not in {err}");
@@ -34,25 +37,40 @@ fn missing_library_names_the_way_out() {
         .output()
         .unwrap();
     let err = assert_failure(&output, 4, "cannot load the NVIDIA management library");
-    assert!(err.contains("--nvml-lib") && err.contains("gputop --demo"), "{err}");
+    assert!(
+        err.contains("--nvml-lib") && err.contains("gputop --demo"),
+        "{err}"
+    );
 }
 
 #[test]
 fn a_library_without_nvml_symbols_is_reported_as_unloadable() {
     let home = tempfile::tempdir().unwrap();
     // libc is a real shared library without nvmlInit_v2.
-    let libc = ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("libc.so.6");
-    let output = gputop(home.path()).args(["--once", "--nvml-lib", libc]).output().unwrap();
+    let libc = [
+        "/lib/x86_64-linux-gnu/libc.so.6",
+        "/usr/lib/x86_64-linux-gnu/libc.so.6",
+        "/lib64/libc.so.6",
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).exists())
+    .expect("libc.so.6");
+    let output = gputop(home.path())
+        .args(["--once", "--nvml-lib", libc])
+        .output()
+        .unwrap();
     assert_failure(&output, 4, "nvmlInit_v2");
 }
 
 #[test]
 fn no_driver_is_exit_5_and_the_simulator_says_why_on_one_line() {
     let home = tempfile::tempdir().unwrap();
-    let output = gputop(home.path()).arg("--once").arg("--nvml-lib").arg(sim_lib()).output().unwrap();
+    let output = gputop(home.path())
+        .arg("--once")
+        .arg("--nvml-lib")
+        .arg(sim_lib())
+        .output()
+        .unwrap();
     let err = assert_failure(&output, 5, "the NVIDIA driver is not loaded");
     let sim: Vec<&str> = err.lines().filter(|l| l.starts_with("nvml-sim:")).collect();
     assert_eq!(sim.len(), 1, "{err}");
@@ -66,13 +84,19 @@ fn an_invalid_scenario_fails_init_with_its_location() {
     let path = scenario_file(home.path(), "[meta]\nversion = 1\n\n[[gpu]]\nnmae = \"typo\"\n");
     let output = gputop_on(home.path(), &path, 0).arg("--once").output().unwrap();
     let err = assert_failure(&output, 5, "driver is not loaded");
-    assert!(err.contains(&format!("{}:5:1", path.display())) && err.contains("nmae"), "{err}");
+    assert!(
+        err.contains(&format!("{}:5:1", path.display())) && err.contains("nmae"),
+        "{err}"
+    );
 }
 
 #[test]
 fn driver_library_mismatch_is_exit_6() {
     let home = tempfile::tempdir().unwrap();
-    let path = scenario_file(home.path(), "[meta]\nversion = 1\n[system]\ninit_error = \"LIB_RM_VERSION_MISMATCH\"\n");
+    let path = scenario_file(
+        home.path(),
+        "[meta]\nversion = 1\n[system]\ninit_error = \"LIB_RM_VERSION_MISMATCH\"\n",
+    );
     let output = gputop_on(home.path(), &path, 0).arg("--once").output().unwrap();
     let err = assert_failure(&output, 6, "different versions");
     assert!(err.contains("reboot"), "{err}");
@@ -81,7 +105,10 @@ fn driver_library_mismatch_is_exit_6() {
 #[test]
 fn no_permission_is_exit_7() {
     let home = tempfile::tempdir().unwrap();
-    let path = scenario_file(home.path(), "[meta]\nversion = 1\n[system]\ninit_error = \"NO_PERMISSION\"\n");
+    let path = scenario_file(
+        home.path(),
+        "[meta]\nversion = 1\n[system]\ninit_error = \"NO_PERMISSION\"\n",
+    );
     let output = gputop_on(home.path(), &path, 0).arg("--json").output().unwrap();
     assert_failure(&output, 7, "/dev/nvidia");
 }
@@ -97,7 +124,11 @@ fn no_gpu_is_exit_8() {
 #[test]
 fn usage_errors_are_exit_2() {
     let home = tempfile::tempdir().unwrap();
-    for args in [&["--interval", "fast"][..], &["--bogus"], &["--demo", "--nvml-lib", "/x"]] {
+    for args in [
+        &["--interval", "fast"][..],
+        &["--bogus"],
+        &["--demo", "--nvml-lib", "/x"],
+    ] {
         let output = gputop(home.path()).args(args).output().unwrap();
         assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stderr(&output));
         assert!(stdout(&output).is_empty());
@@ -136,6 +167,10 @@ fn the_simulator_never_writes_to_stdout_even_when_tracing() {
         .map(|l| serde_json::from_str(l).expect("each trace line is JSON"))
         .collect();
     assert!(lines.iter().any(|l| l["sym"] == "nvmlInit_v2" && l["ret"] == 0));
-    assert!(lines.iter().any(|l| l["sym"] == "nvmlDeviceGetMemoryInfo_v2" && l["gpu"] == 0));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["sym"] == "nvmlDeviceGetMemoryInfo_v2" && l["gpu"] == 0)
+    );
     assert!(lines.iter().all(|l| l["t_ms"].is_u64()));
 }

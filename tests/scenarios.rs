@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
 
-fn device<'a>(doc: &'a Value, index: u64) -> &'a Value {
+fn device(doc: &Value, index: u64) -> &Value {
     doc["devices"]
         .as_array()
         .unwrap()
@@ -113,21 +113,37 @@ fn two_gpus_training_json_has_exactly_the_scenario_values() {
 
     let processes = doc["processes"].as_array().unwrap();
     let order: Vec<u64> = processes.iter().map(|p| p["pid"].as_u64().unwrap()).collect();
-    assert_eq!(order, pids.iter().map(|&p| u64::from(p)).collect::<Vec<_>>(), "largest GPU memory first");
+    assert_eq!(
+        order,
+        pids.iter().map(|&p| u64::from(p)).collect::<Vec<_>>(),
+        "largest GPU memory first"
+    );
     assert_fields(
         &processes[0],
         &json!({"gpu_index": 0, "gpu_uuid": "GPU-5f0c0a1e-0000-4000-8000-000000000000", "type": "C",
                 "gpu_memory_bytes": 18 * GIB, "sm_percent": 90, "memory_bandwidth_percent": 30,
                 "command": "sleep 600"}),
     );
-    assert_fields(&processes[1], &json!({"type": "C+G", "gpu_memory_bytes": 6 * GIB, "sm_percent": 4}));
+    assert_fields(
+        &processes[1],
+        &json!({"type": "C+G", "gpu_memory_bytes": 6 * GIB, "sm_percent": 4}),
+    );
     assert_fields(
         &processes[2],
         &json!({"gpu_index": 1, "type": "G", "gpu_memory_bytes": 24 * MIB, "sm_percent": 1}),
     );
     for process in processes {
-        for key in ["user", "cpu_percent", "host_memory_bytes", "start_time_unix_seconds", "running_seconds"] {
-            assert!(!process[key].is_null(), "{key} of a live process is known: {process}");
+        for key in [
+            "user",
+            "cpu_percent",
+            "host_memory_bytes",
+            "start_time_unix_seconds",
+            "running_seconds",
+        ] {
+            assert!(
+                !process[key].is_null(),
+                "{key} of a live process is known: {process}"
+            );
         }
     }
 }
@@ -144,16 +160,31 @@ fn two_gpus_training_text_report_shows_the_same_values() {
     assert!(output.status.success(), "{}", stderr(&output));
     let text = stdout(&output);
     let lines: Vec<&str> = text.lines().collect();
-    let gpu0 = lines.iter().find(|l| l.trim_start().starts_with("0  NVIDIA")).expect("GPU 0 line");
+    let gpu0 = lines
+        .iter()
+        .find(|l| l.trim_start().starts_with("0  NVIDIA"))
+        .expect("GPU 0 line");
     for want in ["95%", "95%/95%", "24.3GiB / 40.0GiB (61%)", "76C", "312W/400W"] {
         assert!(gpu0.contains(want), "GPU 0 line lacks {want:?}: {gpu0}");
     }
-    let gpu1 = lines.iter().find(|l| l.trim_start().starts_with("1  NVIDIA")).expect("GPU 1 line");
-    assert!(gpu1.contains("63%") && gpu1.contains("58C") && gpu1.contains("201W/400W"), "{gpu1}");
-    let header = lines.iter().position(|l| l.contains("PID") && l.contains("COMMAND")).expect("process header");
+    let gpu1 = lines
+        .iter()
+        .find(|l| l.trim_start().starts_with("1  NVIDIA"))
+        .expect("GPU 1 line");
+    assert!(
+        gpu1.contains("63%") && gpu1.contains("58C") && gpu1.contains("202W/400W"),
+        "{gpu1}"
+    );
+    let header = lines
+        .iter()
+        .position(|l| l.contains("PID") && l.contains("COMMAND"))
+        .expect("process header");
     let first = lines[header + 1];
     let pid = sleepers.pids()[0].to_string();
-    assert!(first.contains(&pid) && first.contains("18.0GiB") && first.contains("sleep 600"), "{first}");
+    assert!(
+        first.contains(&pid) && first.contains("18.0GiB") && first.contains("sleep 600"),
+        "{first}"
+    );
 }
 
 #[test]
@@ -170,7 +201,12 @@ fn idle_gpu_has_no_processes_and_exact_readings() {
                 "fan_speed_percent": 30, "clock_graphics_mhz": 210, "pcie_link_generation": 1,
                 "bar1_used_bytes": 2 * MIB, "persistence_mode": false, "energy_joules": 175.0}),
     );
-    let text = stdout(&gputop_on(home.path(), &scenario("idle-gpu"), 5_000).arg("--once").output().unwrap());
+    let text = stdout(
+        &gputop_on(home.path(), &scenario("idle-gpu"), 5_000)
+            .arg("--once")
+            .output()
+            .unwrap(),
+    );
     assert!(text.contains("No GPU processes."), "{text}");
 }
 
@@ -192,17 +228,27 @@ fn unsupported_fan_and_power_are_null_and_n_a_never_zero() {
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
-    let line = stdout(&output).lines().find(|l| l.contains("Tesla T4")).unwrap().to_string();
+    let line = stdout(&output)
+        .lines()
+        .find(|l| l.contains("Tesla T4"))
+        .unwrap()
+        .to_string();
     assert!(line.contains("N/A/N/A"), "power shows N/A/N/A: {line}");
     let cells: Vec<&str> = line.split_whitespace().collect();
     assert!(cells.contains(&"N/A"), "fan and temperature show N/A: {line}");
-    assert!(!line.contains(" 0% ") && !line.contains("0W"), "unknown is never 0: {line}");
+    assert!(
+        !line.contains(" 0% ") && !line.contains("0W"),
+        "unknown is never 0: {line}"
+    );
 }
 
 fn write_metrics_config(dir: &std::path::Path) -> std::path::PathBuf {
     let path = dir.join("metrics.toml");
-    std::fs::write(&path, "[display]\ndefault_metrics = [\"utilization\", \"temperature\", \"fan\", \"power\"]\n")
-        .unwrap();
+    std::fs::write(
+        &path,
+        "[display]\ndefault_metrics = [\"utilization\", \"temperature\", \"fan\", \"power\"]\n",
+    )
+    .unwrap();
     path
 }
 
@@ -217,8 +263,20 @@ fn a_gpu_lost_mid_run_is_marked_while_the_others_stay_correct() {
     let after = json(gputop_on(home.path(), &path, 40_000));
     let lost = device(&after, 1);
     assert_eq!(lost["status"], "lost");
-    assert!(lost["status_reason"].as_str().unwrap().contains("fell off the bus"), "{lost}");
-    for key in ["name", "utilization_gpu_percent", "memory_used_bytes", "temperature_celsius", "power_usage_watts"] {
+    assert!(
+        lost["status_reason"]
+            .as_str()
+            .unwrap()
+            .contains("fell off the bus"),
+        "{lost}"
+    );
+    for key in [
+        "name",
+        "utilization_gpu_percent",
+        "memory_used_bytes",
+        "temperature_celsius",
+        "power_usage_watts",
+    ] {
         assert!(lost[key].is_null(), "{key} of a lost GPU is null");
     }
     assert_fields(
@@ -231,13 +289,29 @@ fn a_gpu_lost_mid_run_is_marked_while_the_others_stay_correct() {
         &json!({"status": "ok", "utilization_gpu_percent": 33, "temperature_celsius": 55,
                 "memory_used_bytes": 3 * GIB, "power_usage_watts": 50.0}),
     );
-    let text = stdout(&gputop_on(home.path(), &path, 40_000).arg("--once").output().unwrap());
-    let line = text.lines().find(|l| l.trim_start().starts_with("1 ")).expect("GPU 1 line");
+    let text = stdout(
+        &gputop_on(home.path(), &path, 40_000)
+            .arg("--once")
+            .output()
+            .unwrap(),
+    );
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("1 "))
+        .expect("GPU 1 line");
     let cells: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(&cells[..3], ["1", "N/A", "LOST:"], "{text}");
     let gpu0 = text.lines().find(|l| l.trim_start().starts_with("0 ")).unwrap();
-    assert!(gpu0.len() < 100, "the lost GPU's message does not widen the columns: {text}");
-    let list = stdout(&gputop_on(home.path(), &path, 40_000).arg("--list").output().unwrap());
+    assert!(
+        gpu0.len() < 100,
+        "the lost GPU's message does not widen the columns: {text}"
+    );
+    let list = stdout(
+        &gputop_on(home.path(), &path, 40_000)
+            .arg("--list")
+            .output()
+            .unwrap(),
+    );
     assert_eq!(list.lines().count(), 3, "{list}");
     assert!(list.lines().nth(1).unwrap().contains("[LOST:"), "{list}");
 }
@@ -257,8 +331,14 @@ fn an_old_driver_falls_back_to_v2_process_calls() {
     );
     let processes = doc["processes"].as_array().unwrap();
     assert_eq!(processes.len(), 2, "{processes:?}");
-    assert_fields(&processes[0], &json!({"type": "C", "gpu_memory_bytes": 5 * GIB, "sm_percent": 70}));
-    assert_fields(&processes[1], &json!({"type": "G", "gpu_memory_bytes": 100 * MIB}));
+    assert_fields(
+        &processes[0],
+        &json!({"type": "C", "gpu_memory_bytes": 5 * GIB, "sm_percent": 70}),
+    );
+    assert_fields(
+        &processes[1],
+        &json!({"type": "G", "gpu_memory_bytes": 100 * MIB}),
+    );
 }
 
 #[test]
@@ -281,8 +361,15 @@ fn eight_gpus_and_64_processes_match_the_scenario_engine() {
     for gpu in 0..8 {
         let d = &sim.gpu(gpu).dynamic;
         let got = device(&doc, gpu as u64);
-        assert_eq!(got["utilization_gpu_percent"], sim.percent(gpu, &d.utilization_gpu, "utilization_gpu", t).unwrap());
-        assert_eq!(got["temperature_celsius"], sim.count(gpu, &d.temperature, "temperature", t).unwrap());
+        assert_eq!(
+            got["utilization_gpu_percent"],
+            sim.percent(gpu, &d.utilization_gpu, "utilization_gpu", t)
+                .unwrap()
+        );
+        assert_eq!(
+            got["temperature_celsius"],
+            sim.count(gpu, &d.temperature, "temperature", t).unwrap()
+        );
         let power = sim.count(gpu, &d.power_mw, "power_mw", t).unwrap();
         assert_eq!(got["power_usage_watts"], json!(f64::from(power) / 1000.0));
         assert_eq!(got["memory_used_bytes"], sim.memory(gpu, t).unwrap().used);
@@ -290,8 +377,14 @@ fn eight_gpus_and_64_processes_match_the_scenario_engine() {
     }
     let processes = doc["processes"].as_array().unwrap();
     assert_eq!(processes.len(), 64);
-    let memories: Vec<u64> = processes.iter().map(|p| p["gpu_memory_bytes"].as_u64().unwrap()).collect();
-    assert!(memories.windows(2).all(|w| w[0] >= w[1]), "sorted by GPU memory, largest first");
+    let memories: Vec<u64> = processes
+        .iter()
+        .map(|p| p["gpu_memory_bytes"].as_u64().unwrap())
+        .collect();
+    assert!(
+        memories.windows(2).all(|w| w[0] >= w[1]),
+        "sorted by GPU memory, largest first"
+    );
     let samples: Vec<_> = (0..8)
         .flat_map(|gpu| {
             let time = nvml_sim::engine::TimeBase::now(t, 1.0);
@@ -300,7 +393,10 @@ fn eight_gpus_and_64_processes_match_the_scenario_engine() {
         .collect();
     for (i, pid) in sleepers.pids().into_iter().enumerate() {
         let (gpu, slot) = (i / 8, i % 8);
-        let row = processes.iter().find(|p| p["pid"] == pid).unwrap_or_else(|| panic!("pid {pid} missing"));
+        let row = processes
+            .iter()
+            .find(|p| p["pid"] == pid)
+            .unwrap_or_else(|| panic!("pid {pid} missing"));
         let want_sm = samples.iter().find(|s| s.pid == pid).unwrap().sm;
         assert_fields(
             row,
@@ -320,8 +416,18 @@ fn filters_narrow_devices_and_processes() {
         let mut command = gputop_on(home.path(), &scenario("two-gpus-training"), 100_000);
         command.env("GPUTOP_SIM_PIDS", sleepers.env()).args(args);
         let doc = json(command);
-        let devices: Vec<u64> = doc["devices"].as_array().unwrap().iter().map(|d| d["index"].as_u64().unwrap()).collect();
-        let procs: Vec<u64> = doc["processes"].as_array().unwrap().iter().map(|p| p["pid"].as_u64().unwrap()).collect();
+        let devices: Vec<u64> = doc["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["index"].as_u64().unwrap())
+            .collect();
+        let procs: Vec<u64> = doc["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["pid"].as_u64().unwrap())
+            .collect();
         (devices, procs)
     };
     let p: Vec<u64> = pids.iter().map(|&p| u64::from(p)).collect();
@@ -329,7 +435,10 @@ fn filters_narrow_devices_and_processes() {
     assert_eq!(run(&["--only", "1"]), (vec![1], vec![p[2]]));
     assert_eq!(run(&["--compute"]), (vec![0, 1], vec![p[0], p[1]]));
     assert_eq!(run(&["--graphics"]), (vec![0, 1], vec![p[1], p[2]]));
-    assert_eq!(run(&["--pid", &p[2].to_string(), &p[0].to_string()]), (vec![0, 1], vec![p[0], p[2]]));
+    assert_eq!(
+        run(&["--pid", &p[2].to_string(), &p[0].to_string()]),
+        (vec![0, 1], vec![p[0], p[2]])
+    );
     assert_eq!(run(&["--user", "nobody-at-all"]), (vec![0, 1], vec![]));
     let me = json({
         let mut c = gputop_on(home.path(), &scenario("two-gpus-training"), 100_000);

@@ -84,14 +84,29 @@ mod tests {
         let all = Selection::default();
         assert!([&c, &g, &cg].iter().all(|p| all.shows_process(p)));
 
-        let compute = Selection { compute: true, ..Default::default() };
+        let compute = Selection {
+            compute: true,
+            ..Default::default()
+        };
         assert!(compute.shows_process(&c) && !compute.shows_process(&g) && compute.shows_process(&cg));
-        let graphics = Selection { graphics: true, ..Default::default() };
+        let graphics = Selection {
+            graphics: true,
+            ..Default::default()
+        };
         assert!(!graphics.shows_process(&c) && graphics.shows_process(&g) && graphics.shows_process(&cg));
 
-        let alice_on_1 = Selection { users: vec!["alice".into()], only_gpus: vec![1], ..Default::default() };
-        assert!(!alice_on_1.shows_process(&c) && !alice_on_1.shows_process(&g) && alice_on_1.shows_process(&cg));
-        let pid = Selection { pids: vec![2], ..Default::default() };
+        let alice_on_1 = Selection {
+            users: vec!["alice".into()],
+            only_gpus: vec![1],
+            ..Default::default()
+        };
+        assert!(
+            !alice_on_1.shows_process(&c) && !alice_on_1.shows_process(&g) && alice_on_1.shows_process(&cg)
+        );
+        let pid = Selection {
+            pids: vec![2],
+            ..Default::default()
+        };
         assert!(!pid.shows_process(&c) && pid.shows_process(&g));
     }
 }

@@ -66,7 +66,13 @@ impl DemoSource {
     }
 
     /// A field through the scenario's faults, as the C ABI would serve it.
-    fn field<T>(&self, gpu: usize, field: &str, t: f64, value: impl FnOnce() -> Result<T, Code>) -> Reading<T> {
+    fn field<T>(
+        &self,
+        gpu: usize,
+        field: &str,
+        t: f64,
+        value: impl FnOnce() -> Result<T, Code>,
+    ) -> Reading<T> {
         match self.sim.fault(gpu, field, t) {
             Some(code) => reading(Err(code)),
             None => reading(value()),
@@ -96,7 +102,8 @@ impl DemoSource {
         let sim = &self.sim;
         let g = sim.gpu(gpu);
         let d = &g.dynamic;
-        let percent = |field: &str, expr, key: &str| self.field(gpu, field, t, || sim.percent(gpu, expr, key, t));
+        let percent =
+            |field: &str, expr, key: &str| self.field(gpu, field, t, || sim.percent(gpu, expr, key, t));
         let count = |field: &str, expr, key: &str| self.field(gpu, field, t, || sim.count(gpu, expr, key, t));
         let fixed = |field: &str, value: u32| self.field(gpu, field, t, || Ok(value));
         let fans = self.field(gpu, "fan_speed", t, || {
@@ -169,10 +176,18 @@ impl DemoSource {
             encoder: percent("encoder", &d.encoder, "encoder"),
             decoder: percent("decoder", &d.decoder, "decoder"),
             ecc_enabled: self.field(gpu, "ecc", t, || {
-                if g.ecc.supported { Ok(true) } else { Err(codes::NOT_SUPPORTED) }
+                if g.ecc.supported {
+                    Ok(true)
+                } else {
+                    Err(codes::NOT_SUPPORTED)
+                }
             }),
             ecc_uncorrected_volatile: self.field(gpu, "ecc", t, || {
-                if g.ecc.supported { Ok(g.ecc.volatile_uncorrected) } else { Err(codes::NOT_SUPPORTED) }
+                if g.ecc.supported {
+                    Ok(g.ecc.volatile_uncorrected)
+                } else {
+                    Err(codes::NOT_SUPPORTED)
+                }
             }),
             compute_mode: self.field(gpu, "compute_mode", t, || {
                 Ok(match g.compute_mode {
@@ -190,7 +205,13 @@ impl DemoSource {
             }),
             throttle_reasons: self.field(gpu, "throttle_reasons", t, || {
                 sim.count(gpu, &d.throttle_reasons, "throttle_reasons", t)
-                    .map(|bits| if bits == 0 { Vec::new() } else { vec![format!("0x{bits:x}")] })
+                    .map(|bits| {
+                        if bits == 0 {
+                            Vec::new()
+                        } else {
+                            vec![format!("0x{bits:x}")]
+                        }
+                    })
             }),
         }
     }
@@ -215,7 +236,8 @@ impl DemoSource {
                 let sample = utilization.iter().find(|s| s.pid == live.pid);
                 let pct = |v: Option<u32>| Reading::Value(v.unwrap_or(0));
                 let host_value = |expr, key: &str| {
-                    nvml_sim::engine::eval(expr, t, seed, gpu, &format!("process{position}.{key}")).unwrap_or(0.0)
+                    nvml_sim::engine::eval(expr, t, seed, gpu, &format!("process{position}.{key}"))
+                        .unwrap_or(0.0)
                 };
                 // A demo process seems to have run for an hour before the demo began.
                 let running = (t - script.start).max(0.0) as u64 + 3600;
@@ -237,10 +259,16 @@ impl DemoSource {
                     host: Some(HostFacts {
                         user: Reading::Value(script.user.clone().unwrap_or_else(|| "demo".into())),
                         command: Reading::Value(
-                            script.command.clone().or_else(|| script.name.clone()).unwrap_or_default(),
+                            script
+                                .command
+                                .clone()
+                                .or_else(|| script.name.clone())
+                                .unwrap_or_default(),
                         ),
                         cpu_percent: Reading::Value(host_value(&script.cpu, "cpu").max(0.0)),
-                        memory_bytes: Reading::Value(host_value(&script.host_memory, "host_memory").max(0.0) as u64),
+                        memory_bytes: Reading::Value(
+                            host_value(&script.host_memory, "host_memory").max(0.0) as u64
+                        ),
                         start_time: Reading::Value(start_epoch),
                         running_seconds: Reading::Value(running),
                     }),

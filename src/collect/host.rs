@@ -20,7 +20,9 @@ pub struct HostCollector {
 
 impl std::fmt::Debug for HostCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostCollector").field("seen", &self.seen.len()).finish()
+        f.debug_struct("HostCollector")
+            .field("seen", &self.seen.len())
+            .finish()
     }
 }
 
@@ -65,7 +67,11 @@ impl HostCollector {
                         .map_or_else(|| uid.to_string(), |u| u.name().to_string()),
                 )
             });
-            let cmd: Vec<String> = process.cmd().iter().map(|a| a.to_string_lossy().into_owned()).collect();
+            let cmd: Vec<String> = process
+                .cmd()
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
             let command = if cmd.is_empty() {
                 // Kernel threads and zombies have no command line; show the name like ps does.
                 format!("[{}]", process.name().to_string_lossy())
@@ -101,7 +107,8 @@ impl HostCollector {
 
     /// CPU, memory, swap, load and uptime of the host.
     pub fn stats(&mut self) -> HostStats {
-        self.system.refresh_memory_specifics(MemoryRefreshKind::everything());
+        self.system
+            .refresh_memory_specifics(MemoryRefreshKind::everything());
         self.system.refresh_cpu_usage();
         // CPU usage is a delta: the first refresh has nothing to compare with.
         let cpu_percent = if self.cpu_refreshed {

@@ -45,7 +45,7 @@ pub struct ProcessReadout {
 #[derive(Debug)]
 pub enum Source {
     Nvml(NvmlSource),
-    Demo(DemoSource),
+    Demo(Box<DemoSource>),
 }
 
 impl Source {
@@ -125,22 +125,24 @@ impl Collector {
         let (stop, stopped) = mpsc::channel::<()>();
         let (publish, updates) = mpsc::channel();
         let shared = Arc::clone(&latest);
-        let thread = thread::Builder::new().name("gputop-collect".into()).spawn(move || {
-            let mut host = HostCollector::new();
-            loop {
-                let started = Instant::now();
-                let snapshot = Arc::new(assemble(&mut source, &mut host, interval));
-                *shared.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&snapshot));
-                if publish.send(snapshot).is_err() {
-                    return;
+        let thread = thread::Builder::new()
+            .name("gputop-collect".into())
+            .spawn(move || {
+                let mut host = HostCollector::new();
+                loop {
+                    let started = Instant::now();
+                    let snapshot = Arc::new(assemble(&mut source, &mut host, interval));
+                    *shared.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&snapshot));
+                    if publish.send(snapshot).is_err() {
+                        return;
+                    }
+                    let rest = interval.saturating_sub(started.elapsed());
+                    match stopped.recv_timeout(rest) {
+                        Err(RecvTimeoutError::Timeout) => {}
+                        _ => return,
+                    }
                 }
-                let rest = interval.saturating_sub(started.elapsed());
-                match stopped.recv_timeout(rest) {
-                    Err(RecvTimeoutError::Timeout) => {}
-                    _ => return,
-                }
-            }
-        })?;
+            })?;
         Ok(Self {
             latest,
             updates,

@@ -125,7 +125,9 @@ pub struct NvmlSource {
 
 impl std::fmt::Debug for NvmlSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NvmlSource").field("device_count", &self.device_count).finish()
+        f.debug_struct("NvmlSource")
+            .field("device_count", &self.device_count)
+            .finish()
     }
 }
 
@@ -185,7 +187,11 @@ impl NvmlSource {
             driver_version: reading(nvml.sys_driver_version()),
             nvml_version: reading(nvml.sys_nvml_version()),
             cuda_driver_version: reading(nvml.sys_cuda_driver_version()).map(|v| {
-                format!("{}.{}", cuda_driver_version_major(v), cuda_driver_version_minor(v))
+                format!(
+                    "{}.{}",
+                    cuda_driver_version_major(v),
+                    cuda_driver_version_minor(v)
+                )
             }),
         };
         let pcie = self
@@ -203,7 +209,9 @@ impl NvmlSource {
                     continue;
                 }
             };
-            let statics = self.statics[slot].get_or_insert_with(|| StaticFacts::read(&device)).clone();
+            let statics = self.statics[slot]
+                .get_or_insert_with(|| StaticFacts::read(&device))
+                .clone();
             let throughput = match &pcie {
                 Some(all) => all.get(slot).cloned().unwrap_or(PcieThroughput {
                     tx_kbps: Reading::Failed("not sampled yet".into()),
@@ -278,7 +286,12 @@ fn pcie_loop(
 }
 
 /// Mean and peak of the driver's samples newer than the watermark (or the last `window`).
-fn sample_window(device: &NvmlDevice<'_>, sampling: Sampling, watermark: &mut u64, window: Duration) -> Reading<Window> {
+fn sample_window(
+    device: &NvmlDevice<'_>,
+    sampling: Sampling,
+    watermark: &mut u64,
+    window: Duration,
+) -> Reading<Window> {
     let since = if *watermark == 0 {
         now_us().saturating_sub(window.as_micros() as u64)
     } else {
@@ -317,7 +330,9 @@ fn read_device(
 ) -> Result<Device, NvmlError> {
     // The first call tells whether the device answers at all.
     let memory = match device.memory_info() {
-        Err(error @ (NvmlError::GpuLost | NvmlError::ResetRequired | NvmlError::Unknown)) => return Err(error),
+        Err(error @ (NvmlError::GpuLost | NvmlError::ResetRequired | NvmlError::Unknown)) => {
+            return Err(error);
+        }
         other => reading(other.map(|m| Memory {
             total: m.total,
             used: m.used,
@@ -328,7 +343,10 @@ fn read_device(
     let utilization = device.utilization_rates();
     let (utilization_gpu, utilization_memory) = match utilization {
         Ok(u) => (Reading::Value(u.gpu), Reading::Value(u.memory)),
-        Err(error) => (reading::<u32>(Err(error)), Reading::Failed("see utilization".into())),
+        Err(error) => (
+            reading::<u32>(Err(error)),
+            Reading::Failed("see utilization".into()),
+        ),
     };
     let utilization_memory = match (&utilization_gpu, utilization_memory) {
         (Reading::NotSupported, _) => Reading::NotSupported,
@@ -346,7 +364,9 @@ fn read_device(
     };
     let ecc_enabled = reading(device.is_ecc_enabled().map(|e| e.currently_enabled));
     let ecc_uncorrected_volatile = match ecc_enabled {
-        Reading::Value(true) => reading(device.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)),
+        Reading::Value(true) => {
+            reading(device.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile))
+        }
         Reading::Value(false) => Reading::NotSupported,
         ref other => other.clone().map(|_| 0),
     };
@@ -410,7 +430,10 @@ fn read_device(
         persistence_mode: reading(device.is_in_persistent_mode()),
         mig_enabled: reading(device.mig_mode().map(|m| m.current == 1)),
         throttle_reasons: reading(device.current_throttle_reasons().map(|reasons| {
-            reasons.iter_names().map(|(name, _)| name.to_ascii_lowercase()).collect()
+            reasons
+                .iter_names()
+                .map(|(name, _)| name.to_ascii_lowercase())
+                .collect()
         })),
     })
 }
@@ -493,16 +516,21 @@ fn read_processes(
     };
     match device.process_utilization_stats(since) {
         Ok(samples) => {
-            marks.processes = samples.iter().map(|s| s.timestamp).max().unwrap_or(marks.processes);
+            marks.processes = samples
+                .iter()
+                .map(|s| s.timestamp)
+                .max()
+                .unwrap_or(marks.processes);
             for process in &mut merged {
                 let mine: Vec<_> = samples.iter().filter(|s| s.pid == process.pid).collect();
                 if mine.is_empty() {
                     continue;
                 }
-                let mean = |f: fn(&&nvml_wrapper::struct_wrappers::device::ProcessUtilizationSample) -> u32| {
-                    let sum: u64 = mine.iter().map(|s| u64::from(f(s))).sum();
-                    Reading::Value((sum as f64 / mine.len() as f64).round().min(100.0) as u32)
-                };
+                let mean =
+                    |f: fn(&&nvml_wrapper::struct_wrappers::device::ProcessUtilizationSample) -> u32| {
+                        let sum: u64 = mine.iter().map(|s| u64::from(f(s))).sum();
+                        Reading::Value((sum as f64 / mine.len() as f64).round().min(100.0) as u32)
+                    };
                 process.sm_percent = mean(|s| s.sm_util);
                 process.memory_bandwidth_percent = mean(|s| s.mem_util);
                 process.encoder_percent = mean(|s| s.enc_util);

@@ -166,7 +166,11 @@ pub fn default_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     let base = env("XDG_CONFIG_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .or_else(|| env("HOME").filter(|v| !v.is_empty()).map(|h| Path::new(&h).join(".config")))?;
+        .or_else(|| {
+            env("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| Path::new(&h).join(".config"))
+        })?;
     Some(base.join("gputop").join("config.toml"))
 }
 
@@ -196,13 +200,21 @@ pub fn load(
             Ok(text) => apply_file(&mut entries, &path, &text)?,
             Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
-                return Err(ConfigError(format!("{}: cannot read config file: {e}", path.display())));
+                return Err(ConfigError(format!(
+                    "{}: cannot read config file: {e}",
+                    path.display()
+                )));
             }
         }
     }
     apply_env(&mut entries, env)?;
     if let Some(interval) = cli.interval {
-        set_from_cli(&mut entries, "display.refresh_interval", toml::Value::Float(interval), "--interval")?;
+        set_from_cli(
+            &mut entries,
+            "display.refresh_interval",
+            toml::Value::Float(interval),
+            "--interval",
+        )?;
     }
     check_consistency(&entries)?;
     Ok(Effective {
@@ -329,9 +341,17 @@ fn unquote(text: &str) -> String {
         .unwrap_or_else(|| text.to_string())
 }
 
-fn set_from_cli(entries: &mut [Entry], path: &str, value: toml::Value, flag: &'static str) -> Result<(), ConfigError> {
+fn set_from_cli(
+    entries: &mut [Entry],
+    path: &str,
+    value: toml::Value,
+    flag: &'static str,
+) -> Result<(), ConfigError> {
     let entry = entry_mut(entries, path);
-    entry.value = entry.key.check(&value).map_err(|m| ConfigError(format!("{flag}: {m}")))?;
+    entry.value = entry
+        .key
+        .check(&value)
+        .map_err(|m| ConfigError(format!("{flag}: {m}")))?;
     entry.origin = Origin::Cli(flag);
     Ok(())
 }

@@ -19,11 +19,18 @@ impl Value {
         match self {
             Self::Float(v) => {
                 let text = v.to_string();
-                if text.contains(['.', 'e', 'E']) || !v.is_finite() { text } else { format!("{text}.0") }
+                if text.contains(['.', 'e', 'E']) || !v.is_finite() {
+                    text
+                } else {
+                    format!("{text}.0")
+                }
             }
             Self::Int(v) => v.to_string(),
             Self::List(items) => {
-                let quoted: Vec<String> = items.iter().map(|s| toml::Value::String(s.clone()).to_string()).collect();
+                let quoted: Vec<String> = items
+                    .iter()
+                    .map(|s| toml::Value::String(s.clone()).to_string())
+                    .collect();
                 format!("[{}]", quoted.join(", "))
             }
         }
@@ -87,7 +94,10 @@ impl Key {
                     other => return Err(format!("expected a number, found {}", type_name(other))),
                 };
                 if !(min..=max).contains(&number) {
-                    return Err(format!("{number} is out of range: expected {min} to {max}{}", self.unit));
+                    return Err(format!(
+                        "{number} is out of range: expected {min} to {max}{}",
+                        self.unit
+                    ));
                 }
                 Ok(Value::Float(number))
             }
@@ -97,7 +107,10 @@ impl Key {
                     other => return Err(format!("expected a whole number, found {}", type_name(other))),
                 };
                 if !(min..=max).contains(&number) {
-                    return Err(format!("{number} is out of range: expected {min} to {max}{}", self.unit));
+                    return Err(format!(
+                        "{number} is out of range: expected {min} to {max}{}",
+                        self.unit
+                    ));
                 }
                 Ok(Value::Int(number))
             }
@@ -108,12 +121,18 @@ impl Key {
                 let mut out: Vec<String> = Vec::with_capacity(items.len());
                 for item in items {
                     let toml::Value::String(text) = item else {
-                        return Err(format!("expected a list of strings, found an item that is {}", type_name(item)));
+                        return Err(format!(
+                            "expected a list of strings, found an item that is {}",
+                            type_name(item)
+                        ));
                     };
                     if !choices.contains(&text.as_str()) {
                         let hint = suggest(text, choices.iter().copied())
                             .map_or_else(String::new, |s| format!(" (did you mean '{s}'?)"));
-                        return Err(format!("unknown value '{text}'{hint}; expected one of {}", choices.join(", ")));
+                        return Err(format!(
+                            "unknown value '{text}'{hint}; expected one of {}",
+                            choices.join(", ")
+                        ));
                     }
                     if out.contains(text) {
                         return Err(format!("'{text}' is listed twice"));
@@ -156,7 +175,10 @@ pub const KEYS: &[Key] = &[
     Key {
         section: "display",
         name: "refresh_interval",
-        kind: Kind::Float { min: 0.1, max: 3600.0 },
+        kind: Kind::Float {
+            min: 0.1,
+            max: 3600.0,
+        },
         default: Default::Float(2.0),
         unit: " seconds",
     },
@@ -191,7 +213,10 @@ pub const KEYS: &[Key] = &[
     Key {
         section: "history",
         name: "retention_time",
-        kind: Kind::Int { min: 60, max: 31_536_000 },
+        kind: Kind::Int {
+            min: 60,
+            max: 31_536_000,
+        },
         default: Default::Int(86_400),
         unit: " seconds",
     },
@@ -205,7 +230,10 @@ pub const KEYS: &[Key] = &[
     Key {
         section: "collect",
         name: "pcie_interval",
-        kind: Kind::Float { min: 1.0, max: 3600.0 },
+        kind: Kind::Float {
+            min: 1.0,
+            max: 3600.0,
+        },
         default: Default::Float(5.0),
         unit: " seconds",
     },
@@ -262,9 +290,15 @@ mod tests {
 
     #[test]
     fn suggestions_catch_typos_not_strangers() {
-        assert_eq!(suggest("refresh_intervl", ["refresh_interval", "default_metrics"]), Some("refresh_interval"));
+        assert_eq!(
+            suggest("refresh_intervl", ["refresh_interval", "default_metrics"]),
+            Some("refresh_interval")
+        );
         assert_eq!(suggest("displya", sections()), Some("display"));
-        assert_eq!(suggest("colour_scheme", ["refresh_interval", "default_metrics"]), None);
+        assert_eq!(
+            suggest("colour_scheme", ["refresh_interval", "default_metrics"]),
+            None
+        );
     }
 
     #[test]
@@ -280,12 +314,32 @@ mod tests {
     fn checks_type_range_and_choices() {
         let interval = find("display", "refresh_interval").unwrap();
         assert_eq!(interval.check(&toml::Value::Integer(3)), Ok(Value::Float(3.0)));
-        assert!(interval.check(&toml::Value::Float(0.0)).unwrap_err().contains("out of range"));
-        assert!(interval.check(&toml::Value::String("2".into())).unwrap_err().contains("expected a number"));
+        assert!(
+            interval
+                .check(&toml::Value::Float(0.0))
+                .unwrap_err()
+                .contains("out of range")
+        );
+        assert!(
+            interval
+                .check(&toml::Value::String("2".into()))
+                .unwrap_err()
+                .contains("expected a number")
+        );
         let metrics = find("display", "default_metrics").unwrap();
         let bad = toml::Value::Array(vec![toml::Value::String("temprature".into())]);
-        assert!(metrics.check(&bad).unwrap_err().contains("did you mean 'temperature'"));
+        assert!(
+            metrics
+                .check(&bad)
+                .unwrap_err()
+                .contains("did you mean 'temperature'")
+        );
         let retention = find("history", "retention_time").unwrap();
-        assert!(retention.check(&toml::Value::Float(60.5)).unwrap_err().contains("whole number"));
+        assert!(
+            retention
+                .check(&toml::Value::Float(60.5))
+                .unwrap_err()
+                .contains("whole number")
+        );
     }
 }

@@ -10,12 +10,18 @@ pub fn sim_lib() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     let deps = exe.parent().expect("deps directory");
     let lib = deps.join("libnvml_sim.so");
-    assert!(lib.exists(), "{} is missing: run the tests with `cargo test --workspace`", lib.display());
+    assert!(
+        lib.exists(),
+        "{} is missing: run the tests with `cargo test --workspace`",
+        lib.display()
+    );
     lib
 }
 
 pub fn scenario(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios").join(format!("{name}.toml"))
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/scenarios")
+        .join(format!("{name}.toml"))
 }
 
 /// The gputop binary with a clean environment: no user config, no simulator settings.
@@ -26,7 +32,10 @@ pub fn gputop(home: &Path) -> Command {
             command.env_remove(key);
         }
     }
-    command.env("HOME", home).env("RUST_BACKTRACE", "0").stdin(Stdio::null());
+    command
+        .env("HOME", home)
+        .env("RUST_BACKTRACE", "0")
+        .stdin(Stdio::null());
     command
 }
 
@@ -83,7 +92,11 @@ impl Sleepers {
 
     /// The PIDs as `GPUTOP_SIM_PIDS` wants them.
     pub fn env(&self) -> String {
-        self.pids().iter().map(u32::to_string).collect::<Vec<_>>().join(" ")
+        self.pids()
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }
 

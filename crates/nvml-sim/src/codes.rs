@@ -34,8 +34,16 @@ pub const TABLE: &[(Code, &str, &str)] = &[
     (14, "CORRUPTED_INFOROM", "Corrupted infoROM"),
     (15, "GPU_IS_LOST", "GPU is lost"),
     (16, "RESET_REQUIRED", "GPU requires restart"),
-    (17, "OPERATING_SYSTEM", "The operating system has blocked the request."),
-    (18, "LIB_RM_VERSION_MISMATCH", "RM has detected an NVML/RM version mismatch."),
+    (
+        17,
+        "OPERATING_SYSTEM",
+        "The operating system has blocked the request.",
+    ),
+    (
+        18,
+        "LIB_RM_VERSION_MISMATCH",
+        "RM has detected an NVML/RM version mismatch.",
+    ),
     (19, "IN_USE", "In use by another client"),
     (20, "MEMORY", "Insufficient Memory"),
     (21, "NO_DATA", "No data"),
@@ -59,7 +67,10 @@ pub fn code_from_name(name: &str) -> Option<Code> {
 
 /// The name of a code, `"UNKNOWN"` for codes outside the table.
 pub fn code_name(code: Code) -> &'static str {
-    TABLE.iter().find(|(c, _, _)| *c == code).map_or("UNKNOWN", |(_, n, _)| n)
+    TABLE
+        .iter()
+        .find(|(c, _, _)| *c == code)
+        .map_or("UNKNOWN", |(_, n, _)| n)
 }
 
 #[cfg(test)]

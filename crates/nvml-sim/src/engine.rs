@@ -32,14 +32,20 @@ pub fn mix64(mut x: u64) -> u64 {
 }
 
 fn hash_str(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// Evaluates an expression at scenario time `t`. `key` identifies the field for `random`.
 pub fn eval(expr: &Expr, t: f64, seed: u64, gpu: usize, key: &str) -> Result<f64, Code> {
     match expr {
         Expr::Constant(v) => Ok(*v),
-        Expr::Keyframes { points, interp, repeat } => {
+        Expr::Keyframes {
+            points,
+            interp,
+            repeat,
+        } => {
             let t = repeat.map_or(t, |period| t.rem_euclid(period));
             Ok(keyframe_value(points, *interp, t))
         }
@@ -152,7 +158,10 @@ pub struct Sim {
 impl Sim {
     pub fn new(scenario: Scenario) -> Self {
         let energy_memo = scenario.gpu.iter().map(|_| Mutex::new(vec![0.0])).collect();
-        Self { scenario, energy_memo }
+        Self {
+            scenario,
+            energy_memo,
+        }
     }
 
     pub fn gpu_count(&self) -> usize {
@@ -168,7 +177,11 @@ impl Sim {
     pub fn fault(&self, gpu: usize, field: &str, t: f64) -> Option<Code> {
         let faults = &self.gpu(gpu).faults;
         let active = |f: &&crate::scenario::Fault| f.active_at(t);
-        if let Some(lost) = faults.iter().filter(active).find(|f| f.field == "*" && f.error == GPU_IS_LOST) {
+        if let Some(lost) = faults
+            .iter()
+            .filter(active)
+            .find(|f| f.field == "*" && f.error == GPU_IS_LOST)
+        {
             return Some(lost.error);
         }
         faults
@@ -195,7 +208,8 @@ impl Sim {
 
     /// A non-negative integer field.
     pub fn count(&self, gpu: usize, expr: &Expr, key: &str, t: f64) -> Result<u32, Code> {
-        self.value(gpu, expr, key, t).map(|v| clamp_u32(v, f64::from(u32::MAX)))
+        self.value(gpu, expr, key, t)
+            .map(|v| clamp_u32(v, f64::from(u32::MAX)))
     }
 
     pub fn pstate(&self, gpu: usize, t: f64) -> Result<u32, Code> {
@@ -334,7 +348,13 @@ impl Sim {
 
     /// Per-process utilisation samples newer than `last_seen_us`: one per live process, taken
     /// at the latest tick of `process_sample_period_ms` at or before `t`.
-    pub fn process_samples(&self, gpu: usize, t: f64, time: &TimeBase, last_seen_us: u64) -> Vec<ProcessSample> {
+    pub fn process_samples(
+        &self,
+        gpu: usize,
+        t: f64,
+        time: &TimeBase,
+        last_seen_us: u64,
+    ) -> Vec<ProcessSample> {
         let period = self.scenario.sim.process_sample_period_ms as f64 / 1000.0;
         if t < 0.0 {
             return Vec::new();
@@ -352,7 +372,8 @@ impl Sim {
             .filter(|(_, p)| Self::process_alive(p, tick_t))
             .map(|(i, p)| {
                 let pct = |e: &Expr, name: &str| {
-                    eval(e, tick_t, seed, gpu, &format!("process{i}.{name}")).map_or(0, |v| clamp_u32(v, 100.0))
+                    eval(e, tick_t, seed, gpu, &format!("process{i}.{name}"))
+                        .map_or(0, |v| clamp_u32(v, 100.0))
                 };
                 ProcessSample {
                     pid: p.pid,
@@ -389,7 +410,10 @@ mod tests {
     #[test]
     fn constants_and_sizes() {
         assert_eq!(eval(&expr("42"), 3.0, 0, 0, "k"), Ok(42.0));
-        assert_eq!(eval(&expr("\"2 GiB\""), 0.0, 0, 0, "k"), Ok(2.0 * 1024.0 * 1024.0 * 1024.0));
+        assert_eq!(
+            eval(&expr("\"2 GiB\""), 0.0, 0, 0, "k"),
+            Ok(2.0 * 1024.0 * 1024.0 * 1024.0)
+        );
     }
 
     #[test]
@@ -420,7 +444,9 @@ mod tests {
         let random = expr("{ random = { min = 10, max = 20, hold = 2 } }");
         let a = eval(&random, 0.5, 1, 0, "k").unwrap();
         assert_eq!(eval(&random, 1.9, 1, 0, "k").unwrap(), a, "held within a bucket");
-        let values: Vec<f64> = (0..200).map(|b| eval(&random, f64::from(b) * 2.0, 1, 0, "k").unwrap()).collect();
+        let values: Vec<f64> = (0..200)
+            .map(|b| eval(&random, f64::from(b) * 2.0, 1, 0, "k").unwrap())
+            .collect();
         assert!(values.iter().all(|v| (10.0..=20.0).contains(v)));
         assert!(values.windows(2).any(|w| w[0] != w[1]), "changes across buckets");
         assert_ne!(eval(&random, 0.5, 2, 0, "k").unwrap(), a, "seed matters");
@@ -429,6 +455,9 @@ mod tests {
 
     #[test]
     fn error_expression_fails_with_its_code() {
-        assert_eq!(eval(&expr("{ error = \"NO_PERMISSION\" }"), 0.0, 0, 0, "k"), Err(4));
+        assert_eq!(
+            eval(&expr("{ error = \"NO_PERMISSION\" }"), 0.0, 0, 0, "k"),
+            Err(4)
+        );
     }
 }

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use nvml_wrapper_sys::bindings::{
     nvmlBAR1Memory_t, nvmlDevice_t, nvmlFieldValue_t, nvmlMemory_t, nvmlMemory_v2_t, nvmlPciInfo_t,
-    nvmlProcessInfo_v1_t, nvmlProcessInfo_v2_t, nvmlProcessUtilizationSample_t, nvmlSample_t, nvmlTemperature_t,
-    nvmlUtilization_t,
+    nvmlProcessInfo_v1_t, nvmlProcessInfo_v2_t, nvmlProcessUtilizationSample_t, nvmlSample_t,
+    nvmlTemperature_t, nvmlUtilization_t,
 };
 
 use crate::codes::*;
@@ -218,7 +218,9 @@ fn library_dir() -> Option<PathBuf> {
         return None;
     }
     // SAFETY: dli_fname is a NUL-terminated string owned by the loader.
-    let file = unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy().into_owned();
+    let file = unsafe { CStr::from_ptr(info.dli_fname) }
+        .to_string_lossy()
+        .into_owned();
     Path::new(&file).parent().map(Path::to_path_buf)
 }
 
@@ -236,14 +238,18 @@ fn load_scenario() -> Result<Scenario, String> {
         }
         return read_scenario(Path::new(&spec), &env);
     }
-    if let Some(beside) = library_dir().map(|d| d.join("gputop-sim.toml")).filter(|p| p.exists()) {
+    if let Some(beside) = library_dir()
+        .map(|d| d.join("gputop-sim.toml"))
+        .filter(|p| p.exists())
+    {
         return read_scenario(&beside, &env);
     }
     Err("no scenario: set GPUTOP_SIM_SCENARIO to a scenario file or builtin:<name>".into())
 }
 
 fn read_scenario(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Scenario, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read scenario {}: {e}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read scenario {}: {e}", path.display()))?;
     Scenario::parse(&text, &path.display().to_string(), env).map_err(|e| e.0)
 }
 
@@ -372,7 +378,11 @@ pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion_v2(version: *mut c_int) 
 pub unsafe extern "C" fn nvmlSystemGetProcessName(pid: c_uint, name: *mut c_char, length: c_uint) -> Ret {
     with_sim("nvmlSystemGetProcessName", |l| {
         let scripted = l.sim.find_process(pid, l.now()).and_then(|p| p.name.clone());
-        let comm = || std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|s| s.trim_end().to_string());
+        let comm = || {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .ok()
+                .map(|s| s.trim_end().to_string())
+        };
         let text = scripted.or_else(comm).ok_or(NOT_FOUND)?;
         unsafe { write_str(name, length, &text) }
     })
@@ -434,7 +444,9 @@ fn handle_by(
             return Err(INVALID_ARGUMENT);
         }
         // SAFETY: the caller passes a NUL-terminated string.
-        let key = unsafe { CStr::from_ptr(key) }.to_str().map_err(|_| INVALID_ARGUMENT)?;
+        let key = unsafe { CStr::from_ptr(key) }
+            .to_str()
+            .map_err(|_| INVALID_ARGUMENT)?;
         let index = (0..l.sim.gpu_count())
             .find(|&i| matches(&l.sim, i, key))
             .ok_or(NOT_FOUND)?;
@@ -448,19 +460,29 @@ fn handle_by(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(uuid: *const c_char, device: *mut nvmlDevice_t) -> Ret {
-    handle_by("nvmlDeviceGetHandleByUUID", uuid, device, |s, i, k| s.gpu(i).uuid == k)
+    handle_by("nvmlDeviceGetHandleByUUID", uuid, device, |s, i, k| {
+        s.gpu(i).uuid == k
+    })
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetHandleByPciBusId_v2(bus_id: *const c_char, device: *mut nvmlDevice_t) -> Ret {
+pub unsafe extern "C" fn nvmlDeviceGetHandleByPciBusId_v2(
+    bus_id: *const c_char,
+    device: *mut nvmlDevice_t,
+) -> Ret {
     handle_by("nvmlDeviceGetHandleByPciBusId_v2", bus_id, device, |s, i, k| {
         pci_bus_ids(s, i).iter().any(|id| id.eq_ignore_ascii_case(k))
     })
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetHandleBySerial(serial: *const c_char, device: *mut nvmlDevice_t) -> Ret {
-    handle_by("nvmlDeviceGetHandleBySerial", serial, device, |s, i, k| s.gpu(i).serial == k)
+pub unsafe extern "C" fn nvmlDeviceGetHandleBySerial(
+    serial: *const c_char,
+    device: *mut nvmlDevice_t,
+) -> Ret {
+    handle_by("nvmlDeviceGetHandleBySerial", serial, device, |s, i, k| {
+        s.gpu(i).serial == k
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -486,7 +508,11 @@ pub unsafe extern "C" fn nvmlDeviceGetUUID(device: nvmlDevice_t, uuid: *mut c_ch
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetSerial(device: nvmlDevice_t, serial: *mut c_char, length: c_uint) -> Ret {
+pub unsafe extern "C" fn nvmlDeviceGetSerial(
+    device: nvmlDevice_t,
+    serial: *mut c_char,
+    length: c_uint,
+) -> Ret {
     with_device("nvmlDeviceGetSerial", device, "serial", |l, gpu, _| unsafe {
         write_str(serial, length, &l.sim.gpu(gpu).serial)
     })
@@ -514,12 +540,17 @@ pub unsafe extern "C" fn nvmlDeviceGetCudaComputeCapability(
     major: *mut c_int,
     minor: *mut c_int,
 ) -> Ret {
-    with_device("nvmlDeviceGetCudaComputeCapability", device, "name", |l, gpu, _| {
-        let [ma, mi] = l.sim.gpu(gpu).cuda_capability;
-        *unsafe { out(major) }? = ma;
-        *unsafe { out(minor) }? = mi;
-        Ok(())
-    })
+    with_device(
+        "nvmlDeviceGetCudaComputeCapability",
+        device,
+        "name",
+        |l, gpu, _| {
+            let [ma, mi] = l.sim.gpu(gpu).cuda_capability;
+            *unsafe { out(major) }? = ma;
+            *unsafe { out(minor) }? = mi;
+            Ok(())
+        },
+    )
 }
 
 /// The device's bus id in the 8-digit and the legacy 4-digit domain forms.
@@ -563,7 +594,10 @@ pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v2(device: nvmlDevice_t, pci: *mut
 // Memory and utilisation
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(device: nvmlDevice_t, memory: *mut nvmlMemory_v2_t) -> Ret {
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
+    device: nvmlDevice_t,
+    memory: *mut nvmlMemory_v2_t,
+) -> Ret {
     with_device("nvmlDeviceGetMemoryInfo_v2", device, "memory", |l, gpu, t| {
         let memory = unsafe { out(memory) }?;
         if memory.version != MEMORY_V2_VERSION && !l.sim.scenario.system.lenient_struct_versions {
@@ -593,7 +627,10 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(device: nvmlDevice_t, memory: *
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetBAR1MemoryInfo(device: nvmlDevice_t, bar1: *mut nvmlBAR1Memory_t) -> Ret {
+pub unsafe extern "C" fn nvmlDeviceGetBAR1MemoryInfo(
+    device: nvmlDevice_t,
+    bar1: *mut nvmlBAR1Memory_t,
+) -> Ret {
     with_device("nvmlDeviceGetBAR1MemoryInfo", device, "bar1", |l, gpu, _| {
         let g = l.sim.gpu(gpu);
         let used = g.bar1_used.min(g.bar1_total);
@@ -607,16 +644,26 @@ pub unsafe extern "C" fn nvmlDeviceGetBAR1MemoryInfo(device: nvmlDevice_t, bar1:
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(device: nvmlDevice_t, util: *mut nvmlUtilization_t) -> Ret {
-    with_device("nvmlDeviceGetUtilizationRates", device, "utilization", |l, gpu, t| {
-        let d = &l.sim.gpu(gpu).dynamic;
-        let value = nvmlUtilization_t {
-            gpu: l.sim.percent(gpu, &d.utilization_gpu, "utilization_gpu", t)?,
-            memory: l.sim.percent(gpu, &d.utilization_memory, "utilization_memory", t)?,
-        };
-        *unsafe { out(util) }? = value;
-        Ok(())
-    })
+pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
+    device: nvmlDevice_t,
+    util: *mut nvmlUtilization_t,
+) -> Ret {
+    with_device(
+        "nvmlDeviceGetUtilizationRates",
+        device,
+        "utilization",
+        |l, gpu, t| {
+            let d = &l.sim.gpu(gpu).dynamic;
+            let value = nvmlUtilization_t {
+                gpu: l.sim.percent(gpu, &d.utilization_gpu, "utilization_gpu", t)?,
+                memory: l
+                    .sim
+                    .percent(gpu, &d.utilization_memory, "utilization_memory", t)?,
+            };
+            *unsafe { out(util) }? = value;
+            Ok(())
+        },
+    )
 }
 
 fn codec_utilization(
@@ -628,7 +675,11 @@ fn codec_utilization(
 ) -> Ret {
     with_device(sym, device, field, |l, gpu, t| {
         let d = &l.sim.gpu(gpu).dynamic;
-        let expr = if field == "encoder" { &d.encoder } else { &d.decoder };
+        let expr = if field == "encoder" {
+            &d.encoder
+        } else {
+            &d.decoder
+        };
         let value = l.sim.percent(gpu, expr, field, t)?;
         *unsafe { out(util) }? = value;
         *unsafe { out(period_us) }? = (l.sim.scenario.sim.samples_period_ms * 1000) as c_uint;
@@ -642,7 +693,13 @@ pub unsafe extern "C" fn nvmlDeviceGetEncoderUtilization(
     util: *mut c_uint,
     period_us: *mut c_uint,
 ) -> Ret {
-    codec_utilization("nvmlDeviceGetEncoderUtilization", device, "encoder", util, period_us)
+    codec_utilization(
+        "nvmlDeviceGetEncoderUtilization",
+        device,
+        "encoder",
+        util,
+        period_us,
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -651,7 +708,13 @@ pub unsafe extern "C" fn nvmlDeviceGetDecoderUtilization(
     util: *mut c_uint,
     period_us: *mut c_uint,
 ) -> Ret {
-    codec_utilization("nvmlDeviceGetDecoderUtilization", device, "decoder", util, period_us)
+    codec_utilization(
+        "nvmlDeviceGetDecoderUtilization",
+        device,
+        "decoder",
+        util,
+        period_us,
+    )
 }
 
 /// The driver's sample buffer (nvml-abi.md §2.4).
@@ -699,19 +762,28 @@ pub unsafe extern "C" fn nvmlDeviceGetSamples(
 // Thermal, power, clocks
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetTemperature(device: nvmlDevice_t, sensor: c_uint, temp: *mut c_uint) -> Ret {
+pub unsafe extern "C" fn nvmlDeviceGetTemperature(
+    device: nvmlDevice_t,
+    sensor: c_uint,
+    temp: *mut c_uint,
+) -> Ret {
     with_device("nvmlDeviceGetTemperature", device, "temperature", |l, gpu, t| {
         if sensor != 0 {
             return Err(INVALID_ARGUMENT);
         }
-        let value = l.sim.count(gpu, &l.sim.gpu(gpu).dynamic.temperature, "temperature", t)?;
+        let value = l
+            .sim
+            .count(gpu, &l.sim.gpu(gpu).dynamic.temperature, "temperature", t)?;
         *unsafe { out(temp) }? = value;
         Ok(())
     })
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetTemperatureV(device: nvmlDevice_t, temp: *mut nvmlTemperature_t) -> Ret {
+pub unsafe extern "C" fn nvmlDeviceGetTemperatureV(
+    device: nvmlDevice_t,
+    temp: *mut nvmlTemperature_t,
+) -> Ret {
     with_device("nvmlDeviceGetTemperatureV", device, "temperature", |l, gpu, t| {
         let temp = unsafe { out(temp) }?;
         if temp.version != TEMPERATURE_V1_VERSION {
@@ -720,7 +792,9 @@ pub unsafe extern "C" fn nvmlDeviceGetTemperatureV(device: nvmlDevice_t, temp: *
         if temp.sensorType != 0 {
             return Err(INVALID_ARGUMENT);
         }
-        temp.temperature = l.sim.count(gpu, &l.sim.gpu(gpu).dynamic.temperature, "temperature", t)? as c_int;
+        temp.temperature =
+            l.sim
+                .count(gpu, &l.sim.gpu(gpu).dynamic.temperature, "temperature", t)? as c_int;
         Ok(())
     })
 }
@@ -731,18 +805,23 @@ pub unsafe extern "C" fn nvmlDeviceGetTemperatureThreshold(
     kind: c_uint,
     temp: *mut c_uint,
 ) -> Ret {
-    with_device("nvmlDeviceGetTemperatureThreshold", device, "temperature_threshold", |l, gpu, _| {
-        let th = &l.sim.gpu(gpu).temperature_thresholds;
-        let value = match kind {
-            0 => th.shutdown,
-            1 => th.slowdown,
-            2 => th.mem_max,
-            3 => th.gpu_max,
-            _ => None,
-        };
-        *unsafe { out(temp) }? = value.ok_or(NOT_SUPPORTED)?;
-        Ok(())
-    })
+    with_device(
+        "nvmlDeviceGetTemperatureThreshold",
+        device,
+        "temperature_threshold",
+        |l, gpu, _| {
+            let th = &l.sim.gpu(gpu).temperature_thresholds;
+            let value = match kind {
+                0 => th.shutdown,
+                1 => th.slowdown,
+                2 => th.mem_max,
+                3 => th.gpu_max,
+                _ => None,
+            };
+            *unsafe { out(temp) }? = value.ok_or(NOT_SUPPORTED)?;
+            Ok(())
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -773,7 +852,11 @@ fn fan_speed(sym: &'static str, device: nvmlDevice_t, fan: c_uint, speed: *mut c
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetFanSpeed_v2(device: nvmlDevice_t, fan: c_uint, speed: *mut c_uint) -> Ret {
+pub unsafe extern "C" fn nvmlDeviceGetFanSpeed_v2(
+    device: nvmlDevice_t,
+    fan: c_uint,
+    speed: *mut c_uint,
+) -> Ret {
     fan_speed("nvmlDeviceGetFanSpeed_v2", device, fan, speed)
 }
 
@@ -785,7 +868,9 @@ pub unsafe extern "C" fn nvmlDeviceGetFanSpeed(device: nvmlDevice_t, speed: *mut
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetPowerUsage(device: nvmlDevice_t, mw: *mut c_uint) -> Ret {
     with_device("nvmlDeviceGetPowerUsage", device, "power_usage", |l, gpu, t| {
-        let value = l.sim.count(gpu, &l.sim.gpu(gpu).dynamic.power_mw, "power_mw", t)?;
+        let value = l
+            .sim
+            .count(gpu, &l.sim.gpu(gpu).dynamic.power_mw, "power_mw", t)?;
         *unsafe { out(mw) }? = value;
         Ok(())
     })
@@ -793,27 +878,45 @@ pub unsafe extern "C" fn nvmlDeviceGetPowerUsage(device: nvmlDevice_t, mw: *mut 
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetPowerManagementLimit(device: nvmlDevice_t, mw: *mut c_uint) -> Ret {
-    with_device("nvmlDeviceGetPowerManagementLimit", device, "power_limit", |l, gpu, _| {
-        *unsafe { out(mw) }? = l.sim.gpu(gpu).power_limit_mw;
-        Ok(())
-    })
+    with_device(
+        "nvmlDeviceGetPowerManagementLimit",
+        device,
+        "power_limit",
+        |l, gpu, _| {
+            *unsafe { out(mw) }? = l.sim.gpu(gpu).power_limit_mw;
+            Ok(())
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetEnforcedPowerLimit(device: nvmlDevice_t, mw: *mut c_uint) -> Ret {
-    with_device("nvmlDeviceGetEnforcedPowerLimit", device, "enforced_power_limit", |l, gpu, _| {
-        *unsafe { out(mw) }? = l.sim.gpu(gpu).enforced_power_limit_mw;
-        Ok(())
-    })
+    with_device(
+        "nvmlDeviceGetEnforcedPowerLimit",
+        device,
+        "enforced_power_limit",
+        |l, gpu, _| {
+            *unsafe { out(mw) }? = l.sim.gpu(gpu).enforced_power_limit_mw;
+            Ok(())
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetTotalEnergyConsumption(device: nvmlDevice_t, mj: *mut c_ulonglong) -> Ret {
-    with_device("nvmlDeviceGetTotalEnergyConsumption", device, "energy", |l, gpu, t| {
-        let value = l.sim.energy_mj(gpu, t)?;
-        *unsafe { out(mj) }? = value;
-        Ok(())
-    })
+pub unsafe extern "C" fn nvmlDeviceGetTotalEnergyConsumption(
+    device: nvmlDevice_t,
+    mj: *mut c_ulonglong,
+) -> Ret {
+    with_device(
+        "nvmlDeviceGetTotalEnergyConsumption",
+        device,
+        "energy",
+        |l, gpu, t| {
+            let value = l.sim.energy_mj(gpu, t)?;
+            *unsafe { out(mj) }? = value;
+            Ok(())
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -830,15 +933,29 @@ pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksThrottleReasons(
     device: nvmlDevice_t,
     reasons: *mut c_ulonglong,
 ) -> Ret {
-    with_device("nvmlDeviceGetCurrentClocksThrottleReasons", device, "throttle_reasons", |l, gpu, t| {
-        let value = l.sim.count(gpu, &l.sim.gpu(gpu).dynamic.throttle_reasons, "throttle_reasons", t)?;
-        *unsafe { out(reasons) }? = c_ulonglong::from(value);
-        Ok(())
-    })
+    with_device(
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+        device,
+        "throttle_reasons",
+        |l, gpu, t| {
+            let value = l.sim.count(
+                gpu,
+                &l.sim.gpu(gpu).dynamic.throttle_reasons,
+                "throttle_reasons",
+                t,
+            )?;
+            *unsafe { out(reasons) }? = c_ulonglong::from(value);
+            Ok(())
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetClockInfo(device: nvmlDevice_t, clock: c_uint, mhz: *mut c_uint) -> Ret {
+pub unsafe extern "C" fn nvmlDeviceGetClockInfo(
+    device: nvmlDevice_t,
+    clock: c_uint,
+    mhz: *mut c_uint,
+) -> Ret {
     with_device("nvmlDeviceGetClockInfo", device, "clocks", |l, gpu, t| {
         let c = &l.sim.gpu(gpu).dynamic.clocks_mhz;
         let (expr, key) = match clock {
@@ -855,7 +972,11 @@ pub unsafe extern "C" fn nvmlDeviceGetClockInfo(device: nvmlDevice_t, clock: c_u
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetMaxClockInfo(device: nvmlDevice_t, clock: c_uint, mhz: *mut c_uint) -> Ret {
+pub unsafe extern "C" fn nvmlDeviceGetMaxClockInfo(
+    device: nvmlDevice_t,
+    clock: c_uint,
+    mhz: *mut c_uint,
+) -> Ret {
     with_device("nvmlDeviceGetMaxClockInfo", device, "max_clocks", |l, gpu, _| {
         let c = &l.sim.gpu(gpu).max_clocks_mhz;
         *unsafe { out(mhz) }? = match clock {
@@ -873,21 +994,35 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxClockInfo(device: nvmlDevice_t, clock: 
 // PCIe
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetPcieThroughput(device: nvmlDevice_t, counter: c_uint, kbps: *mut c_uint) -> Ret {
-    with_device("nvmlDeviceGetPcieThroughput", device, "pcie_throughput", |l, gpu, t| {
-        let d = &l.sim.gpu(gpu).dynamic;
-        let (expr, key) = match counter {
-            0 => (&d.pcie_tx_kbps, "pcie_tx_kbps"),
-            1 => (&d.pcie_rx_kbps, "pcie_rx_kbps"),
-            _ => return Err(INVALID_ARGUMENT),
-        };
-        let value = l.sim.count(gpu, expr, key, t)?;
-        *unsafe { out(kbps) }? = value;
-        Ok(())
-    })
+pub unsafe extern "C" fn nvmlDeviceGetPcieThroughput(
+    device: nvmlDevice_t,
+    counter: c_uint,
+    kbps: *mut c_uint,
+) -> Ret {
+    with_device(
+        "nvmlDeviceGetPcieThroughput",
+        device,
+        "pcie_throughput",
+        |l, gpu, t| {
+            let d = &l.sim.gpu(gpu).dynamic;
+            let (expr, key) = match counter {
+                0 => (&d.pcie_tx_kbps, "pcie_tx_kbps"),
+                1 => (&d.pcie_rx_kbps, "pcie_rx_kbps"),
+                _ => return Err(INVALID_ARGUMENT),
+            };
+            let value = l.sim.count(gpu, expr, key, t)?;
+            *unsafe { out(kbps) }? = value;
+            Ok(())
+        },
+    )
 }
 
-fn pcie_link(sym: &'static str, device: nvmlDevice_t, value: *mut c_uint, pick: fn(&crate::scenario::PcieLink) -> u32) -> Ret {
+fn pcie_link(
+    sym: &'static str,
+    device: nvmlDevice_t,
+    value: *mut c_uint,
+    pick: fn(&crate::scenario::PcieLink) -> u32,
+) -> Ret {
     with_device(sym, device, "pcie_link", |l, gpu, _| {
         *unsafe { out(value) }? = pick(&l.sim.gpu(gpu).pcie);
         Ok(())
@@ -895,8 +1030,13 @@ fn pcie_link(sym: &'static str, device: nvmlDevice_t, value: *mut c_uint, pick: 
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetCurrPcieLinkGeneration(device: nvmlDevice_t, value: *mut c_uint) -> Ret {
-    pcie_link("nvmlDeviceGetCurrPcieLinkGeneration", device, value, |p| p.generation)
+pub unsafe extern "C" fn nvmlDeviceGetCurrPcieLinkGeneration(
+    device: nvmlDevice_t,
+    value: *mut c_uint,
+) -> Ret {
+    pcie_link("nvmlDeviceGetCurrPcieLinkGeneration", device, value, |p| {
+        p.generation
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -930,7 +1070,13 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeMode(device: nvmlDevice_t, mode: *m
     })
 }
 
-fn enable_state(sym: &'static str, device: nvmlDevice_t, field: &'static str, state: *mut c_uint, pick: fn(&crate::scenario::Gpu) -> bool) -> Ret {
+fn enable_state(
+    sym: &'static str,
+    device: nvmlDevice_t,
+    field: &'static str,
+    state: *mut c_uint,
+    pick: fn(&crate::scenario::Gpu) -> bool,
+) -> Ret {
     with_device(sym, device, field, |l, gpu, _| {
         *unsafe { out(state) }? = c_uint::from(pick(l.sim.gpu(gpu)));
         Ok(())
@@ -939,21 +1085,35 @@ fn enable_state(sym: &'static str, device: nvmlDevice_t, field: &'static str, st
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetPersistenceMode(device: nvmlDevice_t, state: *mut c_uint) -> Ret {
-    enable_state("nvmlDeviceGetPersistenceMode", device, "persistence", state, |g| g.persistence)
+    enable_state(
+        "nvmlDeviceGetPersistenceMode",
+        device,
+        "persistence",
+        state,
+        |g| g.persistence,
+    )
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetDisplayActive(device: nvmlDevice_t, state: *mut c_uint) -> Ret {
-    enable_state("nvmlDeviceGetDisplayActive", device, "display", state, |g| g.display_active)
+    enable_state("nvmlDeviceGetDisplayActive", device, "display", state, |g| {
+        g.display_active
+    })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetDisplayMode(device: nvmlDevice_t, state: *mut c_uint) -> Ret {
-    enable_state("nvmlDeviceGetDisplayMode", device, "display", state, |g| g.display_active)
+    enable_state("nvmlDeviceGetDisplayMode", device, "display", state, |g| {
+        g.display_active
+    })
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetEccMode(device: nvmlDevice_t, current: *mut c_uint, pending: *mut c_uint) -> Ret {
+pub unsafe extern "C" fn nvmlDeviceGetEccMode(
+    device: nvmlDevice_t,
+    current: *mut c_uint,
+    pending: *mut c_uint,
+) -> Ret {
     with_device("nvmlDeviceGetEccMode", device, "ecc", |l, gpu, _| {
         if !l.sim.gpu(gpu).ecc.supported {
             return Err(NOT_SUPPORTED);
@@ -987,7 +1147,11 @@ pub unsafe extern "C" fn nvmlDeviceGetTotalEccErrors(
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetMigMode(device: nvmlDevice_t, current: *mut c_uint, pending: *mut c_uint) -> Ret {
+pub unsafe extern "C" fn nvmlDeviceGetMigMode(
+    device: nvmlDevice_t,
+    current: *mut c_uint,
+    pending: *mut c_uint,
+) -> Ret {
     with_device("nvmlDeviceGetMigMode", device, "mig", |l, gpu, _| {
         let mode = match l.sim.mig(gpu) {
             MigSetting::Unsupported => return Err(NOT_SUPPORTED),
@@ -1025,7 +1189,9 @@ pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
     _index: c_uint,
     _mig: *mut nvmlDevice_t,
 ) -> Ret {
-    with_device("nvmlDeviceGetMigDeviceHandleByIndex", device, "mig", |_, _, _| Err(NOT_FOUND))
+    with_device("nvmlDeviceGetMigDeviceHandleByIndex", device, "mig", |_, _, _| {
+        Err(NOT_FOUND)
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -1033,17 +1199,26 @@ pub unsafe extern "C" fn nvmlDeviceGetDeviceHandleFromMigDeviceHandle(
     device: nvmlDevice_t,
     _parent: *mut nvmlDevice_t,
 ) -> Ret {
-    with_device("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", device, "mig", |_, _, _| Err(INVALID_ARGUMENT))
+    with_device(
+        "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+        device,
+        "mig",
+        |_, _, _| Err(INVALID_ARGUMENT),
+    )
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceId(device: nvmlDevice_t, _id: *mut c_uint) -> Ret {
-    with_device("nvmlDeviceGetGpuInstanceId", device, "mig", |_, _, _| Err(NOT_SUPPORTED))
+    with_device("nvmlDeviceGetGpuInstanceId", device, "mig", |_, _, _| {
+        Err(NOT_SUPPORTED)
+    })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetComputeInstanceId(device: nvmlDevice_t, _id: *mut c_uint) -> Ret {
-    with_device("nvmlDeviceGetComputeInstanceId", device, "mig", |_, _, _| Err(NOT_SUPPORTED))
+    with_device("nvmlDeviceGetComputeInstanceId", device, "mig", |_, _, _| {
+        Err(NOT_SUPPORTED)
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -1052,12 +1227,18 @@ pub unsafe extern "C" fn nvmlDeviceGetDriverModel_v2(
     _current: *mut c_uint,
     _pending: *mut c_uint,
 ) -> Ret {
-    with_device("nvmlDeviceGetDriverModel_v2", device, "handle", |_, _, _| Err(NOT_SUPPORTED))
+    with_device("nvmlDeviceGetDriverModel_v2", device, "handle", |_, _, _| {
+        Err(NOT_SUPPORTED)
+    })
 }
 
 /// Overall success; each requested field reports NOT_SUPPORTED.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetFieldValues(device: nvmlDevice_t, count: c_int, values: *mut nvmlFieldValue_t) -> Ret {
+pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
+    device: nvmlDevice_t,
+    count: c_int,
+    values: *mut nvmlFieldValue_t,
+) -> Ret {
     with_device("nvmlDeviceGetFieldValues", device, "handle", |_, _, _| {
         if values.is_null() || count < 0 {
             return Err(INVALID_ARGUMENT);
@@ -1173,31 +1354,36 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
     count: *mut c_uint,
     last_seen: c_ulonglong,
 ) -> Ret {
-    with_device("nvmlDeviceGetProcessUtilization", device, "process_utilization", |l, gpu, t| {
-        let count = unsafe { out(count) }?;
-        let samples = l.sim.process_samples(gpu, t, &l.time, last_seen);
-        if samples.is_empty() {
-            return Err(NOT_FOUND);
-        }
-        if utilization.is_null() || (*count as usize) < samples.len() {
+    with_device(
+        "nvmlDeviceGetProcessUtilization",
+        device,
+        "process_utilization",
+        |l, gpu, t| {
+            let count = unsafe { out(count) }?;
+            let samples = l.sim.process_samples(gpu, t, &l.time, last_seen);
+            if samples.is_empty() {
+                return Err(NOT_FOUND);
+            }
+            if utilization.is_null() || (*count as usize) < samples.len() {
+                *count = samples.len() as c_uint;
+                return Err(INSUFFICIENT_SIZE);
+            }
+            for (i, s) in samples.iter().enumerate() {
+                let sample = nvmlProcessUtilizationSample_t {
+                    pid: s.pid,
+                    timeStamp: s.timestamp_us,
+                    smUtil: s.sm,
+                    memUtil: s.mem,
+                    encUtil: s.enc,
+                    decUtil: s.dec,
+                };
+                // SAFETY: the caller's buffer holds `*count` >= samples.len() entries.
+                unsafe { utilization.add(i).write(sample) };
+            }
             *count = samples.len() as c_uint;
-            return Err(INSUFFICIENT_SIZE);
-        }
-        for (i, s) in samples.iter().enumerate() {
-            let sample = nvmlProcessUtilizationSample_t {
-                pid: s.pid,
-                timeStamp: s.timestamp_us,
-                smUtil: s.sm,
-                memUtil: s.mem,
-                encUtil: s.enc,
-                decUtil: s.dec,
-            };
-            // SAFETY: the caller's buffer holds `*count` >= samples.len() entries.
-            unsafe { utilization.add(i).write(sample) };
-        }
-        *count = samples.len() as c_uint;
-        Ok(())
-    })
+            Ok(())
+        },
+    )
 }
 
 // ---------------------------------------------------------------------------------------------

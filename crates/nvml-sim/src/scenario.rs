@@ -295,9 +295,11 @@ impl Scalar {
     fn resolve(&self, what: &str) -> Result<f64, ScenarioError> {
         match self {
             Self::Number(n) => Ok(*n),
-            Self::Text(text) => parse_size(text)
-                .map(|b| b as f64)
-                .ok_or_else(|| err(format!("{what}: '{text}' is not a number or a size such as \"2 GiB\""))),
+            Self::Text(text) => parse_size(text).map(|b| b as f64).ok_or_else(|| {
+                err(format!(
+                    "{what}: '{text}' is not a number or a size such as \"2 GiB\""
+                ))
+            }),
         }
     }
 }
@@ -400,15 +402,9 @@ fn default_hold() -> f64 {
 enum ExprDef {
     Scalar(Scalar),
     Keyframes(KeyframesDef),
-    Sine {
-        sine: SineDef,
-    },
-    Random {
-        random: RandomDef,
-    },
-    Error {
-        error: String,
-    },
+    Sine { sine: SineDef },
+    Random { random: RandomDef },
+    Error { error: String },
 }
 
 impl Expr {
@@ -721,7 +717,9 @@ impl Scenario {
             .gpu
             .into_iter()
             .enumerate()
-            .map(|(index, gpu)| resolve_gpu(gpu, index, def.meta.seed, &format!("{origin}: gpu[{index}]"), env))
+            .map(|(index, gpu)| {
+                resolve_gpu(gpu, index, def.meta.seed, &format!("{origin}: gpu[{index}]"), env)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             meta: def.meta,
@@ -895,8 +893,13 @@ fn resolve_dynamic(
                     None => Ok(Expr::Constant(f64::from(default))),
                 }
             };
-            if let Some(unknown) = t.keys().find(|k| !["graphics", "sm", "mem", "video"].contains(&k.as_str())) {
-                return Err(err(format!("{what}.dynamic.clocks_mhz: unknown clock '{unknown}'")));
+            if let Some(unknown) = t
+                .keys()
+                .find(|k| !["graphics", "sm", "mem", "video"].contains(&k.as_str()))
+            {
+                return Err(err(format!(
+                    "{what}.dynamic.clocks_mhz: unknown clock '{unknown}'"
+                )));
             }
             Clocks {
                 graphics: key("graphics", max_clocks.graphics)?,
@@ -948,8 +951,9 @@ fn resolve_process(def: &ProcessDef, what: &str, env: EnvLookup<'_>) -> Result<P
         _ => return Err(err(format!("{what}: give exactly one of pid and pid_env"))),
     };
     let expr = |v: &Option<toml::Value>, key: &str| -> Result<Expr, ScenarioError> {
-        v.as_ref()
-            .map_or(Ok(Expr::Constant(0.0)), |v| Expr::parse(v, &format!("{what}.{key}")))
+        v.as_ref().map_or(Ok(Expr::Constant(0.0)), |v| {
+            Expr::parse(v, &format!("{what}.{key}"))
+        })
     };
     if def.end.is_some_and(|end| end < def.start) {
         return Err(err(format!("{what}: end is before start")));

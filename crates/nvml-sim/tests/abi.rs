@@ -9,8 +9,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use libloading::{Library, Symbol};
 use nvml_wrapper_sys::bindings::{
-    nvmlMemory_t, nvmlMemory_v2_t, nvmlProcessInfo_v1_t, nvmlProcessInfo_v2_t, nvmlProcessUtilizationSample_t,
-    nvmlSample_t, nvmlTemperature_t,
+    nvmlMemory_t, nvmlMemory_v2_t, nvmlProcessInfo_v1_t, nvmlProcessInfo_v2_t,
+    nvmlProcessUtilizationSample_t, nvmlSample_t, nvmlTemperature_t,
 };
 
 type Device = *mut c_void;
@@ -62,7 +62,8 @@ impl Sim {
 
     fn count(&self) -> (u32, u32) {
         let mut n = 0;
-        let ret = unsafe { self.sym::<unsafe extern "C" fn(*mut c_uint) -> u32>("nvmlDeviceGetCount_v2")(&mut n) };
+        let ret =
+            unsafe { self.sym::<unsafe extern "C" fn(*mut c_uint) -> u32>("nvmlDeviceGetCount_v2")(&mut n) };
         (ret, n)
     }
 
@@ -79,7 +80,8 @@ impl Sim {
 
     fn u32_getter(&self, name: &str, device: Device) -> (u32, u32) {
         let mut value = 0;
-        let ret = unsafe { self.sym::<unsafe extern "C" fn(Device, *mut c_uint) -> u32>(name)(device, &mut value) };
+        let ret =
+            unsafe { self.sym::<unsafe extern "C" fn(Device, *mut c_uint) -> u32>(name)(device, &mut value) };
         (ret, value)
     }
 
@@ -89,7 +91,9 @@ impl Sim {
 
     fn calls(&self, name: &str) -> u64 {
         let name = CString::new(name).unwrap();
-        unsafe { self.sym::<unsafe extern "C" fn(*const c_char) -> u64>("gputop_sim_call_count")(name.as_ptr()) }
+        unsafe {
+            self.sym::<unsafe extern "C" fn(*const c_char) -> u64>("gputop_sim_call_count")(name.as_ptr())
+        }
     }
 }
 
@@ -145,7 +149,11 @@ fn init_is_reference_counted_and_calls_before_init_fail() {
     assert_eq!(sim.count(), (SUCCESS, 2), "still initialised once");
     assert_eq!(sim.shutdown(), SUCCESS);
     assert_eq!(sim.count().0, UNINITIALIZED);
-    assert_eq!(sim.init(), SUCCESS, "re-init after shutdown works: the scenario was kept");
+    assert_eq!(
+        sim.init(),
+        SUCCESS,
+        "re-init after shutdown works: the scenario was kept"
+    );
 }
 
 #[test]
@@ -160,7 +168,10 @@ fn bad_handles_indices_and_null_pointers_are_invalid_arguments() {
         )
     };
     assert_eq!(ret, INVALID_ARGUMENT);
-    assert_eq!(sim.u32_getter("nvmlDeviceGetPowerUsage", 0x999 as Device).0, INVALID_ARGUMENT);
+    assert_eq!(
+        sim.u32_getter("nvmlDeviceGetPowerUsage", 0x999 as Device).0,
+        INVALID_ARGUMENT
+    );
     let (_, device) = sim.handle(0);
     let ret = unsafe {
         sim.sym::<unsafe extern "C" fn(Device, *mut c_uint) -> u32>("nvmlDeviceGetPowerUsage")(
@@ -178,13 +189,21 @@ fn strings_are_nul_terminated_and_too_small_buffers_say_so() {
     let (_, device) = sim.handle(0);
     let get_name = sim.sym::<unsafe extern "C" fn(Device, *mut c_char, c_uint) -> u32>("nvmlDeviceGetName");
     let mut small = [0 as c_char; 12];
-    assert_eq!(unsafe { get_name(device, small.as_mut_ptr(), 12) }, INSUFFICIENT_SIZE);
+    assert_eq!(
+        unsafe { get_name(device, small.as_mut_ptr(), 12) },
+        INSUFFICIENT_SIZE
+    );
     let mut buf = [0x7f as c_char; 96];
     assert_eq!(unsafe { get_name(device, buf.as_mut_ptr(), 96) }, SUCCESS);
     let name = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
     assert_eq!(name.to_str().unwrap(), "Sim GPU zero");
     let error_string = sim.sym::<unsafe extern "C" fn(u32) -> *const c_char>("nvmlErrorString");
-    let text = |code| unsafe { std::ffi::CStr::from_ptr(error_string(code)) }.to_str().unwrap().to_string();
+    let text = |code| {
+        unsafe { std::ffi::CStr::from_ptr(error_string(code)) }
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
     assert_eq!(text(GPU_IS_LOST), "GPU is lost");
     assert_eq!(text(123_456), "Unknown Error");
 }
@@ -199,21 +218,37 @@ fn process_lists_follow_the_two_call_protocol() {
         "nvmlDeviceGetComputeRunningProcesses_v3",
     );
     let mut count = 0;
-    assert_eq!(unsafe { compute(device, &mut count, std::ptr::null_mut()) }, INSUFFICIENT_SIZE);
+    assert_eq!(
+        unsafe { compute(device, &mut count, std::ptr::null_mut()) },
+        INSUFFICIENT_SIZE
+    );
     assert_eq!(count, 1, "pid 4003 starts at t=150; 4002 is graphics");
-    assert_eq!(unsafe { compute(device, std::ptr::null_mut(), std::ptr::null_mut()) }, INVALID_ARGUMENT);
+    assert_eq!(
+        unsafe { compute(device, std::ptr::null_mut(), std::ptr::null_mut()) },
+        INVALID_ARGUMENT
+    );
     let mut infos = vec![unsafe { std::mem::zeroed::<nvmlProcessInfo_v2_t>() }; 4];
     let mut count = 4;
-    assert_eq!(unsafe { compute(device, &mut count, infos.as_mut_ptr()) }, SUCCESS);
+    assert_eq!(
+        unsafe { compute(device, &mut count, infos.as_mut_ptr()) },
+        SUCCESS
+    );
     assert_eq!(count, 1);
     assert_eq!(infos[0].pid, 4001);
     assert_eq!(infos[0].usedGpuMemory, 2 << 30);
-    assert_eq!(infos[0].gpuInstanceId, u32::MAX, "no MIG: instance ids are 0xFFFFFFFF");
+    assert_eq!(
+        infos[0].gpuInstanceId,
+        u32::MAX,
+        "no MIG: instance ids are 0xFFFFFFFF"
+    );
 
     // A process appears on the timeline.
     sim.set_time_ms(160_000);
     let mut count = 1;
-    assert_eq!(unsafe { compute(device, &mut count, infos.as_mut_ptr()) }, INSUFFICIENT_SIZE);
+    assert_eq!(
+        unsafe { compute(device, &mut count, infos.as_mut_ptr()) },
+        INSUFFICIENT_SIZE
+    );
     assert_eq!(count, 2);
 
     // Memory NVML cannot attribute is NVML_VALUE_NOT_AVAILABLE.
@@ -221,13 +256,19 @@ fn process_lists_follow_the_two_call_protocol() {
         "nvmlDeviceGetGraphicsRunningProcesses_v3",
     );
     let mut count = 4;
-    assert_eq!(unsafe { graphics(device, &mut count, infos.as_mut_ptr()) }, SUCCESS);
+    assert_eq!(
+        unsafe { graphics(device, &mut count, infos.as_mut_ptr()) },
+        SUCCESS
+    );
     assert_eq!((count, infos[0].pid, infos[0].usedGpuMemory), (1, 4002, u64::MAX));
 
     // No processes: SUCCESS with 0, even with a NULL buffer.
     sim.set_time_ms(100_000);
     let mut count = 0;
-    assert_eq!(unsafe { compute(other, &mut count, std::ptr::null_mut()) }, SUCCESS);
+    assert_eq!(
+        unsafe { compute(other, &mut count, std::ptr::null_mut()) },
+        SUCCESS
+    );
     assert_eq!(count, 0);
 }
 
@@ -250,14 +291,22 @@ fn memory_v2_checks_its_struct_version_and_v1_counts_reserved_as_used() {
     let sim = Sim::load(TWO_GPUS);
     sim.init();
     let (_, device) = sim.handle(0);
-    let v2 = sim.sym::<unsafe extern "C" fn(Device, *mut nvmlMemory_v2_t) -> u32>("nvmlDeviceGetMemoryInfo_v2");
+    let v2 =
+        sim.sym::<unsafe extern "C" fn(Device, *mut nvmlMemory_v2_t) -> u32>("nvmlDeviceGetMemoryInfo_v2");
     let mut memory: nvmlMemory_v2_t = unsafe { std::mem::zeroed() };
     memory.version = 2;
-    assert_eq!(unsafe { v2(device, &mut memory) }, FUNCTION_NOT_FOUND, "nvtop's version = 2 is rejected");
+    assert_eq!(
+        unsafe { v2(device, &mut memory) },
+        FUNCTION_NOT_FOUND,
+        "nvtop's version = 2 is rejected"
+    );
     memory.version = 0x0200_0028;
     assert_eq!(unsafe { v2(device, &mut memory) }, SUCCESS);
     let used = (1u64 << 30) + (2 << 30);
-    assert_eq!((memory.total, memory.reserved, memory.used), (8 << 30, 1 << 30, used));
+    assert_eq!(
+        (memory.total, memory.reserved, memory.used),
+        (8 << 30, 1 << 30, used)
+    );
     assert_eq!(memory.free, (8u64 << 30) - (1 << 30) - used);
     let v1 = sim.sym::<unsafe extern "C" fn(Device, *mut nvmlMemory_t) -> u32>("nvmlDeviceGetMemoryInfo");
     let mut old: nvmlMemory_t = unsafe { std::mem::zeroed() };
@@ -270,7 +319,8 @@ fn temperature_v_checks_its_version() {
     let sim = Sim::load(TWO_GPUS);
     sim.init();
     let (_, device) = sim.handle(0);
-    let get = sim.sym::<unsafe extern "C" fn(Device, *mut nvmlTemperature_t) -> u32>("nvmlDeviceGetTemperatureV");
+    let get =
+        sim.sym::<unsafe extern "C" fn(Device, *mut nvmlTemperature_t) -> u32>("nvmlDeviceGetTemperatureV");
     let mut t: nvmlTemperature_t = unsafe { std::mem::zeroed() };
     assert_eq!(unsafe { get(device, &mut t) }, ARGUMENT_VERSION_MISMATCH);
     t.version = 0x0100_000C;
@@ -299,13 +349,28 @@ fn values_follow_the_timeline_and_faults_their_windows() {
     sim.set_time_ms(110_000);
     let (ret, gpu1) = sim.handle(1);
     assert_eq!(ret, SUCCESS);
-    assert_eq!(sim.u32_getter("nvmlDeviceGetPowerUsage", gpu1).0, 3, "power is NOT_SUPPORTED on GPU 1");
-    assert_eq!(sim.u32_getter("nvmlDeviceGetTemperature", gpu1).0, INVALID_ARGUMENT, "sensor arg missing");
+    assert_eq!(
+        sim.u32_getter("nvmlDeviceGetPowerUsage", gpu1).0,
+        3,
+        "power is NOT_SUPPORTED on GPU 1"
+    );
+    assert_eq!(
+        sim.u32_getter("nvmlDeviceGetTemperature", gpu1).0,
+        INVALID_ARGUMENT,
+        "sensor arg missing"
+    );
 
     sim.set_time_ms(120_000);
     assert_eq!(sim.handle(1).0, GPU_IS_LOST);
-    assert_eq!(sim.u32_getter("nvmlDeviceGetPowerUsage", gpu1).0, GPU_IS_LOST, "lost wins");
-    assert_eq!(sim.u32_getter("nvmlDeviceGetPerformanceState", gpu1).0, GPU_IS_LOST);
+    assert_eq!(
+        sim.u32_getter("nvmlDeviceGetPowerUsage", gpu1).0,
+        GPU_IS_LOST,
+        "lost wins"
+    );
+    assert_eq!(
+        sim.u32_getter("nvmlDeviceGetPerformanceState", gpu1).0,
+        GPU_IS_LOST
+    );
     assert_eq!(sim.count(), (SUCCESS, 2), "a lost GPU is still counted");
     assert_eq!(utilization(gpu0).0, SUCCESS, "the other GPU is unaffected");
 }
@@ -315,38 +380,77 @@ fn sample_buffers_use_wall_clock_timestamps_and_the_size_protocol() {
     let sim = Sim::load(&TWO_GPUS.replace("mode = \"manual\"", "mode = \"wall\""));
     sim.init();
     let (_, device) = sim.handle(0);
-    let samples = sim.sym::<unsafe extern "C" fn(Device, c_uint, c_ulonglong, *mut c_uint, *mut c_uint, *mut nvmlSample_t) -> u32>(
-        "nvmlDeviceGetSamples",
-    );
+    let samples = sim.sym::<unsafe extern "C" fn(
+        Device,
+        c_uint,
+        c_ulonglong,
+        *mut c_uint,
+        *mut c_uint,
+        *mut nvmlSample_t,
+    ) -> u32>("nvmlDeviceGetSamples");
     let since = now_us() - 5_000_000;
     let (mut kind, mut count) = (0, 0);
-    assert_eq!(unsafe { samples(device, 1, since, &mut kind, &mut count, std::ptr::null_mut()) }, SUCCESS);
+    assert_eq!(
+        unsafe { samples(device, 1, since, &mut kind, &mut count, std::ptr::null_mut()) },
+        SUCCESS
+    );
     assert!(count >= 1, "the buffer holds the tick at the current time");
     let mut buffer = vec![unsafe { std::mem::zeroed::<nvmlSample_t>() }; count as usize];
     let mut zero = 0;
-    assert_eq!(unsafe { samples(device, 1, since, &mut kind, &mut zero, buffer.as_mut_ptr()) }, INVALID_ARGUMENT);
-    assert_eq!(unsafe { samples(device, 1, since, &mut kind, &mut count, buffer.as_mut_ptr()) }, SUCCESS);
+    assert_eq!(
+        unsafe { samples(device, 1, since, &mut kind, &mut zero, buffer.as_mut_ptr()) },
+        INVALID_ARGUMENT
+    );
+    assert_eq!(
+        unsafe { samples(device, 1, since, &mut kind, &mut count, buffer.as_mut_ptr()) },
+        SUCCESS
+    );
     assert_eq!(kind, 1, "unsigned int values");
     let stamps: Vec<u64> = buffer[..count as usize].iter().map(|s| s.timeStamp).collect();
     assert!(stamps.windows(2).all(|w| w[0] < w[1]), "newest last");
     let newest = *stamps.last().unwrap();
-    assert!(newest <= now_us() && newest + 1_000_000 > now_us(), "a real, recent timestamp");
-    assert_eq!(unsafe { buffer[count as usize - 1].sampleValue.uiVal }, 50, "t = 100 s: halfway from 10 to 90");
-    assert_eq!(unsafe { samples(device, 1, newest, &mut kind, &mut count, buffer.as_mut_ptr()) }, NOT_FOUND);
-
-    let process = sim.sym::<unsafe extern "C" fn(Device, *mut nvmlProcessUtilizationSample_t, *mut c_uint, c_ulonglong) -> u32>(
-        "nvmlDeviceGetProcessUtilization",
+    assert!(
+        newest <= now_us() && newest + 1_000_000 > now_us(),
+        "a real, recent timestamp"
     );
+    assert_eq!(
+        unsafe { buffer[count as usize - 1].sampleValue.uiVal },
+        50,
+        "t = 100 s: halfway from 10 to 90"
+    );
+    assert_eq!(
+        unsafe { samples(device, 1, newest, &mut kind, &mut count, buffer.as_mut_ptr()) },
+        NOT_FOUND
+    );
+
+    let process = sim.sym::<unsafe extern "C" fn(
+        Device,
+        *mut nvmlProcessUtilizationSample_t,
+        *mut c_uint,
+        c_ulonglong,
+    ) -> u32>("nvmlDeviceGetProcessUtilization");
     let mut n = 0;
     let last_second = now_us() - 1_000_000;
-    assert_eq!(unsafe { process(device, std::ptr::null_mut(), &mut n, last_second) }, INSUFFICIENT_SIZE);
+    assert_eq!(
+        unsafe { process(device, std::ptr::null_mut(), &mut n, last_second) },
+        INSUFFICIENT_SIZE
+    );
     assert_eq!(n, 2, "one sample per live process");
     let mut buffer = vec![unsafe { std::mem::zeroed::<nvmlProcessUtilizationSample_t>() }; 2];
-    assert_eq!(unsafe { process(device, buffer.as_mut_ptr(), &mut n, last_second) }, SUCCESS);
+    assert_eq!(
+        unsafe { process(device, buffer.as_mut_ptr(), &mut n, last_second) },
+        SUCCESS
+    );
     let first = buffer.iter().find(|s| s.pid == 4001).expect("pid 4001 sampled");
     assert_eq!(first.smUtil, 70);
-    assert!(first.timeStamp > last_second, "nvitop drops samples older than a second");
-    assert_eq!(unsafe { process(device, std::ptr::null_mut(), &mut n, now_us()) }, NOT_FOUND);
+    assert!(
+        first.timeStamp > last_second,
+        "nvitop drops samples older than a second"
+    );
+    assert_eq!(
+        unsafe { process(device, std::ptr::null_mut(), &mut n, now_us()) },
+        NOT_FOUND
+    );
 }
 
 #[test]
@@ -359,15 +463,30 @@ fn missing_symbols_and_injected_panics_behave_like_an_old_or_broken_driver() {
     );
     sim.init();
     let (_, device) = sim.handle(0);
-    assert_eq!(sim.u32_getter("nvmlDeviceGetPowerUsage", device).0, FUNCTION_NOT_FOUND);
-    assert_eq!(sim.u32_getter("nvmlDeviceGetPerformanceState", device).0, UNKNOWN, "the panic is contained");
-    assert_eq!(sim.u32_getter("nvmlDeviceGetPerformanceState", device).0, UNKNOWN, "and the library still works");
+    assert_eq!(
+        sim.u32_getter("nvmlDeviceGetPowerUsage", device).0,
+        FUNCTION_NOT_FOUND
+    );
+    assert_eq!(
+        sim.u32_getter("nvmlDeviceGetPerformanceState", device).0,
+        UNKNOWN,
+        "the panic is contained"
+    );
+    assert_eq!(
+        sim.u32_getter("nvmlDeviceGetPerformanceState", device).0,
+        UNKNOWN,
+        "and the library still works"
+    );
     assert_eq!(sim.count(), (SUCCESS, 2));
 }
 
 #[test]
 fn race_grow_makes_the_fetch_after_a_size_query_find_one_more() {
-    let scenario = TWO_GPUS.replacen("[meta]\nversion = 1\n", "[meta]\nversion = 1\n[sim]\nrace_grow_between_calls = true\n", 1);
+    let scenario = TWO_GPUS.replacen(
+        "[meta]\nversion = 1\n",
+        "[meta]\nversion = 1\n[sim]\nrace_grow_between_calls = true\n",
+        1,
+    );
     let sim = Sim::load(&scenario);
     sim.init();
     let (_, device) = sim.handle(0);
@@ -375,10 +494,16 @@ fn race_grow_makes_the_fetch_after_a_size_query_find_one_more() {
         "nvmlDeviceGetComputeRunningProcesses_v3",
     );
     let mut count = 0;
-    assert_eq!(unsafe { compute(device, &mut count, std::ptr::null_mut()) }, INSUFFICIENT_SIZE);
+    assert_eq!(
+        unsafe { compute(device, &mut count, std::ptr::null_mut()) },
+        INSUFFICIENT_SIZE
+    );
     assert_eq!(count, 1);
     let mut infos = vec![unsafe { std::mem::zeroed::<nvmlProcessInfo_v2_t>() }; 1];
-    assert_eq!(unsafe { compute(device, &mut count, infos.as_mut_ptr()) }, INSUFFICIENT_SIZE);
+    assert_eq!(
+        unsafe { compute(device, &mut count, infos.as_mut_ptr()) },
+        INSUFFICIENT_SIZE
+    );
     assert_eq!(count, 2);
 }
 

@@ -1,0 +1,113 @@
+//! The collector thread on the simulated library, in this process: snapshots published at
+//! the interval, PCIe read on its own thread, and a GPU lost mid-run while the others go on.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use gputop::collect::nvml::NvmlSource;
+use gputop::collect::{Collector, Source};
+use gputop::model::DeviceStatus;
+
+const SCENARIO: &str = r#"
+[meta]
+version = 1
+[clock]
+mode = "wall"
+speed = 20.0
+[[gpu]]
+name = "Steady"
+[gpu.dynamic]
+utilization_gpu = 40
+pcie_tx_kbps = 1200
+pcie_rx_kbps = 3400
+[[gpu]]
+name = "Doomed"
+[gpu.dynamic]
+utilization_gpu = 60
+[[gpu.fault]]
+field = "*"
+error = "GPU_IS_LOST"
+from = 20.0
+[[gpu]]
+name = "Also steady"
+[gpu.dynamic]
+utilization_gpu = { keyframes = [[0, 0], [1, 100]], interp = "step", repeat = 2 }
+"#;
+
+#[test]
+fn snapshots_flow_and_a_lost_gpu_does_not_stop_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("libnvidia-ml.so.1");
+    std::fs::copy(common::sim_lib(), &lib).unwrap();
+    std::fs::write(dir.path().join("gputop-sim.toml"), SCENARIO).unwrap();
+
+    let mut source = NvmlSource::open(Some(&lib)).expect("the simulator initialises");
+    source.start_pcie_thread(Duration::from_millis(50));
+    let collector = Collector::spawn(Source::Nvml(source), Duration::from_millis(100)).unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut snapshots = Vec::new();
+    while Instant::now() < deadline {
+        let Some(snapshot) = collector.next(Duration::from_secs(5)) else {
+            continue;
+        };
+        let lost = snapshot.devices[1].status != DeviceStatus::Ok;
+        snapshots.push(snapshot);
+        if lost && snapshots.len() >= 3 {
+            break;
+        }
+    }
+    let last = snapshots.last().expect("at least one snapshot");
+    assert!(
+        matches!(last.devices[1].status, DeviceStatus::Lost(_)),
+        "GPU 1 is lost by scenario t = 20 s"
+    );
+    assert_eq!(
+        last.devices[1].name.value().map(String::as_str),
+        Some("Doomed"),
+        "a lost GPU keeps its name"
+    );
+    assert_eq!(
+        snapshots[0].devices[1].status,
+        DeviceStatus::Ok,
+        "GPU 1 worked at first"
+    );
+    for snapshot in &snapshots {
+        assert_eq!(snapshot.devices.len(), 3);
+        for index in [0, 2] {
+            assert_eq!(
+                snapshot.devices[index].status,
+                DeviceStatus::Ok,
+                "GPU {index} keeps working"
+            );
+        }
+        assert_eq!(snapshot.devices[0].utilization_gpu.get(), Some(40));
+    }
+    assert!(
+        snapshots.windows(2).all(|w| w[0].taken_at < w[1].taken_at),
+        "each snapshot is newer than the last"
+    );
+    // PCIe throughput arrives from its own thread.
+    let with_pcie = snapshots
+        .iter()
+        .find(|s| s.devices[0].pcie_tx_kbps.get().is_some());
+    let pcie = &with_pcie.expect("PCIe readings arrive").devices[0];
+    assert_eq!(
+        (pcie.pcie_tx_kbps.get(), pcie.pcie_rx_kbps.get()),
+        (Some(1200), Some(3400))
+    );
+    // Each snapshot's window holds only samples newer than the previous read: GPU 2
+    // alternates 0/100 every scenario second, so its windows see both values.
+    let window = snapshots[1..]
+        .iter()
+        .rev()
+        .find_map(|s| s.devices[2].utilization_gpu_window.value());
+    let window = window.expect("a utilization window");
+    assert!(
+        window.samples >= 2 && window.peak == 100.0 && window.mean < 100.0,
+        "{window:?}"
+    );
+    assert!(collector.latest().unwrap().taken_at >= last.taken_at);
+    drop(collector);
+}

@@ -1,0 +1,71 @@
+//! `--demo`: the built-in simulated machine works with nothing installed, and it is lively.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{gputop, json, stderr, stdout};
+use gputop::collect::demo::DemoSource;
+
+#[test]
+fn demo_once_and_json_show_the_simulated_machine() {
+    let home = tempfile::tempdir().unwrap();
+    let mut command = gputop(home.path());
+    command.arg("--demo");
+    let doc = json(command);
+    let devices = doc["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 4);
+    assert_eq!(devices[0]["name"], "NVIDIA H100 80GB HBM3");
+    assert!(devices.iter().all(|d| d["status"] == "ok"));
+    assert_eq!(
+        devices[0]["fan_speed_percent"],
+        serde_json::Value::Null,
+        "SXM boards have no fan"
+    );
+    let processes = doc["processes"].as_array().unwrap();
+    assert!(processes.len() >= 6, "{processes:?}");
+    assert_eq!(processes[0]["user"], "alice");
+    assert!(
+        processes
+            .iter()
+            .all(|p| p["command"].is_string() && p["cpu_percent"].is_number())
+    );
+
+    let output = gputop(home.path()).args(["--demo", "--once"]).output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.contains("python3 train.py --model llama-7b") && text.contains("NVIDIA A100-SXM4-40GB"),
+        "{text}"
+    );
+
+    let list = stdout(&gputop(home.path()).args(["--demo", "-l"]).output().unwrap());
+    assert_eq!(list.lines().count(), 4, "{list}");
+    assert!(
+        list.starts_with("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-3f1c9a52"),
+        "{list}"
+    );
+}
+
+#[test]
+fn demo_values_change_over_time_and_the_bursty_gpu_shows_its_peak() {
+    let mut demo = DemoSource::new();
+    let first = demo.read(Duration::from_secs(2));
+    std::thread::sleep(Duration::from_millis(1300));
+    let second = demo.read(Duration::from_secs(2));
+    let power = |r: &gputop::collect::Readout| -> Vec<Option<u32>> {
+        r.devices.iter().map(|d| d.power_usage_mw.get()).collect()
+    };
+    assert_ne!(
+        power(&first),
+        power(&second),
+        "power changes from second to second"
+    );
+    // GPU 1 idles at 5% with a 200 ms burst to 100% every 2 s: a 2 s window sees the burst.
+    let window = second.devices[1]
+        .utilization_gpu_window
+        .value()
+        .expect("a window");
+    assert_eq!(window.peak, 100.0);
+    assert!(window.mean > 5.0 && window.mean < 30.0, "{window:?}");
+}
