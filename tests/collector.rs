@@ -42,6 +42,10 @@ fn snapshots_flow_and_a_lost_gpu_does_not_stop_the_others() {
     std::fs::copy(common::sim_lib(), &lib).unwrap();
     std::fs::write(dir.path().join("gputop-sim.toml"), SCENARIO).unwrap();
 
+    // Loading the same path again reaches the same library instance, so its call counters
+    // can be read once gputop is done with it; this handle also keeps it loaded until then.
+    // SAFETY: loading our own simulator, whose constructors do nothing.
+    let counters = unsafe { libloading::Library::new(&lib) }.unwrap();
     let mut source = NvmlSource::open(Some(&lib)).expect("the simulator initialises");
     source.start_pcie_thread(Duration::from_millis(50));
     let collector = Collector::spawn(Source::Nvml(source), Duration::from_millis(100)).unwrap();
@@ -110,4 +114,25 @@ fn snapshots_flow_and_a_lost_gpu_does_not_stop_the_others() {
     );
     assert!(collector.latest().unwrap().taken_at >= last.taken_at);
     drop(collector);
+
+    // Static facts are read once per GPU; fast metrics once per snapshot.
+    // SAFETY: the simulator's control export has this C signature.
+    let calls = unsafe {
+        let count: libloading::Symbol<unsafe extern "C" fn(*const std::ffi::c_char) -> u64> =
+            counters.get(b"gputop_sim_call_count").unwrap();
+        let names = [
+            "nvmlDeviceGetName",
+            "nvmlDeviceGetUUID",
+            "nvmlDeviceGetMemoryInfo_v2",
+        ];
+        names.map(|name| count(std::ffi::CString::new(name).unwrap().as_ptr()))
+    };
+    let reads = snapshots.len() as u64;
+    assert_eq!(calls[0], 3, "names read once per GPU");
+    assert_eq!(calls[1], 3, "UUIDs read once per GPU");
+    assert!(
+        calls[2] >= 2 * reads,
+        "memory read at every snapshot: {} for {reads}",
+        calls[2]
+    );
 }

@@ -174,3 +174,25 @@ fn the_simulator_never_writes_to_stdout_even_when_tracing() {
     );
     assert!(lines.iter().all(|l| l["t_ms"].is_u64()));
 }
+
+#[test]
+fn version_and_help_document_themselves() {
+    let home = tempfile::tempdir().unwrap();
+    let version = gputop(home.path()).arg("-V").output().unwrap();
+    assert!(version.status.success());
+    assert_eq!(
+        stdout(&version).trim(),
+        format!("gputop {}", env!("CARGO_PKG_VERSION"))
+    );
+    let help = stdout(&gputop(home.path()).arg("--help").output().unwrap());
+    for needle in [
+        "--once",
+        "--json",
+        "--nvml-lib",
+        "--demo",
+        "Exit codes:",
+        "8  no NVIDIA GPU found",
+    ] {
+        assert!(help.contains(needle), "{needle:?} missing from --help");
+    }
+}

@@ -363,8 +363,13 @@ fn eight_gpus_and_64_processes_match_the_scenario_engine() {
         let got = device(&doc, gpu as u64);
         assert_eq!(
             got["utilization_gpu_percent"],
-            sim.percent(gpu, &d.utilization_gpu, "utilization_gpu", t)
-                .unwrap()
+            sim.percent(
+                gpu,
+                &d.utilization_gpu,
+                "utilization_gpu",
+                sim.latest_sample_tick(t)
+            )
+            .unwrap()
         );
         assert_eq!(
             got["temperature_celsius"],
@@ -449,4 +454,51 @@ fn filters_narrow_devices_and_processes() {
         .unwrap()
         .to_string();
     assert_eq!(run(&["--user", &me]).1, p);
+}
+
+/// The JSON schema is a public contract (README.md): this locks its keys and their order.
+#[test]
+fn json_keys_are_exactly_the_documented_schema() {
+    let home = tempfile::tempdir().unwrap();
+    let sleepers = Sleepers::spawn(3);
+    let mut command = gputop_on(home.path(), &scenario("two-gpus-training"), 100_000);
+    command.env("GPUTOP_SIM_PIDS", sleepers.env());
+    let doc = json(command);
+    let keys = |v: &Value| {
+        v.as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(
+        keys(&doc),
+        "version timestamp hostname driver_version cuda_driver_version nvml_version devices processes host"
+    );
+    assert_eq!(
+        keys(&doc["devices"][0]),
+        "index name uuid pci_bus_id status status_reason utilization_gpu_percent \
+         utilization_gpu_mean_percent utilization_gpu_peak_percent utilization_memory_percent \
+         utilization_memory_mean_percent utilization_memory_peak_percent memory_total_bytes \
+         memory_used_bytes memory_free_bytes memory_reserved_bytes bar1_total_bytes bar1_used_bytes \
+         temperature_celsius temperature_slowdown_celsius temperature_shutdown_celsius fan_speed_percent \
+         fan_speeds_percent power_usage_watts power_limit_watts power_enforced_limit_watts energy_joules \
+         performance_state clock_graphics_mhz clock_sm_mhz clock_memory_mhz clock_video_mhz \
+         clock_max_graphics_mhz clock_max_sm_mhz clock_max_memory_mhz clock_max_video_mhz \
+         pcie_link_generation pcie_link_width pcie_link_max_generation pcie_link_max_width \
+         pcie_tx_bytes_per_second pcie_rx_bytes_per_second encoder_utilization_percent \
+         decoder_utilization_percent ecc_enabled ecc_uncorrected_volatile_errors compute_mode \
+         persistence_mode mig_mode throttle_reasons"
+    );
+    assert_eq!(
+        keys(&doc["processes"][0]),
+        "pid gpu_index gpu_uuid type gpu_memory_bytes sm_percent memory_bandwidth_percent encoder_percent \
+         decoder_percent user command cpu_percent host_memory_bytes start_time_unix_seconds running_seconds"
+    );
+    assert_eq!(
+        keys(&doc["host"]),
+        "cpu_percent memory_total_bytes memory_used_bytes swap_total_bytes swap_used_bytes load_average \
+         uptime_seconds"
+    );
 }

@@ -122,8 +122,22 @@ impl DemoSource {
             pci_bus_id: self.field(gpu, "pci", t, || {
                 Ok(format!("{:08X}:{:02X}:{:02X}.0", g.pci.domain, bus, g.pci.device))
             }),
-            utilization_gpu: percent("utilization", &d.utilization_gpu, "utilization_gpu"),
-            utilization_memory: percent("utilization", &d.utilization_memory, "utilization_memory"),
+            utilization_gpu: self.field(gpu, "utilization", t, || {
+                sim.percent(
+                    gpu,
+                    &d.utilization_gpu,
+                    "utilization_gpu",
+                    sim.latest_sample_tick(t),
+                )
+            }),
+            utilization_memory: self.field(gpu, "utilization", t, || {
+                sim.percent(
+                    gpu,
+                    &d.utilization_memory,
+                    "utilization_memory",
+                    sim.latest_sample_tick(t),
+                )
+            }),
             utilization_gpu_window: self.window(gpu, sampling::GPU_UTILIZATION, t, since),
             utilization_memory_window: self.window(gpu, sampling::MEMORY_UTILIZATION, t, since),
             memory: self.field(gpu, "memory", t, || {

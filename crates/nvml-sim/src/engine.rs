@@ -288,6 +288,13 @@ impl Sim {
         Ok((memo[whole] + partial) as u64)
     }
 
+    /// The latest sample tick at or before `t`. NVML's current utilization is the driver's
+    /// latest sample, so it is read there, consistent with the sample buffer.
+    pub fn latest_sample_tick(&self, t: f64) -> f64 {
+        let period = self.scenario.sim.samples_period_ms as f64 / 1000.0;
+        (t / period).floor() * period
+    }
+
     /// The expression behind an `nvmlSamplingType_t`, or `None` if it is not simulated.
     pub fn sample_source(&self, gpu: usize, sample_type: u32) -> Option<(&Expr, &'static str)> {
         let d = &self.gpu(gpu).dynamic;

@@ -654,6 +654,7 @@ pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
         "utilization",
         |l, gpu, t| {
             let d = &l.sim.gpu(gpu).dynamic;
+            let t = l.sim.latest_sample_tick(t);
             let value = nvmlUtilization_t {
                 gpu: l.sim.percent(gpu, &d.utilization_gpu, "utilization_gpu", t)?,
                 memory: l

@@ -547,3 +547,141 @@ fn concurrent_calls_from_many_threads_are_safe_and_counted() {
     });
     assert_eq!(sim.calls("nvmlDeviceGetPowerUsage"), 16_000);
 }
+
+/// Symbol groups of nvml-abi.md §6.1: A (nvml-wrapper), B (nvitop), C (nvtop), D (legacy).
+const EXPORTED: &[&str] = &[
+    "nvmlInit_v2",
+    "nvmlInitWithFlags",
+    "nvmlShutdown",
+    "nvmlErrorString",
+    "nvmlSystemGetDriverVersion",
+    "nvmlSystemGetNVMLVersion",
+    "nvmlSystemGetCudaDriverVersion_v2",
+    "nvmlSystemGetProcessName",
+    "nvmlDeviceGetCount_v2",
+    "nvmlDeviceGetHandleByIndex_v2",
+    "nvmlDeviceGetHandleByUUID",
+    "nvmlDeviceGetHandleByPciBusId_v2",
+    "nvmlDeviceGetIndex",
+    "nvmlDeviceGetName",
+    "nvmlDeviceGetUUID",
+    "nvmlDeviceGetPciInfo_v3",
+    "nvmlDeviceGetSerial",
+    "nvmlDeviceGetBrand",
+    "nvmlDeviceGetArchitecture",
+    "nvmlDeviceGetCudaComputeCapability",
+    "nvmlDeviceGetMemoryInfo_v2",
+    "nvmlDeviceGetBAR1MemoryInfo",
+    "nvmlDeviceGetUtilizationRates",
+    "nvmlDeviceGetEncoderUtilization",
+    "nvmlDeviceGetDecoderUtilization",
+    "nvmlDeviceGetSamples",
+    "nvmlDeviceGetTemperature",
+    "nvmlDeviceGetTemperatureThreshold",
+    "nvmlDeviceGetNumFans",
+    "nvmlDeviceGetFanSpeed_v2",
+    "nvmlDeviceGetPowerUsage",
+    "nvmlDeviceGetPowerManagementLimit",
+    "nvmlDeviceGetEnforcedPowerLimit",
+    "nvmlDeviceGetPerformanceState",
+    "nvmlDeviceGetCurrentClocksThrottleReasons",
+    "nvmlDeviceGetTotalEnergyConsumption",
+    "nvmlDeviceGetClockInfo",
+    "nvmlDeviceGetMaxClockInfo",
+    "nvmlDeviceGetPcieThroughput",
+    "nvmlDeviceGetCurrPcieLinkGeneration",
+    "nvmlDeviceGetCurrPcieLinkWidth",
+    "nvmlDeviceGetMaxPcieLinkGeneration",
+    "nvmlDeviceGetMaxPcieLinkWidth",
+    "nvmlDeviceGetComputeMode",
+    "nvmlDeviceGetPersistenceMode",
+    "nvmlDeviceGetDisplayActive",
+    "nvmlDeviceGetDisplayMode",
+    "nvmlDeviceGetTotalEccErrors",
+    "nvmlDeviceGetEccMode",
+    "nvmlDeviceGetMigMode",
+    "nvmlDeviceGetComputeRunningProcesses_v3",
+    "nvmlDeviceGetGraphicsRunningProcesses_v3",
+    "nvmlDeviceGetMPSComputeRunningProcesses_v3",
+    "nvmlDeviceGetProcessUtilization",
+    // B: nvitop
+    "nvmlSystemGetCudaDriverVersion",
+    "nvmlDeviceGetFanSpeed",
+    "nvmlDeviceIsMigDeviceHandle",
+    "nvmlDeviceGetDriverModel_v2",
+    "nvmlDeviceGetTemperatureV",
+    "nvmlDeviceGetMaxMigDeviceCount",
+    "nvmlDeviceGetMigDeviceHandleByIndex",
+    "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+    "nvmlDeviceGetGpuInstanceId",
+    "nvmlDeviceGetComputeInstanceId",
+    "nvmlDeviceGetFieldValues",
+    // C: nvtop
+    "nvmlDeviceGetMemoryInfo",
+    // D: legacy fallbacks
+    "nvmlInit",
+    "nvmlDeviceGetCount",
+    "nvmlDeviceGetHandleByIndex",
+    "nvmlDeviceGetPciInfo_v2",
+    "nvmlDeviceGetComputeRunningProcesses",
+    "nvmlDeviceGetComputeRunningProcesses_v2",
+    "nvmlDeviceGetGraphicsRunningProcesses",
+    "nvmlDeviceGetGraphicsRunningProcesses_v2",
+    "nvmlDeviceGetMPSComputeRunningProcesses",
+    "nvmlDeviceGetMPSComputeRunningProcesses_v2",
+];
+
+#[test]
+fn every_symbol_the_three_clients_need_is_exported_and_the_confcompute_trap_is_not() {
+    let sim = Sim::load(TWO_GPUS);
+    for name in EXPORTED {
+        // SAFETY: only the address is looked up.
+        let found = unsafe { sim.lib.get::<*const c_void>(name.as_bytes()) };
+        assert!(found.is_ok(), "{name} is not exported");
+    }
+    // Exporting this without nvmlDeviceGetRunningProcessDetailList makes nvitop misread processes.
+    let trap = unsafe {
+        sim.lib
+            .get::<*const c_void>(b"nvmlDeviceGetConfComputeMemSizeInfo")
+    };
+    assert!(trap.is_err());
+}
+
+#[test]
+fn processes_leave_on_the_timeline_and_faults_end_with_their_window() {
+    let sim = Sim::load(
+        "[meta]\nversion = 1\n[clock]\nmode = \"manual\"\n[[gpu]]\n\
+         [[gpu.process]]\npid = 77\nend = 10.0\n\
+         [[gpu.fault]]\nfield = \"temperature\"\nerror = \"TIMEOUT\"\nfrom = 5.0\nuntil = 8.0\n",
+    );
+    sim.init();
+    let (_, device) = sim.handle(0);
+    let compute = sim.sym::<unsafe extern "C" fn(Device, *mut c_uint, *mut nvmlProcessInfo_v2_t) -> u32>(
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+    );
+    let temperature = |device| {
+        let mut value = 0;
+        unsafe {
+            sim.sym::<unsafe extern "C" fn(Device, c_uint, *mut c_uint) -> u32>("nvmlDeviceGetTemperature")(
+                device, 0, &mut value,
+            )
+        }
+    };
+    let mut count = 0;
+    assert_eq!(
+        unsafe { compute(device, &mut count, std::ptr::null_mut()) },
+        INSUFFICIENT_SIZE
+    );
+    assert_eq!(temperature(device), SUCCESS);
+    sim.set_time_ms(6_000);
+    assert_eq!(temperature(device), 10, "TIMEOUT inside [5, 8)");
+    sim.set_time_ms(8_000);
+    assert_eq!(temperature(device), SUCCESS, "the window has ended");
+    sim.set_time_ms(10_000);
+    let mut count = 0;
+    assert_eq!(
+        unsafe { compute(device, &mut count, std::ptr::null_mut()) },
+        SUCCESS
+    );
+    assert_eq!(count, 0, "the process has left");
+}
