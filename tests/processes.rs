@@ -124,3 +124,34 @@ fn host_facts_of_a_live_process_are_real() {
         "started just now: {started} vs {now}"
     );
 }
+
+#[test]
+fn a_process_on_two_gpus_has_a_row_on_each_with_its_host_facts() {
+    let home = tempfile::tempdir().unwrap();
+    let path = home.path().join("two.toml");
+    std::fs::write(
+        &path,
+        "[meta]\nversion = 1\n\
+         [[gpu]]\n[[gpu.process]]\npid_env = \"GPUTOP_SIM_PIDS\"\nused_memory = \"3 GiB\"\n\
+         [[gpu]]\n[[gpu.process]]\npid_env = \"GPUTOP_SIM_PIDS\"\nused_memory = \"2 GiB\"\n",
+    )
+    .unwrap();
+    let mut child = Command::new("sleep").arg("600").spawn().unwrap();
+    let pid = child.id();
+    let doc = json({
+        let mut c = gputop_on(home.path(), &path, 1_000);
+        c.env("GPUTOP_SIM_PIDS", pid.to_string());
+        c
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let rows = doc["processes"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for (row, gpu) in rows.iter().zip([0, 1]) {
+        assert_eq!(
+            (row["pid"].as_u64(), row["gpu_index"].as_u64()),
+            (Some(u64::from(pid)), Some(gpu))
+        );
+        assert_eq!(row["command"], "sleep 600", "{row}");
+    }
+}

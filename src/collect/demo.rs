@@ -12,7 +12,8 @@ use nvml_sim::scenario::{ComputeMode, MigSetting, Scenario};
 
 use super::{ProcessReadout, Readout};
 use crate::model::{
-    Bar1, Clocks, Device, DeviceStatus, DriverInfo, HostFacts, Memory, PcieLink, ProcessType, Reading, Window,
+    Bar1, Clocks, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, Memory, PcieLink, ProcessType,
+    Reading, Window,
 };
 
 /// The demo machine and its clock.
@@ -257,35 +258,38 @@ impl DemoSource {
                 let running = (t - script.start).max(0.0) as u64 + 3600;
                 let start_epoch = (wall_now_us() / 1_000_000).saturating_sub(running);
                 Some(ProcessReadout {
-                    pid: live.pid,
-                    gpu_index: gpu as u32,
-                    gpu_uuid: uuid.clone(),
-                    kind: match live.kind {
-                        nvml_sim::scenario::ProcessType::Graphics => ProcessType::Graphics,
-                        nvml_sim::scenario::ProcessType::ComputeGraphics => ProcessType::ComputeGraphics,
-                        _ => ProcessType::Compute,
+                    host_known: true,
+                    process: GpuProcess {
+                        pid: live.pid,
+                        gpu_index: gpu as u32,
+                        gpu_uuid: uuid.clone(),
+                        kind: match live.kind {
+                            nvml_sim::scenario::ProcessType::Graphics => ProcessType::Graphics,
+                            nvml_sim::scenario::ProcessType::ComputeGraphics => ProcessType::ComputeGraphics,
+                            _ => ProcessType::Compute,
+                        },
+                        gpu_memory_bytes: live.used_memory.map_or(Reading::NotSupported, Reading::Value),
+                        sm_percent: pct(sample.map(|s| s.sm)),
+                        memory_bandwidth_percent: pct(sample.map(|s| s.mem)),
+                        encoder_percent: pct(sample.map(|s| s.enc)),
+                        decoder_percent: pct(sample.map(|s| s.dec)),
+                        host: HostFacts {
+                            user: Reading::Value(script.user.clone().unwrap_or_else(|| "demo".into())),
+                            command: Reading::Value(
+                                script
+                                    .command
+                                    .clone()
+                                    .or_else(|| script.name.clone())
+                                    .unwrap_or_default(),
+                            ),
+                            cpu_percent: Reading::Value(host_value(&script.cpu, "cpu").max(0.0)),
+                            memory_bytes: Reading::Value(
+                                host_value(&script.host_memory, "host_memory").max(0.0) as u64,
+                            ),
+                            start_time: Reading::Value(start_epoch),
+                            running_seconds: Reading::Value(running),
+                        },
                     },
-                    gpu_memory_bytes: live.used_memory.map_or(Reading::NotSupported, Reading::Value),
-                    sm_percent: pct(sample.map(|s| s.sm)),
-                    memory_bandwidth_percent: pct(sample.map(|s| s.mem)),
-                    encoder_percent: pct(sample.map(|s| s.enc)),
-                    decoder_percent: pct(sample.map(|s| s.dec)),
-                    host: Some(HostFacts {
-                        user: Reading::Value(script.user.clone().unwrap_or_else(|| "demo".into())),
-                        command: Reading::Value(
-                            script
-                                .command
-                                .clone()
-                                .or_else(|| script.name.clone())
-                                .unwrap_or_default(),
-                        ),
-                        cpu_percent: Reading::Value(host_value(&script.cpu, "cpu").max(0.0)),
-                        memory_bytes: Reading::Value(
-                            host_value(&script.host_memory, "host_memory").max(0.0) as u64
-                        ),
-                        start_time: Reading::Value(start_epoch),
-                        running_seconds: Reading::Value(running),
-                    }),
                 })
             })
             .collect()

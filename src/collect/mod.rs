@@ -13,7 +13,7 @@ use std::sync::{Arc, RwLock};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::model::{Device, DriverInfo, GpuProcess, HostFacts, ProcessType, Reading, Snapshot};
+use crate::model::{Device, DriverInfo, GpuProcess, HostFacts, Snapshot};
 use demo::DemoSource;
 use host::HostCollector;
 use nvml::NvmlSource;
@@ -26,19 +26,12 @@ pub struct Readout {
     pub processes: Vec<ProcessReadout>,
 }
 
-/// A process as the GPU source sees it; `host` is filled from /proc unless the source knows it.
+/// A process as the GPU source sees it. Unless `host_known`, its host facts are read from
+/// /proc when the snapshot is assembled.
 #[derive(Debug, Clone)]
 pub struct ProcessReadout {
-    pub pid: u32,
-    pub gpu_index: u32,
-    pub gpu_uuid: Reading<String>,
-    pub kind: ProcessType,
-    pub gpu_memory_bytes: Reading<u64>,
-    pub sm_percent: Reading<u32>,
-    pub memory_bandwidth_percent: Reading<u32>,
-    pub encoder_percent: Reading<u32>,
-    pub decoder_percent: Reading<u32>,
-    pub host: Option<HostFacts>,
+    pub process: GpuProcess,
+    pub host_known: bool,
 }
 
 /// Where device and process readings come from.
@@ -63,8 +56,8 @@ fn assemble(source: &mut Source, host: &mut HostCollector, window: Duration) -> 
     let unknown: Vec<u32> = readout
         .processes
         .iter()
-        .filter(|p| p.host.is_none())
-        .map(|p| p.pid)
+        .filter(|p| !p.host_known)
+        .map(|p| p.process.pid)
         .collect();
     let facts = if unknown.is_empty() {
         Default::default()
@@ -74,20 +67,16 @@ fn assemble(source: &mut Source, host: &mut HostCollector, window: Duration) -> 
     let mut processes: Vec<GpuProcess> = readout
         .processes
         .into_iter()
-        .map(|p| GpuProcess {
-            host: p
-                .host
-                .or_else(|| facts.get(&p.pid).cloned())
-                .unwrap_or_else(|| HostFacts::gone("no such process")),
-            pid: p.pid,
-            gpu_index: p.gpu_index,
-            gpu_uuid: p.gpu_uuid,
-            kind: p.kind,
-            gpu_memory_bytes: p.gpu_memory_bytes,
-            sm_percent: p.sm_percent,
-            memory_bandwidth_percent: p.memory_bandwidth_percent,
-            encoder_percent: p.encoder_percent,
-            decoder_percent: p.decoder_percent,
+        .map(|readout| {
+            let mut process = readout.process;
+            if !readout.host_known {
+                // One process may use several GPUs: the same facts serve each of its rows.
+                process.host = facts
+                    .get(&process.pid)
+                    .cloned()
+                    .unwrap_or_else(|| HostFacts::gone("no such process"));
+            }
+            process
         })
         .collect();
     crate::app::sort::by_gpu_memory(&mut processes);

@@ -23,7 +23,8 @@ use nvml_wrapper::{Device as NvmlDevice, cuda_driver_version_major, cuda_driver_
 
 use super::{ProcessReadout, Readout};
 use crate::model::{
-    Bar1, Clocks, Device, DeviceStatus, DriverInfo, Memory, PcieLink, ProcessType, Reading, Window,
+    Bar1, Clocks, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, Memory, PcieLink, ProcessType,
+    Reading, Window,
 };
 
 /// Why NVML cannot be used at all; each maps to its own exit code.
@@ -484,7 +485,11 @@ fn read_processes(
                 UsedGpuMemory::Used(bytes) => Reading::Value(bytes),
                 UsedGpuMemory::Unavailable => Reading::NotSupported,
             };
-            match merged.iter_mut().find(|p| p.pid == info.pid) {
+            match merged
+                .iter_mut()
+                .map(|r| &mut r.process)
+                .find(|p| p.pid == info.pid)
+            {
                 Some(existing) => {
                     existing.kind = existing.kind.merge(kind);
                     if let (Some(a), Some(b)) = (existing.gpu_memory_bytes.get(), memory.get()) {
@@ -492,16 +497,19 @@ fn read_processes(
                     }
                 }
                 None => merged.push(ProcessReadout {
-                    pid: info.pid,
-                    gpu_index: index,
-                    gpu_uuid: uuid.clone(),
-                    kind,
-                    gpu_memory_bytes: memory,
-                    sm_percent: Reading::Value(0),
-                    memory_bandwidth_percent: Reading::Value(0),
-                    encoder_percent: Reading::Value(0),
-                    decoder_percent: Reading::Value(0),
-                    host: None,
+                    process: GpuProcess {
+                        pid: info.pid,
+                        gpu_index: index,
+                        gpu_uuid: uuid.clone(),
+                        kind,
+                        gpu_memory_bytes: memory,
+                        sm_percent: Reading::Value(0),
+                        memory_bandwidth_percent: Reading::Value(0),
+                        encoder_percent: Reading::Value(0),
+                        decoder_percent: Reading::Value(0),
+                        host: HostFacts::gone("not read yet"),
+                    },
+                    host_known: false,
                 }),
             }
         }
@@ -521,7 +529,7 @@ fn read_processes(
                 .map(|s| s.timestamp)
                 .max()
                 .unwrap_or(marks.processes);
-            for process in &mut merged {
+            for process in merged.iter_mut().map(|r| &mut r.process) {
                 let mine: Vec<_> = samples.iter().filter(|s| s.pid == process.pid).collect();
                 if mine.is_empty() {
                     continue;
@@ -541,7 +549,7 @@ fn read_processes(
         Err(NvmlError::NotFound) => {}
         Err(error) => {
             let failed: Reading<u32> = reading(Err(error));
-            for process in &mut merged {
+            for process in merged.iter_mut().map(|r| &mut r.process) {
                 process.sm_percent = failed.clone();
                 process.memory_bandwidth_percent = failed.clone();
                 process.encoder_percent = failed.clone();

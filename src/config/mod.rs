@@ -100,15 +100,7 @@ pub struct Effective {
 
 impl Default for Settings {
     fn default() -> Self {
-        let entries: Vec<Entry> = KEYS
-            .iter()
-            .map(|key| Entry {
-                key,
-                value: key.default_value(),
-                origin: Origin::Default,
-            })
-            .collect();
-        Settings::from_entries(&entries)
+        Settings::from_entries(&default_entries())
     }
 }
 
@@ -180,15 +172,7 @@ pub fn load(
     env: &dyn Fn(&str) -> Option<String>,
     cli: &CliOverrides,
 ) -> Result<Effective, ConfigError> {
-    let mut entries: Vec<Entry> = KEYS
-        .iter()
-        .map(|key| Entry {
-            key,
-            value: key.default_value(),
-            origin: Origin::Default,
-        })
-        .collect();
-
+    let mut entries = default_entries();
     let from_env = env("GPUTOP_CONFIG").filter(|v| !v.is_empty()).map(PathBuf::from);
     let (path, required) = match (explicit, from_env) {
         (Some(path), _) => (Some(path.to_path_buf()), true),
@@ -221,6 +205,17 @@ pub fn load(
         settings: Settings::from_entries(&entries),
         entries,
     })
+}
+
+/// Every key at its built-in default.
+fn default_entries() -> Vec<Entry> {
+    KEYS.iter()
+        .map(|key| Entry {
+            key,
+            value: key.default_value(),
+            origin: Origin::Default,
+        })
+        .collect()
 }
 
 fn entry_mut<'a>(entries: &'a mut [Entry], path: &str) -> &'a mut Entry {
@@ -404,14 +399,7 @@ mod tests {
     use super::*;
 
     fn load_text(text: &str) -> Result<Effective, ConfigError> {
-        let mut entries: Vec<Entry> = KEYS
-            .iter()
-            .map(|key| Entry {
-                key,
-                value: key.default_value(),
-                origin: Origin::Default,
-            })
-            .collect();
+        let mut entries = default_entries();
         apply_file(&mut entries, Path::new("test.toml"), text)?;
         check_consistency(&entries)?;
         Ok(Effective {
