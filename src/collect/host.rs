@@ -45,7 +45,10 @@ impl HostCollector {
     /// Facts for each PID. A PID the host does not know (exited between the NVML call and
     /// now, or in another PID namespace) gets readings that say so.
     pub fn facts(&mut self, pids: &[u32]) -> HashMap<u32, HostFacts> {
-        let wanted: Vec<Pid> = pids.iter().map(|&p| Pid::from_u32(p)).collect();
+        // Each PID once: sysinfo drops a process that is refreshed twice in one call.
+        let mut wanted: Vec<Pid> = pids.iter().map(|&p| Pid::from_u32(p)).collect();
+        wanted.sort_unstable();
+        wanted.dedup();
         let kind = ProcessRefreshKind::nothing()
             .with_cpu()
             .with_memory()
