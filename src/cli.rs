@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::Parser;
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use crate::app::filter::Selection;
 use crate::config::CliOverrides;
@@ -13,6 +13,9 @@ use crate::config::CliOverrides;
 #[derive(Debug, Clone, Parser)]
 #[command(name = "gputop", version, about, long_about = None, after_help = EXIT_CODES)]
 pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// Print one report and exit (also when stdout is not a terminal)
     #[arg(short = '1', long)]
     pub once: bool,
@@ -30,7 +33,7 @@ pub struct Cli {
     pub dump_config: bool,
 
     /// Read the configuration from PATH instead of ~/.config/gputop/config.toml
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", global = true)]
     pub config: Option<PathBuf>,
 
     /// Seconds between refreshes (overrides display.refresh_interval)
@@ -58,13 +61,54 @@ pub struct Cli {
     pub graphics: bool,
 
     /// Load NVML from PATH instead of libnvidia-ml.so.1 on the library path
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", global = true)]
     pub nvml_lib: Option<PathBuf>,
 
     /// Show a built-in simulated machine instead of the real GPUs
     #[arg(long, conflicts_with = "nvml_lib")]
     pub demo: bool,
 }
+
+/// Subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Cross-check gputop's readings against nvidia-smi on this machine
+    #[command(after_help = VALIDATE_EXIT_CODES)]
+    Validate(ValidateArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ValidateArgs {
+    /// Seconds to sample for; one round per second (0: a single round)
+    #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = non_negative)]
+    pub duration: f64,
+
+    /// Allowed difference: percent of nvidia-smi's value, or percentage points for % metrics
+    #[arg(long, value_name = "PCT", default_value_t = 5.0, value_parser = non_negative)]
+    pub tolerance: f64,
+
+    /// Print the report as JSON
+    #[arg(long)]
+    pub json: bool,
+
+    /// The nvidia-smi to compare with
+    #[arg(long, value_name = "PATH", default_value = "nvidia-smi")]
+    pub nvidia_smi: PathBuf,
+}
+
+fn non_negative(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if (0.0..=86_400.0).contains(&v) => Ok(v),
+        _ => Err("expected a number from 0 to 86400".into()),
+    }
+}
+
+/// Exit codes of `gputop validate`.
+pub const VALIDATE_EXIT_CODES: &str = "Exit codes:
+  0  every reading agrees within the tolerance
+  1  some readings differ beyond the tolerance
+  9  nvidia-smi is missing or failed
+  2-8 as for gputop itself (usage, configuration, NVML)";
 
 /// Exit codes, shown at the end of --help and documented in README.md.
 pub const EXIT_CODES: &str = "Exit codes:
@@ -76,9 +120,24 @@ pub const EXIT_CODES: &str = "Exit codes:
   5  NVIDIA driver not loaded
   6  NVIDIA driver and NVML library versions differ
   7  no permission to use the GPUs
-  8  no NVIDIA GPU found";
+  8  no NVIDIA GPU found
+  9  (gputop validate) nvidia-smi is missing or failed";
 
 impl Cli {
+    /// Parses the command line; exits with a usage error (status 2) on a bad one.
+    pub fn parse_checked() -> Self {
+        let cli = Self::parse();
+        if cli.demo && cli.command.is_some() {
+            Self::command()
+                .error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    "--demo cannot be used with a subcommand: validate compares real NVML readings",
+                )
+                .exit();
+        }
+        cli
+    }
+
     pub fn selection(&self) -> Selection {
         Selection {
             only_gpus: self.only.clone(),
@@ -93,5 +152,15 @@ impl Cli {
         CliOverrides {
             interval: self.interval,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
     }
 }

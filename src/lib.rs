@@ -13,3 +13,4 @@ pub mod config;
 pub mod model;
 pub mod report;
 pub mod run;
+pub mod validate;

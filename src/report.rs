@@ -138,7 +138,7 @@ fn metric_cells(metric: &str, device: &Device) -> Vec<(&'static str, String)> {
 }
 
 /// Lays out rows in columns; `right` says which columns are right-aligned.
-fn table(rows: &[Vec<String>], right: &[bool]) -> String {
+pub fn table(rows: &[Vec<String>], right: &[bool]) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     // The last cell of a short row (a lost GPU's message) spills over; it sets no width.
     let measured = |row: &Vec<String>, c: usize| row.len() == columns || c + 1 < row.len();

@@ -6,11 +6,12 @@
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use crate::cli::Cli;
+use crate::cli::{Cli, Command, ValidateArgs};
 use crate::collect::nvml::{NvmlSource, NvmlUnusable};
 use crate::collect::{Collector, Source, collect_once};
 use crate::config::{self, ConfigError, Effective};
 use crate::report;
+use crate::validate::{self, SmiFailure};
 
 /// Why gputop stopped early.
 #[derive(Debug)]
@@ -18,12 +19,17 @@ pub enum Failure {
     Config(ConfigError),
     Nvml(NvmlUnusable),
     Output(std::io::Error),
+    /// `gputop validate`: nvidia-smi is missing or failed.
+    Smi(SmiFailure),
+    /// `gputop validate`: this many readings differ beyond the tolerance.
+    Disagreement(usize),
 }
 
 impl Failure {
     pub fn exit_code(&self) -> i32 {
         match self {
-            Self::Output(_) => 1,
+            Self::Output(_) | Self::Disagreement(_) => 1,
+            Self::Smi(_) => 9,
             Self::Config(_) => 3,
             Self::Nvml(NvmlUnusable::LibraryMissing(_)) => 4,
             Self::Nvml(NvmlUnusable::DriverNotLoaded) => 5,
@@ -42,6 +48,11 @@ impl std::fmt::Display for Failure {
         match self {
             Self::Config(e) => write!(f, "configuration error: {e}"),
             Self::Output(e) => write!(f, "cannot write the output: {e}"),
+            Self::Smi(SmiFailure(reason)) => write!(f, "validate: {reason}"),
+            Self::Disagreement(n) => write!(
+                f,
+                "validate: {n} reading(s) differ from nvidia-smi beyond the tolerance"
+            ),
             Self::Nvml(NvmlUnusable::LibraryMissing(detail)) => write!(
                 f,
                 "cannot load the NVIDIA management library ({detail}); install the NVIDIA driver or \
@@ -100,6 +111,9 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
     if cli.dump_config {
         return emit(&config::dump(&effective));
     }
+    if let Some(Command::Validate(args)) = &cli.command {
+        return run_validate(cli, args);
+    }
     let mut source = open_source(cli)?;
     let interval = Duration::from_secs_f64(effective.settings.display.refresh_interval);
     let selection = cli.selection();
@@ -146,5 +160,37 @@ fn live_text(
             "\x1b[H\x1b[2J{body}\n(refresh every {:.1} s; Ctrl-C quits)\n",
             interval.as_secs_f64()
         ))?;
+    }
+}
+
+/// `gputop validate`: rounds of aligned reads, then the comparison.
+fn run_validate(cli: &Cli, args: &ValidateArgs) -> Result<(), Failure> {
+    let mut source = NvmlSource::open(cli.nvml_lib.as_deref()).map_err(Failure::Nvml)?;
+    let extra_rounds = if args.duration.is_finite() {
+        args.duration.max(0.0).floor() as usize
+    } else {
+        0
+    };
+    let mut rounds = Vec::with_capacity(extra_rounds + 1);
+    for round in 0..=extra_rounds {
+        if round > 0 {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        let mut read = || source.read(Duration::from_secs(1));
+        rounds.push(validate::read_round(&mut read, &args.nvidia_smi).map_err(Failure::Smi)?);
+    }
+    let report = validate::compare(&rounds, args.tolerance);
+    let text = if args.json {
+        let mut text = serde_json::to_string_pretty(&validate::json_report(&report))
+            .map_err(|e| Failure::Output(e.into()))?;
+        text.push('\n');
+        text
+    } else {
+        validate::text(&report)
+    };
+    emit(&text)?;
+    match report.disagreements() {
+        0 => Ok(()),
+        n => Err(Failure::Disagreement(n)),
     }
 }

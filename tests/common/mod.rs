@@ -18,6 +18,29 @@ pub fn sim_lib() -> PathBuf {
     lib
 }
 
+/// The simulator's `nvidia-smi`, built by cargo beside the library.
+pub fn sim_nvidia_smi() -> PathBuf {
+    let lib = sim_lib();
+    let smi = lib
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .join("nvidia-smi");
+    assert!(
+        smi.exists(),
+        "{} is missing: run the tests with `cargo test --workspace`",
+        smi.display()
+    );
+    smi
+}
+
+/// A directory holding the simulator as `libnvidia-ml.so.1`, for `LD_LIBRARY_PATH`.
+pub fn sim_lib_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::copy(sim_lib(), dir.path().join("libnvidia-ml.so.1")).expect("copy the simulator");
+    dir
+}
+
 pub fn scenario(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/scenarios")

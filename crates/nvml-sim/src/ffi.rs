@@ -130,7 +130,8 @@ fn check_symbol(loaded: &Loaded, sym: &str) -> Result<(), Ret> {
         return Err(FUNCTION_NOT_FOUND);
     }
     if loaded.sim.scenario.sim.panic_in.iter().any(|p| p == sym) {
-        panic!("nvml-sim: injected panic in {sym}");
+        // An unwinding panic like any other, without the hook's message on stderr.
+        std::panic::resume_unwind(Box::new(format!("nvml-sim: injected panic in {sym}")));
     }
     Ok(())
 }
@@ -1448,4 +1449,19 @@ pub unsafe extern "C" fn gputop_sim_call_count(sym: *const c_char) -> u64 {
         .as_ref()
         .and_then(|m| m.get(sym))
         .map_or(0, |c| c.load(Ordering::Relaxed))
+}
+
+/// A `[smi]` option of the loaded scenario as a number (booleans are 0 or 1), for the
+/// simulator's `nvidia-smi`; 0 for unknown names or before init.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gputop_sim_smi_option(name: *const c_char) -> u64 {
+    if name.is_null() {
+        return 0;
+    }
+    // SAFETY: the caller passes a NUL-terminated name.
+    let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+    match (state(), name.as_ref()) {
+        (Some(l), "memory_includes_reserved") => u64::from(l.sim.scenario.smi.memory_includes_reserved),
+        _ => 0,
+    }
 }

@@ -33,7 +33,17 @@ pub struct Scenario {
     pub clock: ClockConfig,
     pub system: System,
     pub sim: SimConfig,
+    pub smi: SmiConfig,
     pub gpu: Vec<Gpu>,
+}
+
+/// How the simulator's `nvidia-smi` reads the machine; options that make it disagree with
+/// other NVML clients on purpose, the way real tool versions do.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SmiConfig {
+    /// Report memory through the v1 call, whose `used` includes the driver-reserved memory.
+    pub memory_includes_reserved: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -682,6 +692,8 @@ struct ScenarioDef {
     #[serde(default)]
     sim: SimConfig,
     #[serde(default)]
+    smi: SmiConfig,
+    #[serde(default)]
     gpu: Vec<GpuDef>,
 }
 
@@ -726,6 +738,7 @@ impl Scenario {
             clock: def.clock,
             system: def.system,
             sim: def.sim,
+            smi: def.smi,
             gpu: gpus,
         })
     }
