@@ -60,6 +60,22 @@ pub struct Cli {
     #[arg(long)]
     pub graphics: bool,
 
+    /// Never send signals to processes (also `[signals] readonly = true`)
+    #[arg(long)]
+    pub readonly: bool,
+
+    /// No colours (also when NO_COLOR is set)
+    #[arg(long)]
+    pub no_color: bool,
+
+    /// Draw with ASCII characters only
+    #[arg(long)]
+    pub ascii: bool,
+
+    /// Colours for a light terminal background
+    #[arg(long)]
+    pub light: bool,
+
     /// Load NVML from PATH instead of libnvidia-ml.so.1 on the library path
     #[arg(long, value_name = "PATH", global = true)]
     pub nvml_lib: Option<PathBuf>,

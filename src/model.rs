@@ -244,6 +244,9 @@ impl ProcessType {
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostFacts {
     pub user: Reading<String>,
+    /// The real uid behind `user`; signals re-check it.
+    pub uid: Reading<u32>,
+    pub parent_pid: Reading<u32>,
     pub command: Reading<String>,
     pub cpu_percent: Reading<f64>,
     pub memory_bytes: Reading<u64>,
@@ -257,6 +260,8 @@ impl HostFacts {
     pub fn gone(reason: &str) -> Self {
         Self {
             user: Reading::failed(reason),
+            uid: Reading::failed(reason),
+            parent_pid: Reading::failed(reason),
             command: Reading::failed(reason),
             cpu_percent: Reading::failed(reason),
             memory_bytes: Reading::failed(reason),

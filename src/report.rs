@@ -14,11 +14,13 @@ pub const JSON_SCHEMA_VERSION: u32 = 1;
 
 const NA: &str = "N/A";
 
-/// Escapes control characters (terminal escape sequences among them) so they show as text.
+/// Escapes control characters (terminal escape sequences among them) and bidirectional
+/// overrides so they show as text and can neither drive the terminal nor reorder the line.
 pub fn sanitize(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        if c.is_control() {
+        let bidi = matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}');
+        if c.is_control() || bidi {
             out.extend(c.escape_default());
         } else {
             out.push(c);

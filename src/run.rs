@@ -8,9 +8,11 @@ use std::time::Duration;
 
 use crate::cli::{Cli, Command, ValidateArgs};
 use crate::collect::nvml::{NvmlSource, NvmlUnusable};
-use crate::collect::{Collector, Source, collect_once};
+use crate::collect::{Source, collect_once};
 use crate::config::{self, ConfigError, Effective};
+use crate::interactive::{self, Ending};
 use crate::report;
+use crate::ui::theme::Theme;
 use crate::validate::{self, SmiFailure};
 
 /// Why gputop stopped early.
@@ -133,36 +135,32 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
         };
         return emit(&text);
     }
-    live_text(source, interval, &effective, cli)
+    interactive_view(source, &effective, cli, env)
 }
 
-/// Until the interactive screen lands: the report redrawn in place every interval.
-fn live_text(
+/// The interactive screen, when stdout is a terminal.
+fn interactive_view(
     mut source: Source,
-    interval: Duration,
     effective: &Effective,
     cli: &Cli,
+    env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(), Failure> {
     if let Source::Nvml(nvml) = &mut source {
         nvml.start_pcie_thread(Duration::from_secs_f64(effective.settings.collect.pcie_interval));
     }
-    let collector = Collector::spawn(source, interval).map_err(Failure::Output)?;
-    let selection = cli.selection();
-    loop {
-        let Some(snapshot) = collector.next(interval * 4 + Duration::from_secs(5)) else {
-            continue;
-        };
-        let body = report::text_report(
-            &selection.apply(&snapshot),
-            &effective.settings.display.default_metrics,
-        );
-        emit(&format!(
-            "\x1b[H\x1b[2J{body}\n(refresh every {:.1} s; Ctrl-C quits)\n",
-            interval.as_secs_f64()
-        ))?;
+    let theme = Theme {
+        color: !cli.no_color && env("NO_COLOR").is_none_or(|v| v.is_empty()),
+        ascii: cli.ascii,
+        light: cli.light,
+    };
+    // The demo's PIDs are invented: never signal them.
+    let readonly = cli.readonly || cli.demo || effective.settings.signals.readonly;
+    match interactive::run(source, &effective.settings, cli.selection(), readonly, theme) {
+        Ok(Ending::Signal(signal)) => std::process::exit(128 + signal),
+        Ok(Ending::Quit | Ending::TerminalClosed) => Ok(()),
+        Err(e) => Err(Failure::Output(e)),
     }
 }
-
 /// `gputop validate`: rounds of aligned reads, then the comparison.
 fn run_validate(cli: &Cli, args: &ValidateArgs) -> Result<(), Failure> {
     let mut source = NvmlSource::open(cli.nvml_lib.as_deref()).map_err(Failure::Nvml)?;

@@ -1,4 +1,8 @@
-//! Application logic without I/O: ordering and selecting what the snapshot holds.
+//! Application logic without I/O: what the user sees and does, as plain data and pure
+//! functions (filter, sort, keys, state updates).
 
 pub mod filter;
+pub mod keys;
+pub mod query;
 pub mod sort;
+pub mod state;

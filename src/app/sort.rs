@@ -1,20 +1,142 @@
-//! Process orderings.
+//! Process orderings: the sort keys of the process table and their default directions.
 
 use std::cmp::Ordering;
 
 use crate::model::GpuProcess;
 
+/// A column the process table can be sorted by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    /// GPU index, then PID.
+    Natural,
+    Pid,
+    User,
+    GpuMemory,
+    Sm,
+    MemoryBandwidth,
+    Cpu,
+    HostMemory,
+    Time,
+}
+
+impl SortKey {
+    /// In `,` / `.` order.
+    pub const ALL: [SortKey; 9] = [
+        SortKey::Natural,
+        SortKey::Pid,
+        SortKey::User,
+        SortKey::GpuMemory,
+        SortKey::Sm,
+        SortKey::MemoryBandwidth,
+        SortKey::Cpu,
+        SortKey::HostMemory,
+        SortKey::Time,
+    ];
+
+    /// The letter after `o` / `O` (nvitop's).
+    pub fn letter(self) -> char {
+        match self {
+            Self::Natural => 'n',
+            Self::Pid => 'p',
+            Self::User => 'u',
+            Self::GpuMemory => 'g',
+            Self::Sm => 's',
+            Self::MemoryBandwidth => 'b',
+            Self::Cpu => 'c',
+            Self::HostMemory => 'm',
+            Self::Time => 't',
+        }
+    }
+
+    pub fn from_letter(letter: char) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.letter() == letter.to_ascii_lowercase())
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Natural => "natural",
+            Self::Pid => "PID",
+            Self::User => "user",
+            Self::GpuMemory => "GPU memory",
+            Self::Sm => "%SM",
+            Self::MemoryBandwidth => "%GMBW",
+            Self::Cpu => "%CPU",
+            Self::HostMemory => "host memory",
+            Self::Time => "time",
+        }
+    }
+
+    /// Quantities sort largest first; identities (GPU, PID, user) ascending.
+    pub fn descending_by_default(self) -> bool {
+        !matches!(self, Self::Natural | Self::Pid | Self::User)
+    }
+
+    pub fn next(self) -> Self {
+        let i = Self::ALL.iter().position(|k| *k == self).unwrap_or(0);
+        Self::ALL[(i + 1) % Self::ALL.len()]
+    }
+
+    pub fn previous(self) -> Self {
+        let i = Self::ALL.iter().position(|k| *k == self).unwrap_or(0);
+        Self::ALL[(i + Self::ALL.len() - 1) % Self::ALL.len()]
+    }
+}
+
+/// Unknown values sort last whatever the direction.
+fn by_option<T: PartialOrd>(a: Option<T>, b: Option<T>, descending: bool) -> Ordering {
+    match (a, b) {
+        (Some(x), Some(y)) => {
+            let order = x.partial_cmp(&y).unwrap_or(Ordering::Equal);
+            if descending { order.reverse() } else { order }
+        }
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => Ordering::Equal,
+    }
+}
+
+/// Sorts by `key`; `reverse` flips the key's default direction. Ties: GPU index, then PID.
+pub fn by_key(processes: &mut [&GpuProcess], key: SortKey, reverse: bool) {
+    let descending = key.descending_by_default() != reverse;
+    processes.sort_by(|a, b| {
+        let primary = match key {
+            SortKey::Natural => {
+                let order = (a.gpu_index, a.pid).cmp(&(b.gpu_index, b.pid));
+                if descending { order.reverse() } else { order }
+            }
+            SortKey::Pid => by_option(Some(a.pid), Some(b.pid), descending),
+            SortKey::User => by_option(a.host.user.value(), b.host.user.value(), descending),
+            SortKey::GpuMemory => by_option(a.gpu_memory_bytes.get(), b.gpu_memory_bytes.get(), descending),
+            SortKey::Sm => by_option(a.sm_percent.get(), b.sm_percent.get(), descending),
+            SortKey::MemoryBandwidth => by_option(
+                a.memory_bandwidth_percent.get(),
+                b.memory_bandwidth_percent.get(),
+                descending,
+            ),
+            SortKey::Cpu => by_option(a.host.cpu_percent.get(), b.host.cpu_percent.get(), descending),
+            SortKey::HostMemory => {
+                by_option(a.host.memory_bytes.get(), b.host.memory_bytes.get(), descending)
+            }
+            SortKey::Time => by_option(
+                a.host.running_seconds.get(),
+                b.host.running_seconds.get(),
+                descending,
+            ),
+        };
+        primary
+            .then(a.gpu_index.cmp(&b.gpu_index))
+            .then(a.pid.cmp(&b.pid))
+    });
+}
+
 /// Largest GPU memory first; unknown memory last; ties by GPU index, then PID.
 pub fn by_gpu_memory(processes: &mut [GpuProcess]) {
     processes.sort_by(|a, b| {
-        match (a.gpu_memory_bytes.get(), b.gpu_memory_bytes.get()) {
-            (Some(x), Some(y)) => y.cmp(&x),
-            (Some(_), None) => Ordering::Less,
-            (None, Some(_)) => Ordering::Greater,
-            (None, None) => Ordering::Equal,
-        }
-        .then(a.gpu_index.cmp(&b.gpu_index))
-        .then(a.pid.cmp(&b.pid))
+        by_option(a.gpu_memory_bytes.get(), b.gpu_memory_bytes.get(), true)
+            .then(a.gpu_index.cmp(&b.gpu_index))
+            .then(a.pid.cmp(&b.pid))
     });
 }
 
@@ -50,5 +172,30 @@ mod tests {
         by_gpu_memory(&mut list);
         let order: Vec<u32> = list.iter().map(|p| p.pid).collect();
         assert_eq!(order, vec![2, 1, 3, 4, 5]);
+    }
+
+    #[test]
+    fn keys_cycle_and_directions_follow_the_key() {
+        assert_eq!(SortKey::Time.next(), SortKey::Natural);
+        assert_eq!(SortKey::Natural.previous(), SortKey::Time);
+        assert_eq!(SortKey::from_letter('G'), Some(SortKey::GpuMemory));
+        let list = [
+            process(3, 1, Some(5)),
+            process(1, 0, Some(9)),
+            process(2, 0, None),
+        ];
+        let mut refs: Vec<&GpuProcess> = list.iter().collect();
+        by_key(&mut refs, SortKey::Pid, false);
+        assert_eq!(refs.iter().map(|p| p.pid).collect::<Vec<_>>(), vec![1, 2, 3]);
+        by_key(&mut refs, SortKey::GpuMemory, false);
+        assert_eq!(refs.iter().map(|p| p.pid).collect::<Vec<_>>(), vec![1, 3, 2]);
+        by_key(&mut refs, SortKey::GpuMemory, true);
+        assert_eq!(
+            refs.iter().map(|p| p.pid).collect::<Vec<_>>(),
+            vec![3, 1, 2],
+            "unknown stays last"
+        );
+        by_key(&mut refs, SortKey::Natural, false);
+        assert_eq!(refs.iter().map(|p| p.pid).collect::<Vec<_>>(), vec![1, 2, 3]);
     }
 }

@@ -275,6 +275,9 @@ impl DemoSource {
                         decoder_percent: pct(sample.map(|s| s.dec)),
                         host: HostFacts {
                             user: Reading::Value(script.user.clone().unwrap_or_else(|| "demo".into())),
+                            // Invented owners: uid 0 for root, 1000 and up for the others.
+                            uid: Reading::Value(demo_uid(script.user.as_deref())),
+                            parent_pid: Reading::Value(1),
                             command: Reading::Value(
                                 script
                                     .command
@@ -293,6 +296,15 @@ impl DemoSource {
                 })
             })
             .collect()
+    }
+}
+
+/// A stable invented uid for a demo user.
+fn demo_uid(user: Option<&str>) -> u32 {
+    match user {
+        Some("root") => 0,
+        Some(name) => 1000 + name.bytes().map(u32::from).sum::<u32>() % 1000,
+        None => 1000,
     }
 }
 

@@ -96,6 +96,12 @@ impl HostCollector {
                 pid,
                 HostFacts {
                     user,
+                    uid: process
+                        .user_id()
+                        .map_or(Reading::NotSupported, |uid| Reading::Value(**uid)),
+                    parent_pid: process
+                        .parent()
+                        .map_or(Reading::NotSupported, |p| Reading::Value(p.as_u32())),
                     command: Reading::Value(command),
                     cpu_percent: Reading::Value(cpu),
                     memory_bytes: Reading::Value(process.memory()),

@@ -108,11 +108,36 @@ pub struct Collector {
 }
 
 impl Collector {
-    /// Starts collecting from `source` every `interval`.
-    pub fn spawn(mut source: Source, interval: Duration) -> std::io::Result<Self> {
+    /// Starts collecting from `source` every `interval`; [`Collector::next`] returns each
+    /// snapshot.
+    pub fn spawn(source: Source, interval: Duration) -> std::io::Result<Self> {
+        let (publish, updates) = mpsc::channel();
+        Self::spawn_inner(
+            source,
+            interval,
+            Box::new(move |s| publish.send(s).is_ok()),
+            updates,
+        )
+    }
+
+    /// Starts collecting and hands each snapshot to `publish`, which returns false to stop.
+    pub fn spawn_with(
+        source: Source,
+        interval: Duration,
+        publish: Box<dyn FnMut(Arc<Snapshot>) -> bool + Send>,
+    ) -> std::io::Result<Self> {
+        let (_, updates) = mpsc::channel();
+        Self::spawn_inner(source, interval, publish, updates)
+    }
+
+    fn spawn_inner(
+        mut source: Source,
+        interval: Duration,
+        mut publish: Box<dyn FnMut(Arc<Snapshot>) -> bool + Send>,
+        updates: Receiver<Arc<Snapshot>>,
+    ) -> std::io::Result<Self> {
         let latest: Latest = Arc::new(RwLock::new(None));
         let (stop, stopped) = mpsc::channel::<()>();
-        let (publish, updates) = mpsc::channel();
         let shared = Arc::clone(&latest);
         let thread = thread::Builder::new()
             .name("gputop-collect".into())
@@ -122,7 +147,7 @@ impl Collector {
                     let started = Instant::now();
                     let snapshot = Arc::new(assemble(&mut source, &mut host, interval));
                     *shared.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&snapshot));
-                    if publish.send(snapshot).is_err() {
+                    if !publish(snapshot) {
                         return;
                     }
                     let rest = interval.saturating_sub(started.elapsed());

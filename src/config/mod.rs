@@ -53,6 +53,11 @@ pub struct DisplaySettings {
     pub refresh_interval: f64,
     /// Device metrics shown, in order.
     pub default_metrics: Vec<String>,
+    /// Load colours: below `low` light, from `high` heavy (percent).
+    pub utilization_low: f64,
+    pub utilization_high: f64,
+    pub memory_low: f64,
+    pub memory_high: f64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +74,12 @@ pub struct HistorySettings {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+pub struct SignalSettings {
+    /// Never send signals (the same as --readonly).
+    pub readonly: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
 pub struct CollectSettings {
     /// Seconds between PCIe throughput reads (each blocks in the driver).
     pub pcie_interval: f64,
@@ -81,6 +92,7 @@ pub struct Settings {
     pub alert: AlertSettings,
     pub history: HistorySettings,
     pub collect: CollectSettings,
+    pub signals: SignalSettings,
 }
 
 /// One key's effective value and origin.
@@ -121,6 +133,10 @@ impl Settings {
             Value::Int(v) => v.max(0) as u64,
             other => panic!("{path} holds {other:?}, not a whole number"),
         };
+        let boolean = |path: &str| match get(path) {
+            Value::Bool(v) => v,
+            other => panic!("{path} holds {other:?}, not a boolean"),
+        };
         let list = |path: &str| match get(path) {
             Value::List(v) => v,
             other => panic!("{path} holds {other:?}, not a list"),
@@ -129,6 +145,10 @@ impl Settings {
             display: DisplaySettings {
                 refresh_interval: float("display.refresh_interval"),
                 default_metrics: list("display.default_metrics"),
+                utilization_low: float("display.utilization_low"),
+                utilization_high: float("display.utilization_high"),
+                memory_low: float("display.memory_low"),
+                memory_high: float("display.memory_high"),
             },
             alert: AlertSettings {
                 memory_usage_threshold: float("alert.memory_usage_threshold"),
@@ -141,6 +161,9 @@ impl Settings {
             },
             collect: CollectSettings {
                 pcie_interval: float("collect.pcie_interval"),
+            },
+            signals: SignalSettings {
+                readonly: boolean("signals.readonly"),
             },
         }
     }
@@ -354,6 +377,20 @@ fn set_from_cli(
 /// Rules that involve more than one key.
 fn check_consistency(entries: &[Entry]) -> Result<(), ConfigError> {
     let get = |path: &str| entries.iter().find(|e| e.key.path() == path);
+    for (low, high) in [
+        ("display.utilization_low", "display.utilization_high"),
+        ("display.memory_low", "display.memory_high"),
+    ] {
+        if let (Some(l), Some(h)) = (get(low), get(high))
+            && let (Value::Float(lv), Value::Float(hv)) = (&l.value, &h.value)
+            && lv >= hv
+        {
+            return Err(ConfigError(format!(
+                "{low} ({lv}, {}) must be below {high} ({hv}, {})",
+                l.origin, h.origin
+            )));
+        }
+    }
     if let (Some(sample), Some(retention)) = (get("history.sample_interval"), get("history.retention_time"))
         && let (Value::Int(s), Value::Int(r)) = (&sample.value, &retention.value)
         && s > r

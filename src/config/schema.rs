@@ -10,6 +10,7 @@ use std::fmt;
 pub enum Value {
     Float(f64),
     Int(i64),
+    Bool(bool),
     List(Vec<String>),
 }
 
@@ -26,6 +27,7 @@ impl Value {
                 }
             }
             Self::Int(v) => v.to_string(),
+            Self::Bool(v) => v.to_string(),
             Self::List(items) => {
                 let quoted: Vec<String> = items
                     .iter()
@@ -41,11 +43,20 @@ impl Value {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Kind {
     /// A number (integers accepted) in `min..=max`.
-    Float { min: f64, max: f64 },
+    Float {
+        min: f64,
+        max: f64,
+    },
     /// A whole number in `min..=max`.
-    Int { min: i64, max: i64 },
+    Int {
+        min: i64,
+        max: i64,
+    },
     /// A list of distinct strings, each one of `choices`.
-    Choices { choices: &'static [&'static str] },
+    Choices {
+        choices: &'static [&'static str],
+    },
+    Bool,
 }
 
 /// One configuration key.
@@ -63,6 +74,7 @@ pub struct Key {
 pub enum Default {
     Float(f64),
     Int(i64),
+    Bool(bool),
     List(&'static [&'static str]),
 }
 
@@ -80,6 +92,7 @@ impl Key {
         match self.default {
             Default::Float(v) => Value::Float(v),
             Default::Int(v) => Value::Int(v),
+            Default::Bool(v) => Value::Bool(v),
             Default::List(items) => Value::List(items.iter().map(|s| (*s).to_string()).collect()),
         }
     }
@@ -114,6 +127,10 @@ impl Key {
                 }
                 Ok(Value::Int(number))
             }
+            Kind::Bool => match value {
+                toml::Value::Boolean(v) => Ok(Value::Bool(*v)),
+                other => Err(format!("expected true or false, found {}", type_name(other))),
+            },
             Kind::Choices { choices } => {
                 let toml::Value::Array(items) = value else {
                     return Err(format!("expected a list of strings, found {}", type_name(value)));
@@ -190,6 +207,34 @@ pub const KEYS: &[Key] = &[
         unit: "",
     },
     Key {
+        section: "display",
+        name: "utilization_low",
+        kind: Kind::Float { min: 0.0, max: 100.0 },
+        default: Default::Float(10.0),
+        unit: " percent",
+    },
+    Key {
+        section: "display",
+        name: "utilization_high",
+        kind: Kind::Float { min: 0.0, max: 100.0 },
+        default: Default::Float(75.0),
+        unit: " percent",
+    },
+    Key {
+        section: "display",
+        name: "memory_low",
+        kind: Kind::Float { min: 0.0, max: 100.0 },
+        default: Default::Float(10.0),
+        unit: " percent",
+    },
+    Key {
+        section: "display",
+        name: "memory_high",
+        kind: Kind::Float { min: 0.0, max: 100.0 },
+        default: Default::Float(80.0),
+        unit: " percent",
+    },
+    Key {
         section: "alert",
         name: "memory_usage_threshold",
         kind: Kind::Float { min: 0.0, max: 100.0 },
@@ -236,6 +281,13 @@ pub const KEYS: &[Key] = &[
         },
         default: Default::Float(5.0),
         unit: " seconds",
+    },
+    Key {
+        section: "signals",
+        name: "readonly",
+        kind: Kind::Bool,
+        default: Default::Bool(false),
+        unit: "",
     },
 ];
 

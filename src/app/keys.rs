@@ -1,0 +1,327 @@
+//! Key bindings: one table per screen, used both to decode keys and to draw the help screen,
+//! so the help can never drift from what the keys do.
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use crate::app::sort::SortKey;
+use crate::app::state::{Action, App, LayoutMode, Screen, Signal};
+
+/// A key as the tables name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    Char(char),
+    Ctrl(char),
+    Alt(char),
+    Code(KeyCode),
+}
+
+impl Key {
+    fn matches(self, event: &KeyEvent) -> bool {
+        let ctrl = event.modifiers.contains(KeyModifiers::CONTROL);
+        let alt = event.modifiers.contains(KeyModifiers::ALT);
+        match (self, event.code) {
+            (Self::Char(c), KeyCode::Char(e)) => !ctrl && !alt && c == e,
+            (Self::Ctrl(c), KeyCode::Char(e)) => ctrl && c == e.to_ascii_lowercase(),
+            (Self::Alt(c), KeyCode::Char(e)) => alt && !ctrl && c == e,
+            (Self::Code(c), code) => !ctrl && c == code,
+            _ => false,
+        }
+    }
+}
+
+/// One row of a key table.
+#[derive(Debug, Clone, Copy)]
+pub struct Binding {
+    pub keys: &'static [Key],
+    /// The keys as the help screen shows them.
+    pub label: &'static str,
+    pub help: &'static str,
+    pub action: fn() -> Action,
+    /// Sends signals: absent in read-only mode.
+    pub signal: bool,
+}
+
+const fn bind(
+    keys: &'static [Key],
+    label: &'static str,
+    help: &'static str,
+    action: fn() -> Action,
+) -> Binding {
+    Binding {
+        keys,
+        label,
+        help,
+        action,
+        signal: false,
+    }
+}
+
+const fn signal(
+    keys: &'static [Key],
+    label: &'static str,
+    help: &'static str,
+    action: fn() -> Action,
+) -> Binding {
+    Binding {
+        keys,
+        label,
+        help,
+        action,
+        signal: true,
+    }
+}
+
+use Key::{Alt, Char, Code, Ctrl};
+
+/// The main screen and the tree view.
+pub const MAIN: &[Binding] = &[
+    bind(&[Char('q'), Char('Q'), Ctrl('c')], "q", "quit", || Action::Quit),
+    bind(
+        &[Char('h'), Char('?'), Code(KeyCode::F(1))],
+        "h ?",
+        "this help",
+        || Action::Help,
+    ),
+    bind(
+        &[Code(KeyCode::Up), Alt('k'), Code(KeyCode::BackTab)],
+        "Up Alt-k",
+        "select the previous process",
+        || Action::Up,
+    ),
+    bind(
+        &[Code(KeyCode::Down), Char('j'), Alt('j'), Code(KeyCode::Tab)],
+        "Down j Alt-j",
+        "select the next process",
+        || Action::Down,
+    ),
+    bind(&[Code(KeyCode::PageUp), Char('[')], "PgUp", "a page up", || {
+        Action::PageUp
+    }),
+    bind(
+        &[Code(KeyCode::PageDown), Char(']')],
+        "PgDn",
+        "a page down",
+        || Action::PageDown,
+    ),
+    bind(&[Code(KeyCode::Home)], "Home", "the first process", || {
+        Action::Home
+    }),
+    bind(&[Code(KeyCode::End)], "End", "the last process", || Action::End),
+    bind(
+        &[Char('/')],
+        "/",
+        "filter: words match command, user or PID; user:NAME gpu:N pid:N mem>4G sm>50 cpu>10",
+        || Action::StartFilter,
+    ),
+    bind(
+        &[Char(','), Char('<')],
+        ", <",
+        "sort by the previous column",
+        || Action::SortPrevious,
+    ),
+    bind(&[Char('.'), Char('>')], ". >", "sort by the next column", || {
+        Action::SortNext
+    }),
+    bind(
+        &[Char('o')],
+        "o+letter",
+        "sort: g GPU-MEM, s %SM, b %GMBW, c %CPU, m %MEM, p PID, u USER, t TIME, n natural",
+        || Action::SortPrefix { reverse: false },
+    ),
+    bind(&[Char('O')], "O+letter", "sort, reversed", || {
+        Action::SortPrefix { reverse: true }
+    }),
+    bind(&[Char(' ')], "Space", "tag or untag the process", || Action::Tag),
+    bind(
+        &[Code(KeyCode::Esc)],
+        "Esc",
+        "clear the filter, the selection and the tags",
+        || Action::ClearTags,
+    ),
+    signal(&[Char('T')], "T", "send SIGTERM (asks first)", || {
+        Action::AskSignal(Signal::Terminate)
+    }),
+    signal(
+        &[Char('K'), Char('k')],
+        "K k",
+        "send SIGKILL (asks first)",
+        || Action::AskSignal(Signal::Kill),
+    ),
+    signal(&[Char('I')], "I", "send SIGINT (asks first)", || {
+        Action::AskSignal(Signal::Interrupt)
+    }),
+    bind(
+        &[Code(KeyCode::Enter)],
+        "Enter",
+        "process details and history",
+        || Action::Details,
+    ),
+    bind(&[Char('e')], "e", "environment of the process", || {
+        Action::Environment
+    }),
+    bind(
+        &[Char('t')],
+        "t",
+        "tree view: GPU processes with their parents and children",
+        || Action::Tree,
+    ),
+    bind(&[Char('a')], "a", "layout: automatic", || {
+        Action::Layout(LayoutMode::Auto)
+    }),
+    bind(&[Char('f')], "f", "layout: full", || {
+        Action::Layout(LayoutMode::Full)
+    }),
+    bind(&[Char('c')], "c", "layout: compact", || {
+        Action::Layout(LayoutMode::Compact)
+    }),
+    bind(
+        &[Char('r'), Ctrl('l'), Code(KeyCode::F(5))],
+        "r Ctrl-L",
+        "redraw the screen",
+        || Action::Redraw,
+    ),
+    bind(&[Ctrl('z')], "Ctrl-Z", "suspend (fg resumes)", || Action::Suspend),
+];
+
+/// A signal confirmation.
+pub const DIALOG: &[Binding] = &[
+    bind(
+        &[Code(KeyCode::Enter), Char('y'), Char('Y')],
+        "Enter",
+        "send the signal to the listed processes",
+        || Action::Confirm,
+    ),
+    bind(
+        &[Code(KeyCode::Esc), Char('n'), Char('N'), Char('q')],
+        "Esc",
+        "cancel",
+        || Action::Cancel,
+    ),
+];
+
+/// The process details screen.
+pub const DETAILS: &[Binding] = &[
+    bind(
+        &[Code(KeyCode::Enter), Code(KeyCode::Esc), Char('q')],
+        "Enter Esc q",
+        "back",
+        || Action::Back,
+    ),
+    bind(&[Char('e')], "e", "environment of the process", || {
+        Action::Environment
+    }),
+    bind(&[Char('h'), Char('?')], "h ?", "help", || Action::Help),
+];
+
+/// The environment screen.
+pub const ENVIRONMENT: &[Binding] = &[
+    bind(
+        &[Char('e'), Code(KeyCode::Esc), Char('q')],
+        "e Esc q",
+        "back",
+        || Action::Back,
+    ),
+    bind(&[Char('h'), Char('?')], "h ?", "help", || Action::Help),
+];
+
+fn lookup(table: &[Binding], event: &KeyEvent, readonly: bool) -> Option<Action> {
+    table
+        .iter()
+        .filter(|b| !(readonly && b.signal))
+        .find(|b| b.keys.iter().any(|k| k.matches(event)))
+        .map(|b| (b.action)())
+}
+
+/// The action a key means in the app's current state.
+pub fn decode(app: &App, event: &KeyEvent) -> Option<Action> {
+    if app.confirmation.is_some() {
+        return lookup(DIALOG, event, false);
+    }
+    if app.filter_editing {
+        return match event.code {
+            KeyCode::Esc => Some(Action::FilterClear),
+            KeyCode::Enter => Some(Action::FilterAccept),
+            KeyCode::Backspace => Some(Action::FilterBackspace),
+            KeyCode::Char(c) if !event.modifiers.contains(KeyModifiers::CONTROL) => {
+                Some(Action::FilterInput(c))
+            }
+            _ => None,
+        };
+    }
+    if let Some(reverse) = app.sort_prefix {
+        return match event.code {
+            KeyCode::Char(c) => {
+                Some(SortKey::from_letter(c).map_or(Action::Cancel, |key| Action::SortBy { key, reverse }))
+            }
+            _ => Some(Action::Cancel),
+        };
+    }
+    match app.screen {
+        Screen::Help => Some(Action::Back),
+        Screen::Details => lookup(DETAILS, event, app.readonly),
+        Screen::Environment => lookup(ENVIRONMENT, event, app.readonly),
+        Screen::Main | Screen::Tree => {
+            if event.code == KeyCode::Esc && !app.filter.is_empty() {
+                return Some(Action::FilterClear);
+            }
+            lookup(MAIN, event, app.readonly)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::filter::Selection;
+    use crate::config::Settings;
+
+    fn key(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    #[test]
+    fn keys_decode_by_mode_and_readonly_hides_signals() {
+        let mut app = App::new(Settings::default(), Selection::default(), false, None);
+        assert_eq!(
+            decode(&app, &key(KeyCode::Char('K'))),
+            Some(Action::AskSignal(Signal::Kill))
+        );
+        assert_eq!(
+            decode(&app, &key(KeyCode::Char('o'))),
+            Some(Action::SortPrefix { reverse: false })
+        );
+        app.sort_prefix = Some(true);
+        assert_eq!(
+            decode(&app, &key(KeyCode::Char('g'))),
+            Some(Action::SortBy {
+                key: SortKey::GpuMemory,
+                reverse: true
+            })
+        );
+        app.sort_prefix = None;
+        app.filter_editing = true;
+        assert_eq!(
+            decode(&app, &key(KeyCode::Char('K'))),
+            Some(Action::FilterInput('K'))
+        );
+        app.filter_editing = false;
+        let readonly = App::new(Settings::default(), Selection::default(), true, None);
+        assert_eq!(decode(&readonly, &key(KeyCode::Char('K'))), None);
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        assert_eq!(decode(&app, &ctrl_c), Some(Action::Quit));
+        assert_eq!(
+            decode(&app, &key(KeyCode::Char('c'))),
+            Some(Action::Layout(LayoutMode::Compact))
+        );
+    }
+
+    #[test]
+    fn no_key_is_bound_twice_in_a_table() {
+        for table in [MAIN, DIALOG, DETAILS, ENVIRONMENT] {
+            let keys: Vec<Key> = table.iter().flat_map(|b| b.keys.iter().copied()).collect();
+            for (i, k) in keys.iter().enumerate() {
+                assert!(!keys[i + 1..].contains(k), "{k:?} is bound twice");
+            }
+        }
+    }
+}

@@ -1,0 +1,530 @@
+//! The interactive view's state and its one update function: `Action` in, state changed,
+//! `Effect`s out for the runtime to execute (signals, reading /proc, quitting). No I/O here.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+
+use crate::app::filter::Selection;
+use crate::app::query::Query;
+use crate::app::sort::{self, SortKey};
+use crate::config::Settings;
+use crate::model::{GpuProcess, Snapshot};
+
+/// What identifies a process row across refreshes and re-sorts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProcessKey {
+    pub pid: u32,
+    pub start_time: Option<u64>,
+    pub gpu_index: u32,
+}
+
+impl ProcessKey {
+    pub fn of(p: &GpuProcess) -> Self {
+        Self {
+            pid: p.pid,
+            start_time: p.host.start_time.get(),
+            gpu_index: p.gpu_index,
+        }
+    }
+}
+
+/// The signals gputop sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    Terminate,
+    Kill,
+    Interrupt,
+}
+
+impl Signal {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Terminate => "SIGTERM",
+            Self::Kill => "SIGKILL",
+            Self::Interrupt => "SIGINT",
+        }
+    }
+
+    pub fn number(self) -> i32 {
+        match self {
+            Self::Terminate => libc::SIGTERM,
+            Self::Kill => libc::SIGKILL,
+            Self::Interrupt => libc::SIGINT,
+        }
+    }
+}
+
+/// A process a signal is meant for, as the user saw it when confirming.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub pid: u32,
+    pub start_time: Option<u64>,
+    pub uid: Option<u32>,
+    pub user: String,
+    pub command: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Screen {
+    Main,
+    Help,
+    Details,
+    Environment,
+    Tree,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayoutMode {
+    Auto,
+    Full,
+    Compact,
+}
+
+/// Everything the user can do, as the event loop decodes it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Quit,
+    /// Ctrl-Z: give the terminal back and stop; redraw everything on resume.
+    Suspend,
+    /// Clear and redraw the whole screen.
+    Redraw,
+    Help,
+    Back,
+    Up,
+    Down,
+    PageUp,
+    PageDown,
+    Home,
+    End,
+    SortNext,
+    SortPrevious,
+    /// `o`/`O` pressed: the next letter picks the sort key.
+    SortPrefix {
+        reverse: bool,
+    },
+    SortBy {
+        key: SortKey,
+        reverse: bool,
+    },
+    StartFilter,
+    FilterInput(char),
+    FilterBackspace,
+    FilterAccept,
+    FilterClear,
+    Tag,
+    ClearTags,
+    AskSignal(Signal),
+    Confirm,
+    Cancel,
+    Details,
+    Environment,
+    Tree,
+    Layout(LayoutMode),
+    /// A click on a process row, counted from the first visible row.
+    ClickRow(usize),
+    Scroll(i32),
+    Snapshot(Arc<Snapshot>),
+    EnvironmentRead(Result<Vec<String>, String>),
+    SignalsSent(Vec<String>),
+}
+
+/// Work for the runtime.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    Quit,
+    Suspend,
+    Redraw,
+    Send { signal: Signal, targets: Vec<Target> },
+    ReadEnvironment { pid: u32 },
+}
+
+/// A confirmation waiting for Enter or Esc.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Confirmation {
+    pub signal: Signal,
+    pub targets: Vec<Target>,
+}
+
+/// Per-process history for the details screen: (GPU memory bytes, %SM, %CPU) per refresh.
+pub const HISTORY_POINTS: usize = 600;
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProcessHistory {
+    pub gpu_memory: VecDeque<f64>,
+    pub sm: VecDeque<f64>,
+    pub cpu: VecDeque<f64>,
+}
+
+impl ProcessHistory {
+    fn push(&mut self, p: &GpuProcess) {
+        for (series, value) in [
+            (&mut self.gpu_memory, p.gpu_memory_bytes.get().map(|b| b as f64)),
+            (&mut self.sm, p.sm_percent.get().map(f64::from)),
+            (&mut self.cpu, p.host.cpu_percent.get()),
+        ] {
+            if series.len() == HISTORY_POINTS {
+                series.pop_front();
+            }
+            series.push_back(value.unwrap_or(0.0));
+        }
+    }
+}
+
+/// The whole interactive state.
+#[derive(Debug, Clone)]
+pub struct App {
+    pub snapshot: Option<Arc<Snapshot>>,
+    pub settings: Settings,
+    pub selection: Selection,
+    pub readonly: bool,
+    /// This user's uid: other users' rows are dimmed.
+    pub my_uid: Option<u32>,
+    pub screen: Screen,
+    /// The screen to return to from help and environment.
+    pub previous: Screen,
+    pub layout: LayoutMode,
+    pub sort: SortKey,
+    pub reverse: bool,
+    pub sort_prefix: Option<bool>,
+    pub filter: String,
+    pub filter_editing: bool,
+    pub filter_error: Option<String>,
+    pub selected: Option<ProcessKey>,
+    pub tagged: BTreeSet<u32>,
+    pub scroll: usize,
+    /// Rows the process table can show; set by the renderer's layout.
+    pub table_rows: usize,
+    pub confirmation: Option<Confirmation>,
+    pub status: Option<String>,
+    pub environment: Option<(u32, Result<Vec<String>, String>)>,
+    pub history: HashMap<ProcessKey, ProcessHistory>,
+}
+
+impl App {
+    pub fn new(settings: Settings, selection: Selection, readonly: bool, my_uid: Option<u32>) -> Self {
+        Self {
+            snapshot: None,
+            settings,
+            selection,
+            readonly,
+            my_uid,
+            screen: Screen::Main,
+            previous: Screen::Main,
+            layout: LayoutMode::Auto,
+            sort: SortKey::GpuMemory,
+            reverse: false,
+            sort_prefix: None,
+            filter: String::new(),
+            filter_editing: false,
+            filter_error: None,
+            selected: None,
+            tagged: BTreeSet::new(),
+            scroll: 0,
+            table_rows: 10,
+            confirmation: None,
+            status: None,
+            environment: None,
+            history: HashMap::new(),
+        }
+    }
+
+    /// The process rows on screen, filtered and sorted.
+    pub fn rows(&self) -> Vec<&GpuProcess> {
+        let Some(snapshot) = &self.snapshot else {
+            return Vec::new();
+        };
+        let query = Query::parse(&self.filter).unwrap_or_default();
+        let mut rows: Vec<&GpuProcess> = snapshot
+            .processes
+            .iter()
+            .filter(|p| self.selection.shows_process(p) && query.matches(p))
+            .collect();
+        sort::by_key(&mut rows, self.sort, self.reverse);
+        rows
+    }
+
+    /// The identities of the rows on screen, in order.
+    fn row_keys(&self) -> Vec<ProcessKey> {
+        self.rows().into_iter().map(ProcessKey::of).collect()
+    }
+
+    /// Where the selection is among `rows`.
+    pub fn selected_index(&self, rows: &[&GpuProcess]) -> Option<usize> {
+        let key = self.selected?;
+        rows.iter().position(|p| ProcessKey::of(p) == key)
+    }
+
+    pub fn selected_process(&self) -> Option<&GpuProcess> {
+        let rows = self.rows();
+        let index = self.selected_index(&rows)?;
+        Some(rows[index])
+    }
+
+    fn select_index(&mut self, keys: &[ProcessKey], index: usize) {
+        if keys.is_empty() {
+            self.selected = None;
+            return;
+        }
+        let index = index.min(keys.len() - 1);
+        self.selected = Some(keys[index]);
+        self.keep_visible(index);
+    }
+
+    fn selected_position(&self, keys: &[ProcessKey]) -> Option<usize> {
+        let key = self.selected?;
+        keys.iter().position(|k| *k == key)
+    }
+
+    fn keep_visible(&mut self, index: usize) {
+        let height = self.table_rows.max(1);
+        if index < self.scroll {
+            self.scroll = index;
+        } else if index >= self.scroll + height {
+            self.scroll = index + 1 - height;
+        }
+    }
+
+    fn move_selection(&mut self, delta: isize) {
+        let keys = self.row_keys();
+        if keys.is_empty() {
+            return;
+        }
+        let next = match self.selected_position(&keys) {
+            None if delta >= 0 => 0,
+            None => keys.len() - 1,
+            Some(i) => i.saturating_add_signed(delta).min(keys.len() - 1),
+        };
+        self.select_index(&keys, next);
+    }
+
+    /// Targets of a signal: the tagged processes, else the selected one.
+    fn targets(&self) -> Vec<Target> {
+        let Some(snapshot) = &self.snapshot else {
+            return Vec::new();
+        };
+        let chosen: Vec<&GpuProcess> = if self.tagged.is_empty() {
+            self.selected_process().into_iter().collect()
+        } else {
+            snapshot
+                .processes
+                .iter()
+                .filter(|p| self.tagged.contains(&p.pid))
+                .collect()
+        };
+        let mut targets: Vec<Target> = Vec::new();
+        for p in chosen {
+            if targets.iter().any(|t| t.pid == p.pid) {
+                continue; // the same process on several GPUs is one target
+            }
+            targets.push(Target {
+                pid: p.pid,
+                start_time: p.host.start_time.get(),
+                uid: p.host.uid.get(),
+                user: p.host.user.value().cloned().unwrap_or_else(|| "?".into()),
+                command: p.host.command.value().cloned().unwrap_or_else(|| "?".into()),
+            });
+        }
+        targets.sort_by_key(|t| t.pid);
+        targets
+    }
+
+    fn accept_snapshot(&mut self, snapshot: Arc<Snapshot>) {
+        let alive: BTreeSet<ProcessKey> = snapshot.processes.iter().map(ProcessKey::of).collect();
+        for p in &snapshot.processes {
+            self.history.entry(ProcessKey::of(p)).or_default().push(p);
+        }
+        // Keep the history of the process on the details screen even after it ends.
+        let keep = self.selected;
+        self.history.retain(|k, _| alive.contains(k) || Some(*k) == keep);
+        let pids: BTreeSet<u32> = snapshot.processes.iter().map(|p| p.pid).collect();
+        self.tagged.retain(|pid| pids.contains(pid));
+        self.snapshot = Some(snapshot);
+        let keys = self.row_keys();
+        if let Some(index) = self.selected_position(&keys) {
+            self.keep_visible(index);
+        }
+        self.scroll = self.scroll.min(keys.len().saturating_sub(1));
+    }
+
+    /// Applies one action; returns the effects to run.
+    pub fn update(&mut self, action: Action) -> Vec<Effect> {
+        // `o`/`O` waits for exactly one more key.
+        if !matches!(action, Action::SortPrefix { .. } | Action::Snapshot(_)) {
+            self.sort_prefix = None;
+        }
+        match action {
+            Action::Quit => return vec![Effect::Quit],
+            Action::Suspend => return vec![Effect::Suspend],
+            Action::Redraw => return vec![Effect::Redraw],
+            Action::Snapshot(snapshot) => self.accept_snapshot(snapshot),
+            Action::Help => {
+                if self.screen != Screen::Help {
+                    self.previous = self.screen;
+                    self.screen = Screen::Help;
+                }
+            }
+            Action::Back => match self.screen {
+                Screen::Help | Screen::Environment => self.screen = self.previous,
+                _ => self.screen = Screen::Main,
+            },
+            Action::Up => self.move_selection(-1),
+            Action::Down => self.move_selection(1),
+            Action::PageUp => self.move_selection(-(self.table_rows.max(1) as isize)),
+            Action::PageDown => self.move_selection(self.table_rows.max(1) as isize),
+            Action::Home => {
+                let keys = self.row_keys();
+                self.select_index(&keys, 0);
+            }
+            Action::End => {
+                let keys = self.row_keys();
+                self.select_index(&keys, usize::MAX);
+            }
+            Action::Scroll(delta) => self.move_selection(delta as isize),
+            Action::ClickRow(offset) => {
+                let keys = self.row_keys();
+                if self.scroll + offset < keys.len() {
+                    self.select_index(&keys, self.scroll + offset);
+                }
+            }
+            Action::SortNext | Action::SortPrevious => {
+                self.sort = if action == Action::SortNext {
+                    self.sort.next()
+                } else {
+                    self.sort.previous()
+                };
+                self.reverse = false;
+                self.status = Some(format!("Sorted by {}", self.sort.name()));
+            }
+            Action::SortPrefix { reverse } => self.sort_prefix = Some(reverse),
+            Action::SortBy { key, reverse } => {
+                self.sort = key;
+                self.reverse = reverse;
+                self.status = Some(format!(
+                    "Sorted by {}{}",
+                    key.name(),
+                    if reverse { ", reversed" } else { "" }
+                ));
+            }
+            Action::StartFilter => self.filter_editing = true,
+            Action::FilterInput(c) => {
+                self.filter.push(c);
+                self.check_filter();
+            }
+            Action::FilterBackspace => {
+                self.filter.pop();
+                self.check_filter();
+            }
+            Action::FilterAccept => self.filter_editing = false,
+            Action::FilterClear => {
+                self.filter.clear();
+                self.filter_editing = false;
+                self.filter_error = None;
+            }
+            Action::Tag => {
+                if let Some(p) = self.selected_process() {
+                    let pid = p.pid;
+                    if !self.tagged.remove(&pid) {
+                        self.tagged.insert(pid);
+                    }
+                    self.move_selection(1);
+                }
+            }
+            Action::ClearTags => {
+                self.tagged.clear();
+                self.selected = None;
+            }
+            Action::AskSignal(signal) => {
+                if self.readonly {
+                    self.status = Some("Read-only: signals are disabled".into());
+                } else {
+                    let targets = self.targets();
+                    if targets.is_empty() {
+                        self.status = Some("Select a process (arrows) or tag some (Space) first".into());
+                    } else {
+                        self.confirmation = Some(Confirmation { signal, targets });
+                    }
+                }
+            }
+            Action::Confirm => {
+                if let Some(Confirmation { signal, targets }) = self.confirmation.take()
+                    && !self.readonly
+                {
+                    self.tagged.clear();
+                    return vec![Effect::Send { signal, targets }];
+                }
+            }
+            Action::Cancel => {
+                self.confirmation = None;
+                self.status = Some("Cancelled".into());
+            }
+            Action::SignalsSent(outcomes) => self.status = Some(outcomes.join("; ")),
+            Action::Details => {
+                if self.selected_process().is_some() {
+                    self.screen = Screen::Details;
+                }
+            }
+            Action::Environment => {
+                if let Some(p) = self.selected_process() {
+                    let pid = p.pid;
+                    self.previous = self.screen;
+                    self.screen = Screen::Environment;
+                    self.environment = None;
+                    return vec![Effect::ReadEnvironment { pid }];
+                }
+            }
+            Action::EnvironmentRead(result) => {
+                if let Some(p) = self.selected_process() {
+                    self.environment = Some((p.pid, result));
+                }
+            }
+            Action::Tree => {
+                self.screen = if self.screen == Screen::Tree {
+                    Screen::Main
+                } else {
+                    Screen::Tree
+                };
+            }
+            Action::Layout(mode) => self.layout = mode,
+        }
+        Vec::new()
+    }
+
+    fn check_filter(&mut self) {
+        self.filter_error = Query::parse(&self.filter).err();
+        let keys = self.row_keys();
+        self.scroll = 0;
+        match self.selected_position(&keys) {
+            Some(index) => self.keep_visible(index),
+            None => self.selected = None,
+        }
+    }
+
+    /// Devices and processes over an `[alert]` threshold, as short labels.
+    pub fn over_threshold(&self) -> Vec<String> {
+        let Some(snapshot) = &self.snapshot else {
+            return Vec::new();
+        };
+        let alert = &self.settings.alert;
+        let mut out = Vec::new();
+        for d in &snapshot.devices {
+            if let Some(pct) = d.memory_percent().filter(|p| *p > alert.memory_usage_threshold) {
+                out.push(format!("GPU {} memory {pct:.0}%", d.index));
+            }
+            if let Some(util) = d
+                .utilization_gpu
+                .get()
+                .filter(|u| f64::from(*u) > alert.gpu_utilization_threshold)
+            {
+                out.push(format!("GPU {} utilization {util}%", d.index));
+            }
+            if let Some(t) = d
+                .temperature
+                .get()
+                .filter(|t| f64::from(*t) > alert.temperature_threshold)
+            {
+                out.push(format!("GPU {} temperature {t}C", d.index));
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,177 @@
+//! The interactive runtime: one event loop fed by the collector, the keyboard/mouse thread
+//! and a signal thread. It turns events into actions, runs the effects `update` returns
+//! (signals, /proc reads, suspend) and redraws only after something happened.
+
+use std::sync::Arc;
+use std::sync::mpsc::{self, Sender};
+use std::thread;
+use std::time::Duration;
+
+use ratatui::crossterm::event::{self, Event as TermEvent, KeyEventKind, MouseButton, MouseEventKind};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+use crate::app::filter::Selection;
+use crate::app::keys;
+use crate::app::state::{Action, App, Effect, Screen};
+use crate::collect::{Collector, Source};
+use crate::config::Settings;
+use crate::model::Snapshot;
+use crate::signal;
+use crate::tui::Tui;
+use crate::ui::{self, TableGeometry, theme::Theme};
+
+/// What wakes the loop.
+enum Event {
+    Snapshot(Arc<Snapshot>),
+    Terminal(TermEvent),
+    /// The terminal is gone (read failed): quit instead of spinning.
+    TerminalClosed,
+    /// SIGTERM, SIGHUP or SIGINT from outside.
+    Signal(i32),
+}
+
+/// How the interactive view ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    Quit,
+    /// Ended by this signal; the exit status is 128 + signal.
+    Signal(i32),
+    TerminalClosed,
+}
+
+fn spawn_input(events: Sender<Event>) {
+    let _ = thread::Builder::new().name("gputop-input".into()).spawn(move || {
+        loop {
+            let event = match event::read() {
+                Ok(event) => Event::Terminal(event),
+                Err(_) => Event::TerminalClosed,
+            };
+            let closed = matches!(event, Event::TerminalClosed);
+            if events.send(event).is_err() || closed {
+                return;
+            }
+        }
+    });
+}
+
+fn spawn_signals(events: Sender<Event>) -> std::io::Result<signal_hook::iterator::Handle> {
+    let mut signals = Signals::new([SIGTERM, SIGHUP, SIGINT])?;
+    let handle = signals.handle();
+    thread::Builder::new()
+        .name("gputop-signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                if events.send(Event::Signal(signal)).is_err() {
+                    return;
+                }
+            }
+        })?;
+    Ok(handle)
+}
+
+/// Mouse: a click on a row selects it, on a header sorts by it; the wheel moves the selection.
+fn mouse_action(
+    app: &App,
+    geometry: &TableGeometry,
+    kind: MouseEventKind,
+    column: u16,
+    row: u16,
+) -> Option<Action> {
+    if app.screen != Screen::Main || app.confirmation.is_some() {
+        return None;
+    }
+    match kind {
+        MouseEventKind::ScrollDown => Some(Action::Scroll(1)),
+        MouseEventKind::ScrollUp => Some(Action::Scroll(-1)),
+        MouseEventKind::Down(MouseButton::Left | MouseButton::Right) => {
+            if row == geometry.header_y {
+                let (_, _, key) = geometry
+                    .columns
+                    .iter()
+                    .find(|(x0, x1, _)| (*x0..*x1).contains(&column))?;
+                let reverse = app.sort == *key && !app.reverse;
+                Some(Action::SortBy { key: *key, reverse })
+            } else if row >= geometry.first_row_y && row < geometry.first_row_y + geometry.rows {
+                Some(Action::ClickRow(usize::from(row - geometry.first_row_y)))
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Runs the interactive view until the user quits, a signal arrives or the terminal goes.
+pub fn run(
+    source: Source,
+    settings: &Settings,
+    selection: Selection,
+    readonly: bool,
+    theme: Theme,
+) -> std::io::Result<Ending> {
+    let interval = Duration::from_secs_f64(settings.display.refresh_interval);
+    let (events, inbox) = mpsc::channel();
+    let snapshots = events.clone();
+    let collector = Collector::spawn_with(
+        source,
+        interval,
+        Box::new(move |snapshot| snapshots.send(Event::Snapshot(snapshot)).is_ok()),
+    )?;
+    let signal_handle = spawn_signals(events.clone())?;
+    let mut tui = Tui::enter()?;
+    spawn_input(events);
+
+    // SAFETY: getuid has no preconditions.
+    let my_uid = Some(unsafe { libc::getuid() });
+    let mut app = App::new(settings.clone(), selection, readonly, my_uid);
+    let mut geometry = tui.draw(|frame| ui::draw(frame, &mut app, &theme))?;
+    let ending = 'events: loop {
+        let Ok(event) = inbox.recv() else {
+            break Ending::TerminalClosed;
+        };
+        let actions: Vec<Action> = match event {
+            Event::Snapshot(snapshot) => vec![Action::Snapshot(snapshot)],
+            Event::Terminal(TermEvent::Key(key)) if key.kind == KeyEventKind::Press => {
+                keys::decode(&app, &key).into_iter().collect()
+            }
+            Event::Terminal(TermEvent::Mouse(mouse)) => {
+                mouse_action(&app, &geometry, mouse.kind, mouse.column, mouse.row)
+                    .into_iter()
+                    .collect()
+            }
+            Event::Terminal(TermEvent::Resize(..)) => Vec::new(),
+            Event::Terminal(_) => continue,
+            Event::TerminalClosed => break Ending::TerminalClosed,
+            Event::Signal(signal) => break Ending::Signal(signal),
+        };
+        for action in actions {
+            for effect in app.update(action) {
+                match effect {
+                    Effect::Quit => break 'events Ending::Quit,
+                    Effect::Send { signal, targets } => {
+                        let outcomes = targets
+                            .iter()
+                            .map(|target| signal::send(target, signal).describe(signal, target))
+                            .collect();
+                        app.update(Action::SignalsSent(outcomes));
+                    }
+                    Effect::ReadEnvironment { pid } => {
+                        app.update(Action::EnvironmentRead(signal::environment(pid)));
+                    }
+                    Effect::Suspend => tui.suspend()?,
+                    Effect::Redraw => tui.clear()?,
+                }
+            }
+        }
+        match tui.draw(|frame| ui::draw(frame, &mut app, &theme)) {
+            Ok(drawn) => geometry = drawn,
+            // The terminal went away under us.
+            Err(_) => break Ending::TerminalClosed,
+        }
+    };
+    drop(tui);
+    signal_handle.close();
+    drop(collector);
+    Ok(ending)
+}

@@ -1,0 +1,245 @@
+//! Safe process signalling: pin the process with a pidfd, check it is still the one the user
+//! confirmed (start time and owner), then signal through the pidfd. On kernels without pidfd,
+//! the same checks and then `kill(2)`. Never PID 0, 1 or gputop itself.
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+
+use crate::app::state::{Signal, Target};
+
+/// What happened to one target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Sent,
+    /// The process had already exited.
+    Gone,
+    /// The PID now belongs to another process (different start time or owner).
+    Replaced,
+    NotPermitted {
+        owner: String,
+    },
+    Refused(&'static str),
+    Failed(String),
+}
+
+impl Outcome {
+    /// The status-line text for `target`.
+    pub fn describe(&self, signal: Signal, target: &Target) -> String {
+        let pid = target.pid;
+        match self {
+            Self::Sent => format!("{} sent to PID {pid}", signal.name()),
+            Self::Gone => format!("PID {pid} had already exited"),
+            Self::Replaced => format!("refused: PID {pid} now belongs to another process"),
+            Self::NotPermitted { owner } => format!("not permitted: PID {pid} is owned by {owner}"),
+            Self::Refused(why) => format!("refused: PID {pid} {why}"),
+            Self::Failed(error) => format!("{} to PID {pid} failed: {error}", signal.name()),
+        }
+    }
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// Start time of a process in seconds since the epoch, as sysinfo computes it.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Field 22 (starttime); fields after the command, which sits in parentheses.
+    let after = stat.rsplit_once(')')?.1;
+    let ticks: u64 = after.split_whitespace().nth(19)?.parse().ok()?;
+    let boot: u64 = fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Some(boot + ticks / hz)
+}
+
+fn owner_name(uid: u32) -> String {
+    fs::read_to_string("/etc/passwd")
+        .ok()
+        .and_then(|passwd| {
+            passwd.lines().find_map(|line| {
+                let mut fields = line.split(':');
+                let name = fields.next()?;
+                (fields.nth(1)? == uid.to_string()).then(|| name.to_string())
+            })
+        })
+        .unwrap_or_else(|| format!("uid {uid}"))
+}
+
+/// Whether the process now at `target.pid` is the one the user confirmed.
+fn same_process(target: &Target) -> Result<(), Outcome> {
+    let Some(expected) = target.start_time else {
+        return Err(Outcome::Refused(
+            "has no known start time to check its identity against",
+        ));
+    };
+    let metadata = fs::metadata(format!("/proc/{}", target.pid)).map_err(|_| Outcome::Gone)?;
+    let now = start_time(target.pid).ok_or(Outcome::Gone)?;
+    if now.abs_diff(expected) > 1 || target.uid.is_some_and(|uid| uid != metadata.uid()) {
+        return Err(Outcome::Replaced);
+    }
+    Ok(())
+}
+
+fn classify(errno: i32, pid: u32) -> Outcome {
+    match errno {
+        libc::ESRCH => Outcome::Gone,
+        libc::EPERM => {
+            let owner = fs::metadata(format!("/proc/{pid}"))
+                .map_or_else(|_| "another user".into(), |m| owner_name(m.uid()));
+            Outcome::NotPermitted { owner }
+        }
+        other => Outcome::Failed(std::io::Error::from_raw_os_error(other).to_string()),
+    }
+}
+
+/// Sends `signal` to exactly the process the user confirmed, or says why not.
+pub fn send(target: &Target, signal: Signal) -> Outcome {
+    let pid = target.pid;
+    if pid == 0 || pid == 1 {
+        return Outcome::Refused("is never signalled");
+    }
+    if pid == std::process::id() {
+        return Outcome::Refused("is gputop itself");
+    }
+    let Ok(raw_pid) = libc::pid_t::try_from(pid) else {
+        return Outcome::Refused("is out of range");
+    };
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, raw_pid, 0) };
+    if pidfd < 0 {
+        let error = errno();
+        if error != libc::ENOSYS {
+            return classify(error, pid);
+        }
+        // No pidfd (Linux < 5.3): check, then kill; a PID reused in between is the residual risk.
+        if let Err(outcome) = same_process(target) {
+            return outcome;
+        }
+        // SAFETY: kill with a checked, positive pid.
+        return if unsafe { libc::kill(raw_pid, signal.number()) } == 0 {
+            Outcome::Sent
+        } else {
+            classify(errno(), pid)
+        };
+    }
+    let pidfd = pidfd as libc::c_int;
+    // The pidfd pins the process: if it is the confirmed one now, the signal reaches it.
+    let outcome = match same_process(target) {
+        Err(outcome) => outcome,
+        Ok(()) => {
+            // SAFETY: a pidfd we own, a valid signal number, no siginfo, no flags.
+            let result = unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    pidfd,
+                    signal.number(),
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0,
+                )
+            };
+            if result == 0 {
+                Outcome::Sent
+            } else {
+                classify(errno(), pid)
+            }
+        }
+    };
+    // SAFETY: closing the descriptor pidfd_open gave us.
+    unsafe { libc::close(pidfd) };
+    outcome
+}
+
+/// The environment of a process, one `NAME=value` per entry.
+pub fn environment(pid: u32) -> Result<Vec<String>, String> {
+    match fs::read(format!("/proc/{pid}/environ")) {
+        Ok(bytes) => Ok(bytes
+            .split(|b| *b == 0)
+            .filter(|v| !v.is_empty())
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .collect()),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            Err(format!("no permission to read the environment of PID {pid}"))
+        }
+        Err(_) => Err(format!("PID {pid} has exited")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn target_of(child: &std::process::Child) -> Target {
+        let pid = child.id();
+        Target {
+            pid,
+            start_time: start_time(pid),
+            uid: fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid()),
+            user: "me".into(),
+            command: "sleep".into(),
+        }
+    }
+
+    #[test]
+    fn a_confirmed_process_is_killed_and_nothing_else() {
+        let mut victim = Command::new("sleep").arg("600").spawn().unwrap();
+        let mut bystander = Command::new("sleep").arg("600").spawn().unwrap();
+        let target = target_of(&victim);
+        assert_eq!(send(&target, Signal::Kill), Outcome::Sent);
+        let status = victim.wait().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(libc::SIGKILL)
+        );
+        assert!(bystander.try_wait().unwrap().is_none(), "the other process lives");
+        assert_eq!(send(&target, Signal::Kill), Outcome::Gone, "reaped: gone");
+        bystander.kill().unwrap();
+        bystander.wait().unwrap();
+    }
+
+    #[test]
+    fn a_different_start_time_or_owner_is_refused() {
+        let mut child = Command::new("sleep").arg("600").spawn().unwrap();
+        let mut target = target_of(&child);
+        target.start_time = target.start_time.map(|t| t - 100);
+        assert_eq!(send(&target, Signal::Kill), Outcome::Replaced);
+        let mut target = target_of(&child);
+        target.uid = target.uid.map(|u| u + 1);
+        assert_eq!(send(&target, Signal::Kill), Outcome::Replaced);
+        target.start_time = None;
+        assert!(matches!(send(&target, Signal::Kill), Outcome::Refused(_)));
+        assert!(child.try_wait().unwrap().is_none(), "still alive");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn init_zero_and_self_are_never_signalled() {
+        let me = Target {
+            pid: std::process::id(),
+            start_time: Some(0),
+            uid: None,
+            user: String::new(),
+            command: String::new(),
+        };
+        assert_eq!(send(&me, Signal::Kill), Outcome::Refused("is gputop itself"));
+        for pid in [0, 1] {
+            let t = Target { pid, ..me.clone() };
+            assert_eq!(send(&t, Signal::Kill), Outcome::Refused("is never signalled"));
+        }
+    }
+
+    #[test]
+    fn environment_is_split_into_entries() {
+        let vars = environment(std::process::id()).unwrap();
+        assert!(vars.iter().any(|v| v.starts_with("PATH=")), "{vars:?}");
+        assert!(environment(u32::MAX - 1).is_err());
+    }
+}

@@ -1,0 +1,457 @@
+//! Drawing: every screen as a pure function of the app state into a ratatui frame.
+//!
+//! Nothing here does I/O. Every string from outside (GPU names, users, command lines,
+//! environment) passes through `report::sanitize` before it is drawn. The renderer records the
+//! table geometry in the app state so mouse clicks can be mapped to rows and columns.
+
+mod screens;
+pub mod theme;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Row, Table};
+
+use crate::app::sort::SortKey;
+use crate::app::state::{App, LayoutMode, ProcessKey, Screen};
+use crate::model::{Device, DeviceStatus, GpuProcess, Reading, Snapshot};
+use crate::report::{human_bytes, human_duration, sanitize};
+use theme::{Load, Theme};
+
+/// Below this the screen shows a notice instead of the panels.
+pub const MIN_WIDTH: u16 = 60;
+pub const MIN_HEIGHT: u16 = 12;
+
+/// Where the process table landed, for the mouse.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TableGeometry {
+    /// Screen row of the first process row.
+    pub first_row_y: u16,
+    pub rows: u16,
+    pub header_y: u16,
+    /// Column spans of the header: (x start, x end, sort key).
+    pub columns: Vec<(u16, u16, SortKey)>,
+}
+
+/// Draws the current screen. Returns the table geometry of the main screen.
+pub fn draw(frame: &mut Frame, app: &mut App, theme: &Theme) -> TableGeometry {
+    let area = frame.area();
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        let text = format!(
+            "Terminal too small: {}x{}. gputop needs at least {MIN_WIDTH}x{MIN_HEIGHT}; enlarge it or press q.",
+            area.width, area.height
+        );
+        frame.render_widget(
+            Paragraph::new(text).wrap(ratatui::widgets::Wrap { trim: true }),
+            area,
+        );
+        return TableGeometry::default();
+    }
+    let Some(snapshot) = app.snapshot.clone() else {
+        frame.render_widget(Paragraph::new("gputop: reading the GPUs..."), area);
+        return TableGeometry::default();
+    };
+    let mut geometry = TableGeometry::default();
+    match app.screen {
+        Screen::Main => geometry = main_screen(frame, area, app, &snapshot, theme),
+        Screen::Help => screens::help(frame, area, app, theme),
+        Screen::Details => screens::details(frame, area, app, theme),
+        Screen::Environment => screens::environment(frame, area, app, theme),
+        Screen::Tree => screens::tree(frame, area, app, theme),
+    }
+    if let Some(confirmation) = &app.confirmation {
+        screens::confirmation(frame, area, confirmation, theme);
+    }
+    geometry
+}
+
+fn percent_of(used: u64, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        used as f64 * 100.0 / total as f64
+    }
+}
+
+fn na<T>(reading: &Reading<T>, show: impl FnOnce(&T) -> String) -> String {
+    reading.value().map_or_else(|| "N/A".to_string(), show)
+}
+
+/// Whether the device panel uses two lines per GPU.
+fn full_layout(app: &App, devices: usize, height: u16) -> bool {
+    match app.layout {
+        LayoutMode::Full => true,
+        LayoutMode::Compact => false,
+        // Two lines per GPU while at least 5 process rows remain.
+        LayoutMode::Auto => (devices * 2 + 9) as u16 <= height,
+    }
+}
+
+fn header_line(snapshot: &Snapshot, app: &App, theme: &Theme) -> Line<'static> {
+    let driver = &snapshot.driver;
+    let mut spans = vec![
+        Span::styled("gputop ", theme.title()),
+        Span::raw(format!(
+            "{}  driver {}  CUDA {}  ",
+            sanitize(&snapshot.hostname),
+            na(&driver.driver_version, |v| sanitize(v)),
+            na(&driver.cuda_driver_version, |v| sanitize(v)),
+        )),
+    ];
+    let over = app.over_threshold();
+    if !over.is_empty() {
+        spans.push(Span::styled(
+            format!(" {} over threshold: {} ", over.len(), over.join(", ")),
+            theme.alert(),
+        ));
+    }
+    Line::from(spans)
+}
+
+/// The lines of one GPU in the device panel.
+fn device_lines(d: &Device, app: &App, theme: &Theme, full: bool, width: u16) -> Vec<Line<'static>> {
+    let name = na(&d.name, |n| sanitize(n));
+    if let DeviceStatus::Lost(reason) | DeviceStatus::Failed(reason) = &d.status {
+        let label = if matches!(d.status, DeviceStatus::Lost(_)) {
+            "LOST"
+        } else {
+            "ERROR"
+        };
+        return vec![Line::from(vec![
+            Span::raw(format!("{:>2}  {name}  ", d.index)),
+            Span::styled(format!("{label}: {}", sanitize(reason)), theme.error()),
+        ])];
+    }
+    let display = &app.settings.display;
+    let alert = &app.settings.alert;
+    let mem_pct = d.memory_percent();
+    let util = d.utilization_gpu.get().map(f64::from);
+    let bar_width = if width >= 140 {
+        20
+    } else if width >= 100 {
+        12
+    } else {
+        6
+    };
+    let over_mem = mem_pct.is_some_and(|p| p > alert.memory_usage_threshold);
+    let over_util = util.is_some_and(|u| u > alert.gpu_utilization_threshold);
+    let over_temp = d
+        .temperature
+        .get()
+        .is_some_and(|t| f64::from(t) > alert.temperature_threshold);
+    let mark = if over_mem || over_util || over_temp {
+        "!"
+    } else {
+        " "
+    };
+    let mem_style = mem_pct.map_or(Style::new(), |p| {
+        theme.load(Load::of(p, display.memory_low, display.memory_high))
+    });
+    let util_style = util.map_or(Style::new(), |u| {
+        theme.load(Load::of(u, display.utilization_low, display.utilization_high))
+    });
+    let memory = na(&d.memory, |m| {
+        format!("{}/{}", human_bytes(m.used), human_bytes(m.total))
+    });
+    let peak = d
+        .utilization_gpu_window
+        .value()
+        .map_or(String::new(), |w| format!(" peak {:.0}%", w.peak));
+    let temp_style = if over_temp { theme.error() } else { Style::new() };
+    let mut first = vec![
+        Span::styled(mark.to_string(), theme.error()),
+        Span::raw(format!("{:>2} {:<22.22} ", d.index, name)),
+        Span::raw(format!("FAN {:>4} ", na(&d.fan_speed(), |f| format!("{f}%")))),
+        Span::styled(
+            format!("{:>4} ", na(&d.temperature, |t| format!("{t}C"))),
+            temp_style,
+        ),
+        Span::raw(format!("P{:<2} ", na(&d.performance_state, u32::to_string))),
+        Span::raw(format!(
+            "{:>10} ",
+            format!(
+                "{}/{}",
+                na(&d.power_usage_mw, |mw| format!("{:.0}", f64::from(*mw) / 1000.0)),
+                na(&d.power_limit_mw, |mw| format!("{:.0}W", f64::from(*mw) / 1000.0))
+            )
+        )),
+        Span::raw("MEM "),
+        Span::styled(theme.bar(mem_pct.unwrap_or(0.0), bar_width), mem_style),
+        Span::styled(
+            format!(" {:>4} ", mem_pct.map_or("N/A".into(), |p| format!("{p:.0}%"))),
+            mem_style,
+        ),
+        Span::raw(format!("{memory:<17} ")),
+        Span::raw("UTIL "),
+        Span::styled(theme.bar(util.unwrap_or(0.0), bar_width), util_style),
+        Span::styled(
+            format!(" {:>4}", na(&d.utilization_gpu, |u| format!("{u}%"))),
+            util_style,
+        ),
+        Span::raw(peak),
+    ];
+    if !full {
+        return vec![Line::from(std::mem::take(&mut first))];
+    }
+    let second = Line::from(format!(
+        "    SM {:>9}  MEM {:>9}  PCIe RX {:>10} TX {:>10}  ENC {:>4} DEC {:>4}  ECC {}  {}",
+        na(&d.clocks.sm, |c| format!("{c}MHz")),
+        na(&d.clocks.memory, |c| format!("{c}MHz")),
+        na(&d.pcie_rx_kbps, |k| format!(
+            "{}/s",
+            human_bytes(u64::from(*k) * 1024)
+        )),
+        na(&d.pcie_tx_kbps, |k| format!(
+            "{}/s",
+            human_bytes(u64::from(*k) * 1024)
+        )),
+        na(&d.encoder, |e| format!("{e}%")),
+        na(&d.decoder, |e| format!("{e}%")),
+        na(&d.ecc_uncorrected_volatile, u64::to_string),
+        na(&d.memory, |m| format!("reserved {}", human_bytes(m.reserved))),
+    ));
+    vec![Line::from(first), second]
+}
+
+fn host_line(snapshot: &Snapshot) -> Line<'static> {
+    let h = &snapshot.host;
+    let mem = match (h.memory_used_bytes.get(), h.memory_total_bytes.get()) {
+        (Some(u), Some(t)) => format!("{:.1}% of {}", percent_of(u, t), human_bytes(t)),
+        _ => "N/A".into(),
+    };
+    let swap = match (h.swap_used_bytes.get(), h.swap_total_bytes.get()) {
+        (Some(u), Some(t)) if t > 0 => format!("{:.1}%", percent_of(u, t)),
+        (Some(_), Some(_)) => "none".into(),
+        _ => "N/A".into(),
+    };
+    Line::from(format!(
+        " CPU {}  MEM {mem}  SWP {swap}  LOAD {}  UP {}",
+        na(&h.cpu_percent, |c| format!("{c:.1}%")),
+        na(&h.load_average, |l| format!(
+            "{:.2} {:.2} {:.2}",
+            l[0], l[1], l[2]
+        )),
+        na(&h.uptime_seconds, |s| human_duration(*s)),
+    ))
+}
+
+/// Columns of the process table: header, width, sort key, right-aligned.
+const COLUMNS: [(&str, u16, Option<SortKey>, bool); 11] = [
+    ("GPU", 3, Some(SortKey::Natural), true),
+    ("PID", 8, Some(SortKey::Pid), true),
+    ("TYPE", 4, None, false),
+    ("USER", 10, Some(SortKey::User), false),
+    ("GPU-MEM", 9, Some(SortKey::GpuMemory), true),
+    ("%SM", 4, Some(SortKey::Sm), true),
+    ("%GMBW", 5, Some(SortKey::MemoryBandwidth), true),
+    ("%CPU", 6, Some(SortKey::Cpu), true),
+    ("%MEM", 5, Some(SortKey::HostMemory), true),
+    ("TIME", 10, Some(SortKey::Time), true),
+    ("COMMAND", 0, None, false),
+];
+
+fn process_cells(p: &GpuProcess, snapshot: &Snapshot) -> [String; 11] {
+    let host_total = snapshot.host.memory_total_bytes.get().unwrap_or(0);
+    [
+        p.gpu_index.to_string(),
+        p.pid.to_string(),
+        p.kind.label().to_string(),
+        na(&p.host.user, |u| sanitize(u)),
+        na(&p.gpu_memory_bytes, |b| human_bytes(*b)),
+        na(&p.sm_percent, u32::to_string),
+        na(&p.memory_bandwidth_percent, u32::to_string),
+        na(&p.host.cpu_percent, |c| format!("{c:.1}")),
+        na(&p.host.memory_bytes, |b| {
+            format!("{:.1}", percent_of(*b, host_total))
+        }),
+        na(&p.host.running_seconds, |s| human_duration(*s)),
+        match &p.host.command {
+            Reading::Value(c) => sanitize(c),
+            Reading::NotSupported => "N/A".into(),
+            Reading::Failed(reason) => format!("({})", sanitize(reason)),
+        },
+    ]
+}
+
+fn main_screen(
+    frame: &mut Frame,
+    area: Rect,
+    app: &mut App,
+    snapshot: &Snapshot,
+    theme: &Theme,
+) -> TableGeometry {
+    let devices: Vec<&Device> = snapshot
+        .devices
+        .iter()
+        .filter(|d| app.selection.shows_gpu(d.index))
+        .collect();
+    let full = full_layout(app, devices.len(), area.height);
+    let device_lines: Vec<Line> = devices
+        .iter()
+        .flat_map(|d| device_lines(d, app, theme, full, area.width))
+        .collect();
+    let [header, panel, host, table_area, footer] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(device_lines.len() as u16),
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    frame.render_widget(Paragraph::new(header_line(snapshot, app, theme)), header);
+    frame.render_widget(Paragraph::new(device_lines), panel);
+    frame.render_widget(Paragraph::new(host_line(snapshot)).style(theme.dim()), host);
+
+    let rows = app.rows();
+    let visible = table_area.height.saturating_sub(1) as usize;
+    let selected = app.selected_index(&rows);
+    let (up, down) = theme.sort_marks();
+    let descending = app.sort.descending_by_default() != app.reverse;
+    let mut x = table_area.x;
+    let mut columns = Vec::new();
+    let header_cells: Vec<Span> = COLUMNS
+        .iter()
+        .map(|(name, width, key, _)| {
+            let sorted = *key == Some(app.sort);
+            let label = if sorted {
+                format!("{name}{}", if descending { down } else { up })
+            } else {
+                name.to_string()
+            };
+            let width = if *width == 0 {
+                table_area.width.saturating_sub(x - table_area.x)
+            } else {
+                *width
+            };
+            if let Some(key) = key {
+                columns.push((x, x + width, *key));
+            }
+            x += width + 1;
+            Span::styled(
+                label,
+                if sorted {
+                    theme.sorted_header()
+                } else {
+                    theme.header()
+                },
+            )
+        })
+        .collect();
+    let my_uid = app.my_uid;
+    let alert_memory = app.settings.alert.memory_usage_threshold;
+    let device_total = |gpu: u32| {
+        snapshot
+            .devices
+            .iter()
+            .find(|d| d.index == gpu)
+            .and_then(|d| d.memory.get())
+            .map(|m| m.total)
+    };
+    let table_rows: Vec<Row> = rows
+        .iter()
+        .enumerate()
+        .skip(app.scroll)
+        .take(visible)
+        .map(|(i, p)| {
+            let cells = process_cells(p, snapshot);
+            let mut style = Style::new();
+            if my_uid.is_some() && p.host.uid.get() != my_uid {
+                style = style.patch(theme.dim());
+            }
+            let over = match (p.gpu_memory_bytes.get(), device_total(p.gpu_index)) {
+                (Some(b), Some(t)) => percent_of(b, t) > alert_memory,
+                _ => false,
+            };
+            if over {
+                style = style.patch(theme.error());
+            }
+            if app.tagged.contains(&p.pid) {
+                style = style.patch(theme.tagged());
+            }
+            if Some(i) == selected {
+                style = style.patch(theme.selected());
+            }
+            let cells: Vec<String> = cells
+                .iter()
+                .zip(COLUMNS.iter())
+                .map(|(cell, (_, width, _, right))| {
+                    if *right {
+                        format!("{cell:>w$}", w = *width as usize)
+                    } else {
+                        cell.clone()
+                    }
+                })
+                .collect();
+            Row::new(cells).style(style)
+        })
+        .collect();
+    let widths: Vec<Constraint> = COLUMNS
+        .iter()
+        .map(|(_, w, _, _)| {
+            if *w == 0 {
+                Constraint::Fill(1)
+            } else {
+                Constraint::Length(*w)
+            }
+        })
+        .collect();
+    let empty = rows.is_empty();
+    let table = Table::new(table_rows, widths)
+        .header(Row::new(header_cells))
+        .column_spacing(1);
+    frame.render_widget(table, table_area);
+    if empty {
+        let message = if app.filter.is_empty() {
+            "No GPU processes."
+        } else {
+            "No process matches the filter."
+        };
+        let below = Rect {
+            y: table_area.y + 1,
+            height: 1,
+            ..table_area
+        };
+        frame.render_widget(Paragraph::new(message).style(theme.dim()), below);
+    }
+    frame.render_widget(footer_line(app, rows.len(), theme), footer);
+    app.table_rows = visible;
+    TableGeometry {
+        first_row_y: table_area.y + 1,
+        rows: visible as u16,
+        header_y: table_area.y,
+        columns,
+    }
+}
+
+fn footer_line(app: &App, shown: usize, theme: &Theme) -> Paragraph<'static> {
+    if app.filter_editing || !app.filter.is_empty() {
+        let mut spans = vec![
+            Span::styled("Filter: ", theme.header()),
+            Span::raw(sanitize(&app.filter)),
+            Span::styled(
+                if app.filter_editing { "_" } else { "" },
+                Style::new().add_modifier(Modifier::SLOW_BLINK),
+            ),
+            Span::raw(format!("  ({shown} shown; Esc clears)")),
+        ];
+        if let Some(error) = &app.filter_error {
+            spans.push(Span::styled(format!("  {}", sanitize(error)), theme.error()));
+        }
+        return Paragraph::new(Line::from(spans));
+    }
+    if let Some(status) = &app.status {
+        return Paragraph::new(Line::from(Span::styled(sanitize(status), theme.header())));
+    }
+    let hint = if app.readonly {
+        "h help  / filter  o+letter sort  Enter details  t tree  q quit  (read-only)"
+    } else {
+        "h help  / filter  o+letter sort  Space tag  T/K/I signal  Enter details  t tree  q quit"
+    };
+    Paragraph::new(hint).style(theme.dim())
+}
+
+/// The key of the process a screen row shows, for tests and the mouse.
+pub fn key_at(app: &App, offset: usize) -> Option<ProcessKey> {
+    app.rows().get(app.scroll + offset).map(|p| ProcessKey::of(p))
+}
