@@ -81,7 +81,9 @@ fn same_process(target: &Target) -> Result<(), Outcome> {
     };
     let metadata = fs::metadata(format!("/proc/{}", target.pid)).map_err(|_| Outcome::Gone)?;
     let now = start_time(target.pid).ok_or(Outcome::Gone)?;
-    if now.abs_diff(expected) > 1 || target.uid.is_some_and(|uid| uid != metadata.uid()) {
+    // Both sides compute whole seconds the same way (sysinfo's formula): equal for the same
+    // process. A PID reused within the same second is the residual risk.
+    if now != expected || target.uid.is_some_and(|uid| uid != metadata.uid()) {
         return Err(Outcome::Replaced);
     }
     Ok(())

@@ -257,7 +257,13 @@ pub fn decode(app: &App, event: &KeyEvent) -> Option<Action> {
         };
     }
     match app.screen {
-        Screen::Help => Some(Action::Back),
+        Screen::Help => Some(match event.code {
+            KeyCode::Down | KeyCode::Char('j') => Action::Scroll(1),
+            KeyCode::Up => Action::Scroll(-1),
+            KeyCode::PageDown | KeyCode::Char(' ') => Action::Scroll(10),
+            KeyCode::PageUp => Action::Scroll(-10),
+            _ => Action::Back,
+        }),
         Screen::Details => lookup(DETAILS, event, app.readonly),
         Screen::Environment => lookup(ENVIRONMENT, event, app.readonly),
         Screen::Main | Screen::Tree => {

@@ -197,6 +197,8 @@ pub struct App {
     pub confirmation: Option<Confirmation>,
     pub status: Option<String>,
     pub environment: Option<(u32, Result<Vec<String>, String>)>,
+    /// First line shown on the help and environment screens.
+    pub text_scroll: usize,
     pub history: HashMap<ProcessKey, ProcessHistory>,
 }
 
@@ -224,6 +226,7 @@ impl App {
             confirmation: None,
             status: None,
             environment: None,
+            text_scroll: 0,
             history: HashMap::new(),
         }
     }
@@ -361,6 +364,7 @@ impl App {
                 if self.screen != Screen::Help {
                     self.previous = self.screen;
                     self.screen = Screen::Help;
+                    self.text_scroll = 0;
                 }
             }
             Action::Back => match self.screen {
@@ -378,6 +382,9 @@ impl App {
             Action::End => {
                 let keys = self.row_keys();
                 self.select_index(&keys, usize::MAX);
+            }
+            Action::Scroll(delta) if matches!(self.screen, Screen::Help | Screen::Environment) => {
+                self.text_scroll = self.text_scroll.saturating_add_signed(delta as isize);
             }
             Action::Scroll(delta) => self.move_selection(delta as isize),
             Action::ClickRow(offset) => {
@@ -469,6 +476,7 @@ impl App {
                     self.previous = self.screen;
                     self.screen = Screen::Environment;
                     self.environment = None;
+                    self.text_scroll = 0;
                     return vec![Effect::ReadEnvironment { pid }];
                 }
             }

@@ -159,30 +159,39 @@ fn device_lines(d: &Device, app: &App, theme: &Theme, full: bool, width: u16) ->
         .value()
         .map_or(String::new(), |w| format!(" peak {:.0}%", w.peak));
     let temp_style = if over_temp { theme.error() } else { Style::new() };
+    let fan = format!("FAN {:>4} ", na(&d.fan_speed(), |f| format!("{f}%")));
+    let wide = width >= 110;
+    let power = format!(
+        "{}/{}",
+        na(&d.power_usage_mw, |mw| format!("{:.0}", f64::from(*mw) / 1000.0)),
+        na(&d.power_limit_mw, |mw| format!("{:.0}W", f64::from(*mw) / 1000.0))
+    );
+    let name_cell = if wide {
+        format!("{:>2} {:<22.22} ", d.index, name)
+    } else {
+        format!("{:>2} {:<15.15} ", d.index, name)
+    };
     let mut first = vec![
         Span::styled(mark.to_string(), theme.error()),
-        Span::raw(format!("{:>2} {:<22.22} ", d.index, name)),
-        Span::raw(format!("FAN {:>4} ", na(&d.fan_speed(), |f| format!("{f}%")))),
+        Span::raw(name_cell),
+        Span::raw(if wide { fan.clone() } else { String::new() }),
         Span::styled(
             format!("{:>4} ", na(&d.temperature, |t| format!("{t}C"))),
             temp_style,
         ),
         Span::raw(format!("P{:<2} ", na(&d.performance_state, u32::to_string))),
-        Span::raw(format!(
-            "{:>10} ",
-            format!(
-                "{}/{}",
-                na(&d.power_usage_mw, |mw| format!("{:.0}", f64::from(*mw) / 1000.0)),
-                na(&d.power_limit_mw, |mw| format!("{:.0}W", f64::from(*mw) / 1000.0))
-            )
-        )),
+        Span::raw(format!("{power:>10} ")),
         Span::raw("MEM "),
         Span::styled(theme.bar(mem_pct.unwrap_or(0.0), bar_width), mem_style),
         Span::styled(
             format!(" {:>4} ", mem_pct.map_or("N/A".into(), |p| format!("{p:.0}%"))),
             mem_style,
         ),
-        Span::raw(format!("{memory:<17} ")),
+        Span::raw(if wide {
+            format!("{memory:<17} ")
+        } else {
+            String::new()
+        }),
         Span::raw("UTIL "),
         Span::styled(theme.bar(util.unwrap_or(0.0), bar_width), util_style),
         Span::styled(
@@ -194,8 +203,13 @@ fn device_lines(d: &Device, app: &App, theme: &Theme, full: bool, width: u16) ->
     if !full {
         return vec![Line::from(std::mem::take(&mut first))];
     }
-    let second = Line::from(format!(
-        "    SM {:>9}  MEM {:>9}  PCIe RX {:>10} TX {:>10}  ENC {:>4} DEC {:>4}  ECC {}  {}",
+    // The second line carries what the first had no room for; a narrow terminal cuts its end.
+    let mut second = String::from("    ");
+    if !wide {
+        second.push_str(&format!("{fan} MEM {memory}  "));
+    }
+    second.push_str(&format!(
+        "SM {}  MCLK {}  PCIe RX {} TX {}  ENC {} DEC {}  ECC {}  {}",
         na(&d.clocks.sm, |c| format!("{c}MHz")),
         na(&d.clocks.memory, |c| format!("{c}MHz")),
         na(&d.pcie_rx_kbps, |k| format!(
@@ -211,6 +225,7 @@ fn device_lines(d: &Device, app: &App, theme: &Theme, full: bool, width: u16) ->
         na(&d.ecc_uncorrected_volatile, u64::to_string),
         na(&d.memory, |m| format!("reserved {}", human_bytes(m.reserved))),
     ));
+    let second = Line::from(second);
     vec![Line::from(first), second]
 }
 
@@ -239,15 +254,15 @@ fn host_line(snapshot: &Snapshot) -> Line<'static> {
 /// Columns of the process table: header, width, sort key, right-aligned.
 const COLUMNS: [(&str, u16, Option<SortKey>, bool); 11] = [
     ("GPU", 3, Some(SortKey::Natural), true),
-    ("PID", 8, Some(SortKey::Pid), true),
+    ("PID", 7, Some(SortKey::Pid), true),
     ("TYPE", 4, None, false),
-    ("USER", 10, Some(SortKey::User), false),
+    ("USER", 8, Some(SortKey::User), false),
     ("GPU-MEM", 9, Some(SortKey::GpuMemory), true),
     ("%SM", 4, Some(SortKey::Sm), true),
     ("%GMBW", 5, Some(SortKey::MemoryBandwidth), true),
     ("%CPU", 6, Some(SortKey::Cpu), true),
     ("%MEM", 5, Some(SortKey::HostMemory), true),
-    ("TIME", 10, Some(SortKey::Time), true),
+    ("TIME", 9, Some(SortKey::Time), true),
     ("COMMAND", 0, None, false),
 ];
 

@@ -187,7 +187,13 @@ pub fn environment(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             vec![Line::from(Span::styled(sanitize(reason), theme.error()))],
         ),
     };
-    frame.render_widget(Paragraph::new(lines).block(block(&title, theme)), area);
+    let scroll = app.text_scroll.min(lines.len().saturating_sub(1)) as u16;
+    frame.render_widget(
+        Paragraph::new(lines)
+            .block(block(&title, theme))
+            .scroll((scroll, 0)),
+        area,
+    );
 }
 
 /// GPU processes under their parents, with the tree drawn from their parent PIDs.

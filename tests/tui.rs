@@ -1,0 +1,532 @@
+//! The real binary in a pseudo-terminal, on the simulated NVML, with real processes: keys in,
+//! the screen read back through a terminal emulator (vt100).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
+
+/// A program running in a pseudo-terminal, with its screen parsed as a terminal would.
+struct Pty {
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+    master: Option<Box<dyn MasterPty + Send>>,
+    writer: Box<dyn Write + Send>,
+    parser: Arc<Mutex<vt100::Parser>>,
+    raw: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Pty {
+    fn spawn(command: CommandBuilder, cols: u16, rows: u16) -> Self {
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows,
+                cols,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("open a pty");
+        let child = pair.slave.spawn_command(command).expect("spawn in the pty");
+        drop(pair.slave);
+        let mut reader = pair.master.try_clone_reader().unwrap();
+        let writer = pair.master.take_writer().unwrap();
+        let parser = Arc::new(Mutex::new(vt100::Parser::new(rows, cols, 0)));
+        let raw = Arc::new(Mutex::new(Vec::new()));
+        let (p, r) = (Arc::clone(&parser), Arc::clone(&raw));
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                p.lock().unwrap().process(&buf[..n]);
+                r.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Self {
+            child,
+            master: Some(pair.master),
+            writer,
+            parser,
+            raw,
+        }
+    }
+
+    fn screen(&self) -> String {
+        self.parser.lock().unwrap().screen().contents()
+    }
+
+    fn title(&self) -> String {
+        self.parser.lock().unwrap().screen().title().to_string()
+    }
+
+    /// Waits until the screen satisfies `ready`; panics with the screen after `secs`.
+    fn wait_until(&self, what: &str, secs: u64, ready: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let screen = self.screen();
+            if ready(&screen) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; the screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn wait_for(&self, needle: &str) -> String {
+        self.wait_until(needle, 15, |s| s.contains(needle))
+    }
+
+    fn keys(&mut self, keys: &str) {
+        self.writer.write_all(keys.as_bytes()).unwrap();
+        self.writer.flush().unwrap();
+        // Let the program read this key alone: ESC followed closely by more reads as Alt-.
+        std::thread::sleep(Duration::from_millis(150));
+    }
+
+    fn wait_exit(&mut self, secs: u64) -> Option<portable_pty::ExitStatus> {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
+    fn tty_path(&self) -> String {
+        self.master
+            .as_ref()
+            .and_then(|m| m.tty_name())
+            .expect("the pty's name")
+            .display()
+            .to_string()
+    }
+}
+
+impl Drop for Pty {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The rows of the process table: lines under the header.
+fn process_rows(screen: &str) -> Vec<String> {
+    let lines: Vec<&str> = screen.lines().collect();
+    let Some(header) = lines.iter().position(|l| l.starts_with("GPU PID")) else {
+        return Vec::new();
+    };
+    lines[header + 1..]
+        .iter()
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| l.to_string())
+        .collect()
+}
+
+fn pid_of(row: &str) -> u32 {
+    row.split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0)
+}
+
+fn gputop_command(home: &Path, scenario: &Path, pids: &str, extra: &[&str]) -> CommandBuilder {
+    let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_gputop"));
+    for (key, _) in std::env::vars() {
+        if key.starts_with("GPUTOP_") || key == "NO_COLOR" || key == "XDG_CONFIG_HOME" {
+            command.env_remove(key);
+        }
+    }
+    command.env("HOME", home);
+    command.env("TERM", "xterm-256color");
+    command.env("GPUTOP_SIM_SCENARIO", scenario);
+    command.env("GPUTOP_SIM_PIDS", pids);
+    command.arg("--nvml-lib");
+    command.arg(common::sim_lib());
+    command.args(["--interval", "0.5"]);
+    command.args(extra);
+    command
+}
+
+/// Two GPUs; the process with the most GPU memory is on GPU 1.
+fn scenario(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("tui.toml");
+    std::fs::write(
+        &path,
+        r#"
+[meta]
+version = 1
+[[gpu]]
+name = "Sim Zero"
+[[gpu.process]]
+pid_env = "GPUTOP_SIM_PIDS"
+pid_index = 0
+used_memory = "1 GiB"
+[[gpu.process]]
+pid_env = "GPUTOP_SIM_PIDS"
+pid_index = 1
+used_memory = "2 GiB"
+[[gpu]]
+name = "Sim One"
+[[gpu.process]]
+pid_env = "GPUTOP_SIM_PIDS"
+pid_index = 2
+used_memory = "5 GiB"
+"#,
+    )
+    .unwrap();
+    path
+}
+
+fn sleeper() -> Child {
+    Command::new("sleep")
+        .arg("600")
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn alive(child: &mut Child) -> bool {
+    child.try_wait().unwrap().is_none()
+}
+
+#[test]
+fn sorted_by_gpu_memory_largest_first_even_on_a_later_gpu_then_by_other_keys() {
+    let home = tempfile::tempdir().unwrap();
+    let mut children: Vec<Child> = (0..3).map(|_| sleeper()).collect();
+    let pids: Vec<u32> = children.iter().map(Child::id).collect();
+    let list = pids.iter().map(u32::to_string).collect::<Vec<_>>().join(" ");
+    let mut pty = Pty::spawn(
+        gputop_command(home.path(), &scenario(home.path()), &list, &[]),
+        120,
+        30,
+    );
+    let screen = pty.wait_until("three process rows", 15, |s| process_rows(s).len() == 3);
+    let order: Vec<u32> = process_rows(&screen).iter().map(|r| pid_of(r)).collect();
+    assert_eq!(order, vec![pids[2], pids[1], pids[0]], "{screen}");
+    assert!(
+        screen.contains("GPU-MEM▼"),
+        "the sorted column is marked: {screen}"
+    );
+
+    pty.keys("on");
+    let screen = pty.wait_for("Sorted by natural");
+    let order: Vec<u32> = process_rows(&screen).iter().map(|r| pid_of(r)).collect();
+    assert_eq!(order, vec![pids[0], pids[1], pids[2]], "{screen}");
+    pty.keys("Og");
+    let screen = pty.wait_for("Sorted by GPU memory, reversed");
+    assert_eq!(pid_of(&process_rows(&screen)[0]), pids[0], "{screen}");
+    pty.keys("q");
+    assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
+    for child in &mut children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+#[test]
+fn the_filter_narrows_the_table_and_esc_restores_it() {
+    let home = tempfile::tempdir().unwrap();
+    let mut children: Vec<Child> = (0..3).map(|_| sleeper()).collect();
+    let pids: Vec<u32> = children.iter().map(Child::id).collect();
+    let list = pids.iter().map(u32::to_string).collect::<Vec<_>>().join(" ");
+    let mut pty = Pty::spawn(
+        gputop_command(home.path(), &scenario(home.path()), &list, &[]),
+        120,
+        30,
+    );
+    pty.wait_until("three rows", 15, |s| process_rows(s).len() == 3);
+    pty.keys("/gpu:0");
+    let screen = pty.wait_until("two rows", 5, |s| process_rows(s).len() == 2);
+    assert!(screen.contains("Filter: gpu:0"), "{screen}");
+    pty.keys(&format!("\x7f\x7f\x7f\x7f\x7f{}", pids[2]));
+    let screen = pty.wait_until("one row", 5, |s| process_rows(s).len() == 1);
+    assert_eq!(pid_of(&process_rows(&screen)[0]), pids[2]);
+    pty.keys("\x1b");
+    let screen = pty.wait_until("three rows again", 5, |s| process_rows(s).len() == 3);
+    assert!(!screen.contains("Filter:"), "{screen}");
+    pty.keys("q");
+    for child in &mut children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+#[test]
+fn kill_then_enter_kills_exactly_the_selected_process_and_says_so() {
+    let home = tempfile::tempdir().unwrap();
+    let mut children: Vec<Child> = (0..3).map(|_| sleeper()).collect();
+    let pids: Vec<u32> = children.iter().map(Child::id).collect();
+    let list = pids.iter().map(u32::to_string).collect::<Vec<_>>().join(" ");
+    let mut pty = Pty::spawn(
+        gputop_command(home.path(), &scenario(home.path()), &list, &[]),
+        120,
+        30,
+    );
+    pty.wait_until("three rows", 15, |s| process_rows(s).len() == 3);
+    pty.keys("\x1b[B"); // Down: selects the first row, the largest (pids[2])
+    pty.keys("K");
+    let screen = pty.wait_for("Send SIGKILL to 1 process?");
+    assert!(
+        screen.contains(&format!("PID {:>8}", pids[2])),
+        "the dialog names the target: {screen}"
+    );
+    assert!(alive(&mut children[2]), "nothing is sent before Enter");
+    pty.keys("\r");
+    pty.wait_for(&format!("SIGKILL sent to PID {}", pids[2]));
+    let status = children[2].wait().unwrap();
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9));
+    assert!(
+        alive(&mut children[0]) && alive(&mut children[1]),
+        "no other process is touched"
+    );
+
+    // Esc cancels.
+    pty.keys("\x1b[B");
+    pty.keys("T");
+    pty.wait_for("Send SIGTERM to 1 process?");
+    pty.keys("\x1b");
+    pty.wait_for("Cancelled");
+    assert!(alive(&mut children[0]) && alive(&mut children[1]));
+    pty.keys("q");
+    for child in &mut children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+#[test]
+fn readonly_offers_no_signal_at_all() {
+    let home = tempfile::tempdir().unwrap();
+    let mut children: Vec<Child> = (0..3).map(|_| sleeper()).collect();
+    let list = children
+        .iter()
+        .map(|c| c.id().to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut pty = Pty::spawn(
+        gputop_command(home.path(), &scenario(home.path()), &list, &["--readonly"]),
+        120,
+        30,
+    );
+    let screen = pty.wait_until("three rows", 15, |s| process_rows(s).len() == 3);
+    assert!(
+        screen.contains("(read-only)") && !screen.contains("T/K/I signal"),
+        "{screen}"
+    );
+    pty.keys("\x1b[B");
+    pty.keys("K");
+    pty.keys("\r");
+    std::thread::sleep(Duration::from_millis(500));
+    let screen = pty.screen();
+    assert!(!screen.contains("Send SIGKILL"), "no dialog: {screen}");
+    pty.keys("h");
+    let help = pty.wait_for("gputop help");
+    assert!(!help.contains("SIGKILL"), "signals are not in the help: {help}");
+    for child in &mut children {
+        assert!(alive(child));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+#[test]
+fn another_users_process_is_not_permitted_and_lives() {
+    // gputop runs as nobody (setpriv), the target belongs to root.
+    if unsafe { libc::geteuid() } != 0 {
+        panic!("this test needs root to drop to another user; CI runs as root");
+    }
+    let mut victim = sleeper();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tui-nobody");
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenario_path = dir.join("one.toml");
+    std::fs::write(
+        &scenario_path,
+        "[meta]\nversion = 1\n[[gpu]]\n[[gpu.process]]\npid_env = \"GPUTOP_SIM_PIDS\"\nused_memory = \"1 GiB\"\n",
+    )
+    .unwrap();
+    let lib = dir.join("libnvidia-ml.so.1");
+    std::fs::copy(common::sim_lib(), &lib).unwrap();
+    let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("setpriv");
+    let mut command = CommandBuilder::new(setpriv);
+    command.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        env!("CARGO_BIN_EXE_gputop"),
+    ]);
+    command.arg("--nvml-lib");
+    command.arg(&lib);
+    command.env("HOME", "/nonexistent");
+    command.cwd("/");
+    command.env("TERM", "xterm-256color");
+    command.env("GPUTOP_SIM_SCENARIO", &scenario_path);
+    command.env("GPUTOP_SIM_PIDS", victim.id().to_string());
+    let mut pty = Pty::spawn(command, 120, 30);
+    pty.wait_until("one row", 15, |s| process_rows(s).len() == 1);
+    pty.keys("\x1b[B");
+    pty.keys("K");
+    pty.wait_for("Send SIGKILL to 1 process?");
+    pty.keys("\r");
+    pty.wait_for(&format!("not permitted: PID {} is owned by root", victim.id()));
+    assert!(alive(&mut victim));
+    pty.keys("q");
+    let _ = victim.kill();
+    let _ = victim.wait();
+}
+
+/// `stty -g` of the pty, read from its slave side.
+fn stty(tty: &str) -> String {
+    let tty = std::fs::File::open(tty).unwrap();
+    let out = Command::new("stty").arg("-g").stdin(tty).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn sigterm_and_sighup_leave_the_terminal_as_it_was() {
+    for signal in ["TERM", "HUP"] {
+        let home = tempfile::tempdir().unwrap();
+        let mut child = sleeper();
+        let mut pty = Pty::spawn(
+            gputop_command(
+                home.path(),
+                &scenario(home.path()),
+                &format!("{0} {0} {0}", child.id()),
+                &[],
+            ),
+            100,
+            30,
+        );
+        let tty = pty.tty_path();
+        pty.wait_for("GPU PID");
+        let raw = stty(&tty);
+        let pid = pty.child.process_id().unwrap();
+        Command::new("kill")
+            .args([&format!("-{signal}"), &pid.to_string()])
+            .status()
+            .unwrap();
+        let status = pty
+            .wait_exit(2)
+            .unwrap_or_else(|| panic!("gputop still runs a second after SIG{signal}"));
+        assert!(!status.success());
+        let restored = stty(&tty);
+        assert_ne!(raw, restored, "gputop had the terminal in raw mode");
+        // A fresh pty's settings are what gputop found; it must leave them so.
+        let fresh = Pty::spawn(CommandBuilder::new("sleep"), 100, 30);
+        assert_eq!(
+            restored,
+            stty(&fresh.tty_path()),
+            "terminal settings after SIG{signal}"
+        );
+        let bytes = pty.raw.lock().unwrap().clone();
+        let tail = String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(64)..]).to_string();
+        assert!(
+            tail.contains("\x1b[?1049l"),
+            "left the alternate screen: {tail:?}"
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+#[test]
+fn escape_sequences_in_a_process_name_change_neither_screen_nor_title() {
+    let home = tempfile::tempdir().unwrap();
+    let hostile = "\x1b]0;pwned\x07\x1b[2J\x1b[31mred";
+    let mut child = Command::new("sh")
+        .args(["-c", "read x", hostile])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pty = Pty::spawn(
+        gputop_command(
+            home.path(),
+            &scenario(home.path()),
+            &format!("{0} {0} {0}", child.id()),
+            &[],
+        ),
+        160,
+        30,
+    );
+    let screen = pty.wait_for("\\u{1b}]0;pwned\\u{7}");
+    assert!(screen.contains("GPU PID"), "the screen is intact: {screen}");
+    assert_ne!(pty.title(), "pwned");
+    pty.keys("q");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn a_process_replaced_under_the_same_pid_is_refused() {
+    // In a fresh PID namespace the test can make a new process take the old one's PID
+    // (ns_last_pid), as PID reuse does on a busy machine.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let scenario_path = scenario(dir.path());
+    let script = format!(
+        r#"( sleep 600 & A=$!; echo $A > {d}/a.pid
+             while [ ! -e {d}/go ]; do sleep 0.05; done
+             kill -9 $A; wait $A
+             echo $((A-1)) > /proc/sys/kernel/ns_last_pid
+             sleep 600 & echo $! > {d}/b.pid; wait ) &
+           while [ ! -s {d}/a.pid ]; do sleep 0.05; done
+           A=$(cat {d}/a.pid)
+           GPUTOP_SIM_PIDS="$A $A $A" exec {gputop} --nvml-lib {lib} --interval 0.5"#,
+        gputop = env!("CARGO_BIN_EXE_gputop"),
+        lib = common::sim_lib().display(),
+    );
+    let mut command = CommandBuilder::new("unshare");
+    command.args(["--pid", "--fork", "--mount-proc", "sh", "-c", &script]);
+    for (key, _) in std::env::vars() {
+        if key.starts_with("GPUTOP_") {
+            command.env_remove(key);
+        }
+    }
+    command.env("HOME", dir.path());
+    command.env("TERM", "xterm-256color");
+    command.env("GPUTOP_SIM_SCENARIO", &scenario_path);
+    command.cwd(dir.path());
+    let mut pty = Pty::spawn(command, 120, 30);
+    // One PID on both GPUs, twice on GPU 0 (merged): two rows.
+    pty.wait_until("two rows", 15, |s| process_rows(s).len() == 2);
+    let a: u32 = std::fs::read_to_string(dir.path().join("a.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    pty.keys("\x1b[B");
+    pty.keys("K");
+    pty.wait_for("Send SIGKILL to 1 process?");
+    // Start times have a resolution of one second: let the old process be at least that old.
+    std::thread::sleep(Duration::from_millis(1100));
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let b = loop {
+        if let Ok(text) = std::fs::read_to_string(dir.path().join("b.pid"))
+            && let Ok(pid) = text.trim().parse::<u32>()
+        {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the replacement process did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(a, b, "the new process took the old PID");
+    pty.keys("\r");
+    pty.wait_for(&format!("refused: PID {a} now belongs to another process"));
+    // The replacement still runs: signal 0 probes it inside the namespace through /proc.
+    let screen = pty.screen();
+    assert!(!screen.contains("SIGKILL sent"), "{screen}");
+    pty.keys("q");
+}
