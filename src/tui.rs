@@ -8,8 +8,8 @@ use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::event::{DisableMouseCapture, EnableMouseCapture};
 use ratatui::crossterm::terminal::{
-    BeginSynchronizedUpdate, EndSynchronizedUpdate, EnterAlternateScreen, LeaveAlternateScreen,
-    disable_raw_mode, enable_raw_mode,
+    BeginSynchronizedUpdate, Clear, ClearType, EndSynchronizedUpdate, EnterAlternateScreen,
+    LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
 };
 use ratatui::crossterm::{cursor, execute};
 
@@ -82,14 +82,21 @@ impl Tui {
     /// Ctrl-Z: give the terminal back, stop until `fg`, then take it again and redraw all.
     pub fn suspend(&mut self) -> io::Result<()> {
         restore();
-        // SAFETY: raising a signal at ourselves; SIGTSTP's default action stops the process.
-        unsafe { libc::raise(libc::SIGTSTP) };
+        // SIGSTOP, not SIGTSTP: the kernel discards SIGTSTP for an orphaned process group
+        // (gputop started without a job-control shell), while SIGSTOP always stops.
+        // SAFETY: raising a signal at ourselves.
+        unsafe { libc::raise(libc::SIGSTOP) };
         enter()?;
-        self.terminal.clear()
+        self.clear()
     }
 
+    /// Clears the screen and forgets what was drawn, so the next frame is drawn whole.
+    /// (ratatui's own `clear` asks the terminal for the cursor position, and the answer
+    /// would be read by the input thread instead.)
     pub fn clear(&mut self) -> io::Result<()> {
-        self.terminal.clear()
+        execute!(io::stdout(), Clear(ClearType::All))?;
+        self.terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+        Ok(())
     }
 }
 

@@ -530,3 +530,100 @@ fn a_process_replaced_under_the_same_pid_is_refused() {
     assert!(!screen.contains("SIGKILL sent"), "{screen}");
     pty.keys("q");
 }
+
+#[test]
+fn mouse_clicks_select_rows_and_sort_by_headers() {
+    let home = tempfile::tempdir().unwrap();
+    let mut children: Vec<Child> = (0..3).map(|_| sleeper()).collect();
+    let pids: Vec<u32> = children.iter().map(Child::id).collect();
+    let list = pids.iter().map(u32::to_string).collect::<Vec<_>>().join(" ");
+    let mut pty = Pty::spawn(
+        gputop_command(home.path(), &scenario(home.path()), &list, &[]),
+        120,
+        30,
+    );
+    let screen = pty.wait_until("three rows", 15, |s| process_rows(s).len() == 3);
+    let lines: Vec<&str> = screen.lines().collect();
+    let header = lines.iter().position(|l| l.starts_with("GPU PID")).unwrap();
+    // SGR mouse reports are 1-based: click the second process row, then open its details.
+    pty.keys(&format!("\x1b[<0;20;{}M\x1b[<0;20;{}m", header + 3, header + 3));
+    pty.keys("\r");
+    let details = pty.wait_for("process details");
+    assert!(
+        details.contains(&format!("PID {}", pids[1])),
+        "the clicked row was selected: {details}"
+    );
+    pty.keys("\x1b");
+    pty.wait_for("GPU PID");
+    // A click on the PID header sorts by PID.
+    let column = lines[header].find("PID").unwrap() + 2;
+    pty.keys(&format!(
+        "\x1b[<0;{column};{}M\x1b[<0;{column};{}m",
+        header + 1,
+        header + 1
+    ));
+    let screen = pty.wait_for("Sorted by PID");
+    let mut sorted = pids.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        process_rows(&screen)
+            .iter()
+            .map(|r| pid_of(r))
+            .collect::<Vec<_>>(),
+        sorted
+    );
+    pty.keys("q");
+    for child in &mut children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// The state letter of /proc/PID/stat (R, S, T for stopped...).
+fn process_state(pid: u32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(") ")
+        .and_then(|(_, rest)| rest.chars().next())
+        .unwrap_or('?')
+}
+
+#[test]
+fn ctrl_z_suspends_with_the_terminal_restored_and_resumes_with_a_full_redraw() {
+    let home = tempfile::tempdir().unwrap();
+    let mut child = sleeper();
+    let list = format!("{0} {0} {0}", child.id());
+    let mut pty = Pty::spawn(
+        gputop_command(home.path(), &scenario(home.path()), &list, &[]),
+        100,
+        30,
+    );
+    let tty = pty.tty_path();
+    pty.wait_for("GPU PID");
+    let pid = pty.child.process_id().unwrap();
+    pty.keys("\x1a");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while process_state(pid) != 'T' {
+        assert!(Instant::now() < deadline, "gputop did not stop on Ctrl-Z");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let fresh = Pty::spawn(CommandBuilder::new("sleep"), 100, 30);
+    assert_eq!(
+        stty(&tty),
+        stty(&fresh.tty_path()),
+        "the terminal is cooked while gputop is stopped"
+    );
+    let before = pty.raw.lock().unwrap().len();
+    Command::new("kill")
+        .args(["-CONT", &pid.to_string()])
+        .status()
+        .unwrap();
+    pty.wait_until("a full redraw", 5, |_| {
+        let raw = pty.raw.lock().unwrap();
+        let after = String::from_utf8_lossy(&raw[before..]).to_string();
+        after.contains("\x1b[2J") && after.contains("COMMAND")
+    });
+    pty.keys("q");
+    assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
+    let _ = child.kill();
+    let _ = child.wait();
+}
