@@ -159,6 +159,9 @@ pub fn run(
                     Effect::ReadEnvironment { pid } => {
                         app.update(Action::EnvironmentRead(signal::environment(pid)));
                     }
+                    Effect::ReadProcessTable => {
+                        app.update(Action::ProcessTableRead(crate::collect::host::process_table()));
+                    }
                     Effect::Suspend => tui.suspend()?,
                     Effect::Redraw => tui.clear()?,
                 }

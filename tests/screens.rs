@@ -136,6 +136,45 @@ fn snapshot() -> Snapshot {
     }
 }
 
+fn process_table() -> Vec<gputop::collect::host::ProcessEntry> {
+    [
+        (1, 0, "systemd"),
+        (900, 1, "sshd"),
+        (4100, 900, "bash"),
+        (4101, 4100, "python3"),
+        (4102, 4101, "python3"),
+        (4103, 4101, "pt_data_worker"),
+        (5200, 1, "evil"),
+        (777, 1, "cron"),
+    ]
+    .into_iter()
+    .map(|(pid, parent_pid, name)| gputop::collect::host::ProcessEntry {
+        pid,
+        parent_pid,
+        name: name.into(),
+    })
+    .collect()
+}
+
+#[test]
+fn the_tree_shows_ancestors_to_init_and_children_but_not_strangers() {
+    let mut app = app();
+    app.update(Action::ProcessTableRead(process_table()));
+    let lines: Vec<(usize, u32)> = app.tree_lines().iter().map(|l| (l.depth, l.pid)).collect();
+    assert_eq!(
+        lines,
+        vec![
+            (0, 1),
+            (1, 900),
+            (2, 4100),
+            (3, 4101),
+            (4, 4102),
+            (4, 4103),
+            (1, 5200)
+        ]
+    );
+}
+
 fn app() -> App {
     let mut app = App::new(Settings::default(), Selection::default(), false, Some(1000));
     let snap = Arc::new(snapshot());
@@ -277,6 +316,7 @@ fn tree_screen() {
         "tree",
         |app| {
             app.update(Action::Tree);
+            app.update(Action::ProcessTableRead(process_table()));
         },
         &DARK,
     );

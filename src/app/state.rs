@@ -125,6 +125,7 @@ pub enum Action {
     Scroll(i32),
     Snapshot(Arc<Snapshot>),
     EnvironmentRead(Result<Vec<String>, String>),
+    ProcessTableRead(Vec<crate::collect::host::ProcessEntry>),
     SignalsSent(Vec<String>),
 }
 
@@ -134,8 +135,15 @@ pub enum Effect {
     Quit,
     Suspend,
     Redraw,
-    Send { signal: Signal, targets: Vec<Target> },
-    ReadEnvironment { pid: u32 },
+    Send {
+        signal: Signal,
+        targets: Vec<Target>,
+    },
+    ReadEnvironment {
+        pid: u32,
+    },
+    /// The tree view needs every process's parent.
+    ReadProcessTable,
 }
 
 /// A confirmation waiting for Enter or Esc.
@@ -200,6 +208,8 @@ pub struct App {
     /// First line shown on the help and environment screens.
     pub text_scroll: usize,
     pub history: HashMap<ProcessKey, ProcessHistory>,
+    /// Every process's parent and name, read for the tree view.
+    pub process_table: Vec<crate::collect::host::ProcessEntry>,
 }
 
 impl App {
@@ -228,6 +238,7 @@ impl App {
             environment: None,
             text_scroll: 0,
             history: HashMap::new(),
+            process_table: Vec::new(),
         }
     }
 
@@ -359,7 +370,13 @@ impl App {
             Action::Quit => return vec![Effect::Quit],
             Action::Suspend => return vec![Effect::Suspend],
             Action::Redraw => return vec![Effect::Redraw],
-            Action::Snapshot(snapshot) => self.accept_snapshot(snapshot),
+            Action::Snapshot(snapshot) => {
+                self.accept_snapshot(snapshot);
+                if self.screen == Screen::Tree {
+                    return vec![Effect::ReadProcessTable];
+                }
+            }
+            Action::ProcessTableRead(table) => self.process_table = table,
             Action::Help => {
                 if self.screen != Screen::Help {
                     self.previous = self.screen;
@@ -531,6 +548,97 @@ impl App {
                 .filter(|t| f64::from(*t) > alert.temperature_threshold)
             {
                 out.push(format!("GPU {} temperature {t}C", d.index));
+            }
+        }
+        out
+    }
+}
+
+/// A line of the tree view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeLine {
+    pub depth: usize,
+    pub pid: u32,
+    pub name: String,
+    /// The GPU process row, when this process uses a GPU.
+    pub gpu: Option<ProcessKey>,
+    pub last_child: bool,
+    /// For each ancestor level below the root: whether that ancestor was its parent's last
+    /// child (no more siblings below it to draw a line for).
+    pub ancestors_last: Vec<bool>,
+}
+
+impl App {
+    /// GPU processes with their ancestors up to init and their direct children, as a tree.
+    pub fn tree_lines(&self) -> Vec<TreeLine> {
+        use std::collections::BTreeMap;
+        let rows = self.rows();
+        let parent: HashMap<u32, (u32, &str)> = self
+            .process_table
+            .iter()
+            .map(|e| (e.pid, (e.parent_pid, e.name.as_str())))
+            .collect();
+        let gpu_pids: BTreeSet<u32> = rows.iter().map(|p| p.pid).collect();
+        let mut shown: BTreeSet<u32> = BTreeSet::new();
+        for &pid in &gpu_pids {
+            // Ancestors, guarding against loops in a racy /proc read.
+            let mut at = pid;
+            while shown.insert(at) {
+                match parent.get(&at) {
+                    Some((ppid, _)) if *ppid != 0 => at = *ppid,
+                    _ => break,
+                }
+            }
+        }
+        for entry in &self.process_table {
+            if gpu_pids.contains(&entry.parent_pid) {
+                shown.insert(entry.pid);
+            }
+        }
+        let mut children: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        let mut roots = Vec::new();
+        for &pid in &shown {
+            match parent
+                .get(&pid)
+                .map(|(ppid, _)| *ppid)
+                .filter(|ppid| shown.contains(ppid) && *ppid != pid)
+            {
+                Some(ppid) => children.entry(ppid).or_default().push(pid),
+                None => roots.push(pid),
+            }
+        }
+        let mut out = Vec::new();
+        let mut stack: Vec<(u32, usize, bool, Vec<bool>)> = roots
+            .iter()
+            .rev()
+            .enumerate()
+            .map(|(i, p)| (*p, 0, i == 0, Vec::new()))
+            .collect();
+        while let Some((pid, depth, last_child, ancestors_last)) = stack.pop() {
+            let name = parent.get(&pid).map(|(_, n)| (*n).to_string()).or_else(|| {
+                rows.iter()
+                    .find(|p| p.pid == pid)
+                    .and_then(|p| p.host.command.value().cloned())
+            });
+            out.push(TreeLine {
+                depth,
+                pid,
+                name: name.unwrap_or_else(|| "?".into()),
+                gpu: rows.iter().find(|p| p.pid == pid).map(|p| ProcessKey::of(p)),
+                last_child,
+                ancestors_last: ancestors_last.clone(),
+            });
+            if depth > 64 {
+                continue;
+            }
+            if let Some(kids) = children.get(&pid) {
+                let mut below = ancestors_last;
+                if depth > 0 {
+                    below.push(last_child);
+                }
+                for (i, kid) in kids.iter().rev().enumerate() {
+                    stack.push((*kid, depth + 1, i == 0, below.clone()));
+                }
             }
         }
         out

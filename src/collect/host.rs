@@ -143,3 +143,32 @@ impl HostCollector {
 pub fn hostname() -> String {
     System::host_name().unwrap_or_else(|| "localhost".into())
 }
+
+/// One process of the whole table, for the tree view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessEntry {
+    pub pid: u32,
+    pub parent_pid: u32,
+    pub name: String,
+}
+
+/// Every process's PID, parent and name, from /proc/PID/stat (cheap: one small read each).
+pub fn process_table() -> Vec<ProcessEntry> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let (head, rest) = stat.rsplit_once(')')?;
+            let name = head.split_once('(')?.1.to_string();
+            let parent_pid = rest.split_whitespace().nth(1)?.parse().ok()?;
+            Some(ProcessEntry {
+                pid,
+                parent_pid,
+                name,
+            })
+        })
+        .collect()
+}

@@ -196,52 +196,61 @@ pub fn environment(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     );
 }
 
-/// GPU processes under their parents, with the tree drawn from their parent PIDs.
+/// GPU processes with their ancestors and children.
 pub fn tree(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
-    let rows = app.rows();
-    let mut by_parent: Vec<(u32, Vec<&crate::model::GpuProcess>)> = Vec::new();
-    for p in &rows {
-        let parent = p.host.parent_pid.get().unwrap_or(0);
-        match by_parent.iter_mut().find(|(pp, _)| *pp == parent) {
-            Some((_, children)) => children.push(p),
-            None => by_parent.push((parent, vec![p])),
-        }
-    }
-    by_parent.sort_by_key(|(parent, _)| *parent);
-    let (branch, last) = if theme.ascii {
-        ("|-", "`-")
+    let (branch, last, bar) = if theme.ascii {
+        ("|- ", "`- ", "|  ")
     } else {
-        ("├─", "└─")
+        ("├─ ", "└─ ", "│  ")
     };
-    let selected = app.selected;
-    let mut lines = Vec::new();
-    for (parent, children) in by_parent {
-        let parent_row = rows.iter().find(|p| p.pid == parent);
-        let label = parent_row.map_or_else(
-            || format!("{parent}  (parent, not on a GPU)"),
-            |p| format!("{parent}  {}", na(&p.host.command, |c| sanitize(c))),
-        );
-        lines.push(Line::from(Span::styled(label, theme.header())));
-        for (i, child) in children.iter().enumerate() {
-            let glyph = if i + 1 == children.len() { last } else { branch };
-            let line = format!(
-                " {glyph} {} GPU {} {} {}  {}",
-                child.pid,
-                child.gpu_index,
-                na(&child.gpu_memory_bytes, |b| human_bytes(*b)),
-                na(&child.host.user, |u| sanitize(u)),
-                na(&child.host.command, |c| sanitize(c)),
-            );
-            let style = if Some(ProcessKey::of(child)) == selected {
-                theme.selected()
+    let rows = app.rows();
+    let lines: Vec<Line> = app
+        .tree_lines()
+        .iter()
+        .map(|node| {
+            let indent = if node.depth == 0 {
+                String::new()
             } else {
-                Default::default()
+                let mut indent: String = node
+                    .ancestors_last
+                    .iter()
+                    .map(|last| if *last { "   " } else { bar })
+                    .collect();
+                indent.push_str(if node.last_child { last } else { branch });
+                indent
             };
-            lines.push(Line::from(Span::styled(line, style)));
-        }
-    }
+            let gpu = node
+                .gpu
+                .and_then(|key| rows.iter().find(|p| ProcessKey::of(p) == key));
+            let text = match gpu {
+                Some(p) => format!(
+                    "{indent}{} {}  GPU {} {} {}  {}",
+                    node.pid,
+                    sanitize(&node.name),
+                    p.gpu_index,
+                    na(&p.gpu_memory_bytes, |b| human_bytes(*b)),
+                    na(&p.host.user, |u| sanitize(u)),
+                    na(&p.host.command, |c| sanitize(c)),
+                ),
+                None => format!("{indent}{} {}", node.pid, sanitize(&node.name)),
+            };
+            let style = if node.gpu.is_some() && node.gpu == app.selected {
+                theme.selected()
+            } else if node.gpu.is_some() {
+                theme.header()
+            } else {
+                theme.dim()
+            };
+            Line::from(Span::styled(text, style))
+        })
+        .collect();
+    let lines = if lines.is_empty() {
+        vec![Line::from("No GPU processes.")]
+    } else {
+        lines
+    };
     frame.render_widget(
-        Paragraph::new(lines).block(block("process tree (t: back)", theme)),
+        Paragraph::new(lines).block(block("process tree: GPU processes in bold (t: back)", theme)),
         area,
     );
 }
