@@ -346,8 +346,14 @@ fn another_users_process_is_not_permitted_and_lives() {
         panic!("this test needs root to drop to another user; CI runs as root");
     }
     let mut victim = sleeper();
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tui-nobody");
-    std::fs::create_dir_all(&dir).unwrap();
+    // Everything nobody needs lives in a world-readable directory: the checkout may sit
+    // under a home directory nobody cannot enter.
+    let temp = tempfile::Builder::new()
+        .prefix("gputop-nobody")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let dir = temp.path();
+    std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let scenario_path = dir.join("one.toml");
     std::fs::write(
         &scenario_path,
@@ -356,6 +362,8 @@ fn another_users_process_is_not_permitted_and_lives() {
     .unwrap();
     let lib = dir.join("libnvidia-ml.so.1");
     std::fs::copy(common::sim_lib(), &lib).unwrap();
+    let binary = dir.join("gputop");
+    std::fs::copy(env!("CARGO_BIN_EXE_gputop"), &binary).unwrap();
     let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
         .into_iter()
         .find(|p| Path::new(p).exists())
