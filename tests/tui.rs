@@ -187,92 +187,81 @@ used_memory = "5 GiB"
     path
 }
 
-fn sleeper() -> Child {
-    Command::new("sleep")
-        .arg("600")
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap()
+/// gputop in a pty on the two-GPU scenario with three real processes, showing all three.
+struct Session {
+    _home: tempfile::TempDir,
+    sleepers: common::Sleepers,
+    pids: Vec<u32>,
+    pty: Pty,
+    screen: String,
 }
 
-fn alive(child: &mut Child) -> bool {
-    child.try_wait().unwrap().is_none()
+fn session(extra: &[&str]) -> Session {
+    let home = tempfile::tempdir().unwrap();
+    let sleepers = common::Sleepers::spawn(3);
+    let pids = sleepers.pids();
+    let command = gputop_command(home.path(), &scenario(home.path()), &sleepers.env(), extra);
+    let pty = Pty::spawn(command, 120, 30);
+    let screen = pty.wait_until("three process rows", 15, |s| process_rows(s).len() == 3);
+    Session {
+        _home: home,
+        sleepers,
+        pids,
+        pty,
+        screen,
+    }
+}
+
+fn order(screen: &str) -> Vec<u32> {
+    process_rows(screen).iter().map(|r| pid_of(r)).collect()
 }
 
 #[test]
 fn sorted_by_gpu_memory_largest_first_even_on_a_later_gpu_then_by_other_keys() {
-    let home = tempfile::tempdir().unwrap();
-    let mut children: Vec<Child> = (0..3).map(|_| sleeper()).collect();
-    let pids: Vec<u32> = children.iter().map(Child::id).collect();
-    let list = pids.iter().map(u32::to_string).collect::<Vec<_>>().join(" ");
-    let mut pty = Pty::spawn(
-        gputop_command(home.path(), &scenario(home.path()), &list, &[]),
-        120,
-        30,
-    );
-    let screen = pty.wait_until("three process rows", 15, |s| process_rows(s).len() == 3);
-    let order: Vec<u32> = process_rows(&screen).iter().map(|r| pid_of(r)).collect();
-    assert_eq!(order, vec![pids[2], pids[1], pids[0]], "{screen}");
+    let Session {
+        pids,
+        mut pty,
+        screen,
+        ..
+    } = session(&[]);
+    assert_eq!(order(&screen), vec![pids[2], pids[1], pids[0]], "{screen}");
     assert!(
         screen.contains("GPU-MEM▼"),
         "the sorted column is marked: {screen}"
     );
-
     pty.keys("on");
     let screen = pty.wait_for("Sorted by natural");
-    let order: Vec<u32> = process_rows(&screen).iter().map(|r| pid_of(r)).collect();
-    assert_eq!(order, vec![pids[0], pids[1], pids[2]], "{screen}");
+    assert_eq!(order(&screen), vec![pids[0], pids[1], pids[2]], "{screen}");
     pty.keys("Og");
     let screen = pty.wait_for("Sorted by GPU memory, reversed");
-    assert_eq!(pid_of(&process_rows(&screen)[0]), pids[0], "{screen}");
+    assert_eq!(order(&screen)[0], pids[0], "{screen}");
     pty.keys("q");
     assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
-    for child in &mut children {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
 }
 
 #[test]
 fn the_filter_narrows_the_table_and_esc_restores_it() {
-    let home = tempfile::tempdir().unwrap();
-    let mut children: Vec<Child> = (0..3).map(|_| sleeper()).collect();
-    let pids: Vec<u32> = children.iter().map(Child::id).collect();
-    let list = pids.iter().map(u32::to_string).collect::<Vec<_>>().join(" ");
-    let mut pty = Pty::spawn(
-        gputop_command(home.path(), &scenario(home.path()), &list, &[]),
-        120,
-        30,
-    );
-    pty.wait_until("three rows", 15, |s| process_rows(s).len() == 3);
+    let Session { pids, mut pty, .. } = session(&[]);
     pty.keys("/gpu:0");
     let screen = pty.wait_until("two rows", 5, |s| process_rows(s).len() == 2);
     assert!(screen.contains("Filter: gpu:0"), "{screen}");
     pty.keys(&format!("\x7f\x7f\x7f\x7f\x7f{}", pids[2]));
     let screen = pty.wait_until("one row", 5, |s| process_rows(s).len() == 1);
-    assert_eq!(pid_of(&process_rows(&screen)[0]), pids[2]);
+    assert_eq!(order(&screen), vec![pids[2]]);
     pty.keys("\x1b");
     let screen = pty.wait_until("three rows again", 5, |s| process_rows(s).len() == 3);
     assert!(!screen.contains("Filter:"), "{screen}");
     pty.keys("q");
-    for child in &mut children {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
 }
 
 #[test]
 fn kill_then_enter_kills_exactly_the_selected_process_and_says_so() {
-    let home = tempfile::tempdir().unwrap();
-    let mut children: Vec<Child> = (0..3).map(|_| sleeper()).collect();
-    let pids: Vec<u32> = children.iter().map(Child::id).collect();
-    let list = pids.iter().map(u32::to_string).collect::<Vec<_>>().join(" ");
-    let mut pty = Pty::spawn(
-        gputop_command(home.path(), &scenario(home.path()), &list, &[]),
-        120,
-        30,
-    );
-    pty.wait_until("three rows", 15, |s| process_rows(s).len() == 3);
+    let Session {
+        mut sleepers,
+        pids,
+        mut pty,
+        ..
+    } = session(&[]);
     pty.keys("\x1b[B"); // Down: selects the first row, the largest (pids[2])
     pty.keys("K");
     let screen = pty.wait_for("Send SIGKILL to 1 process?");
@@ -280,13 +269,13 @@ fn kill_then_enter_kills_exactly_the_selected_process_and_says_so() {
         screen.contains(&format!("PID {:>8}", pids[2])),
         "the dialog names the target: {screen}"
     );
-    assert!(alive(&mut children[2]), "nothing is sent before Enter");
+    assert!(sleepers.alive(2), "nothing is sent before Enter");
     pty.keys("\r");
     pty.wait_for(&format!("SIGKILL sent to PID {}", pids[2]));
-    let status = children[2].wait().unwrap();
+    let status = sleepers.child(2).wait().unwrap();
     assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9));
     assert!(
-        alive(&mut children[0]) && alive(&mut children[1]),
+        sleepers.alive(0) && sleepers.alive(1),
         "no other process is touched"
     );
 
@@ -296,29 +285,18 @@ fn kill_then_enter_kills_exactly_the_selected_process_and_says_so() {
     pty.wait_for("Send SIGTERM to 1 process?");
     pty.keys("\x1b");
     pty.wait_for("Cancelled");
-    assert!(alive(&mut children[0]) && alive(&mut children[1]));
+    assert!(sleepers.alive(0) && sleepers.alive(1));
     pty.keys("q");
-    for child in &mut children {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
 }
 
 #[test]
 fn readonly_offers_no_signal_at_all() {
-    let home = tempfile::tempdir().unwrap();
-    let mut children: Vec<Child> = (0..3).map(|_| sleeper()).collect();
-    let list = children
-        .iter()
-        .map(|c| c.id().to_string())
-        .collect::<Vec<_>>()
-        .join(" ");
-    let mut pty = Pty::spawn(
-        gputop_command(home.path(), &scenario(home.path()), &list, &["--readonly"]),
-        120,
-        30,
-    );
-    let screen = pty.wait_until("three rows", 15, |s| process_rows(s).len() == 3);
+    let Session {
+        mut sleepers,
+        mut pty,
+        screen,
+        ..
+    } = session(&["--readonly"]);
     assert!(
         screen.contains("(read-only)") && !screen.contains("T/K/I signal"),
         "{screen}"
@@ -332,11 +310,53 @@ fn readonly_offers_no_signal_at_all() {
     pty.keys("h");
     let help = pty.wait_for("gputop help");
     assert!(!help.contains("SIGKILL"), "signals are not in the help: {help}");
-    for child in &mut children {
-        assert!(alive(child));
-        let _ = child.kill();
-        let _ = child.wait();
-    }
+    assert!((0..3).all(|i| sleepers.alive(i)));
+}
+
+#[test]
+fn mouse_clicks_select_rows_and_sort_by_headers() {
+    let Session {
+        pids,
+        mut pty,
+        screen,
+        ..
+    } = session(&[]);
+    let lines: Vec<&str> = screen.lines().collect();
+    let header = lines.iter().position(|l| l.starts_with("GPU PID")).unwrap();
+    // SGR mouse reports are 1-based: click the second process row, then open its details.
+    pty.keys(&format!("\x1b[<0;20;{}M\x1b[<0;20;{}m", header + 3, header + 3));
+    pty.keys("\r");
+    let details = pty.wait_for("process details");
+    assert!(
+        details.contains(&format!("PID {}", pids[1])),
+        "the clicked row was selected: {details}"
+    );
+    pty.keys("\x1b");
+    pty.wait_for("GPU PID");
+    // A click on the PID header sorts by PID.
+    let column = lines[header].find("PID").unwrap() + 2;
+    pty.keys(&format!(
+        "\x1b[<0;{column};{}M\x1b[<0;{column};{}m",
+        header + 1,
+        header + 1
+    ));
+    let screen = pty.wait_for("Sorted by PID");
+    let mut sorted = pids.clone();
+    sorted.sort_unstable();
+    assert_eq!(order(&screen), sorted);
+    pty.keys("q");
+}
+
+fn sleeper() -> Child {
+    Command::new("sleep")
+        .arg("600")
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn alive(child: &mut Child) -> bool {
+    child.try_wait().unwrap().is_none()
 }
 
 #[test]
@@ -540,62 +560,6 @@ fn a_process_replaced_under_the_same_pid_is_refused() {
 }
 
 #[test]
-fn mouse_clicks_select_rows_and_sort_by_headers() {
-    let home = tempfile::tempdir().unwrap();
-    let mut children: Vec<Child> = (0..3).map(|_| sleeper()).collect();
-    let pids: Vec<u32> = children.iter().map(Child::id).collect();
-    let list = pids.iter().map(u32::to_string).collect::<Vec<_>>().join(" ");
-    let mut pty = Pty::spawn(
-        gputop_command(home.path(), &scenario(home.path()), &list, &[]),
-        120,
-        30,
-    );
-    let screen = pty.wait_until("three rows", 15, |s| process_rows(s).len() == 3);
-    let lines: Vec<&str> = screen.lines().collect();
-    let header = lines.iter().position(|l| l.starts_with("GPU PID")).unwrap();
-    // SGR mouse reports are 1-based: click the second process row, then open its details.
-    pty.keys(&format!("\x1b[<0;20;{}M\x1b[<0;20;{}m", header + 3, header + 3));
-    pty.keys("\r");
-    let details = pty.wait_for("process details");
-    assert!(
-        details.contains(&format!("PID {}", pids[1])),
-        "the clicked row was selected: {details}"
-    );
-    pty.keys("\x1b");
-    pty.wait_for("GPU PID");
-    // A click on the PID header sorts by PID.
-    let column = lines[header].find("PID").unwrap() + 2;
-    pty.keys(&format!(
-        "\x1b[<0;{column};{}M\x1b[<0;{column};{}m",
-        header + 1,
-        header + 1
-    ));
-    let screen = pty.wait_for("Sorted by PID");
-    let mut sorted = pids.clone();
-    sorted.sort_unstable();
-    assert_eq!(
-        process_rows(&screen)
-            .iter()
-            .map(|r| pid_of(r))
-            .collect::<Vec<_>>(),
-        sorted
-    );
-    pty.keys("q");
-    for child in &mut children {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-}
-
-/// The state letter of /proc/PID/stat (R, S, T for stopped...).
-fn process_state(pid: u32) -> char {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.rsplit_once(") ")
-        .and_then(|(_, rest)| rest.chars().next())
-        .unwrap_or('?')
-}
-
-#[test]
 fn ctrl_z_suspends_with_the_terminal_restored_and_resumes_with_a_full_redraw() {
     let home = tempfile::tempdir().unwrap();
     let mut child = sleeper();
@@ -634,4 +598,12 @@ fn ctrl_z_suspends_with_the_terminal_restored_and_resumes_with_a_full_redraw() {
     assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// The state letter of /proc/PID/stat (R, S, T for stopped...).
+fn process_state(pid: u32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(") ")
+        .and_then(|(_, rest)| rest.chars().next())
+        .unwrap_or('?')
 }

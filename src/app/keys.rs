@@ -63,11 +63,8 @@ const fn signal(
     action: fn() -> Action,
 ) -> Binding {
     Binding {
-        keys,
-        label,
-        help,
-        action,
         signal: true,
+        ..bind(keys, label, help, action)
     }
 }
 

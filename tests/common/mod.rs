@@ -109,6 +109,16 @@ impl Sleepers {
         Self { children }
     }
 
+    /// The `i`-th process, to wait on or probe.
+    pub fn child(&mut self, i: usize) -> &mut Child {
+        &mut self.children[i]
+    }
+
+    /// Whether the `i`-th process still runs.
+    pub fn alive(&mut self, i: usize) -> bool {
+        self.children[i].try_wait().expect("try_wait").is_none()
+    }
+
     pub fn pids(&self) -> Vec<u32> {
         self.children.iter().map(Child::id).collect()
     }
