@@ -347,3 +347,65 @@ fn hostile_text_is_escaped_on_every_screen() {
         );
     }
 }
+
+fn buffer(app: &mut App, theme: &Theme) -> ratatui::buffer::Buffer {
+    let mut terminal = Terminal::new(TestBackend::new(200, 50)).unwrap();
+    terminal
+        .draw(|frame| {
+            ui::draw(frame, app, theme);
+        })
+        .unwrap();
+    terminal.backend().buffer().clone()
+}
+
+/// The cells of the screen line that contains `needle`.
+fn line_cells<'a>(buffer: &'a ratatui::buffer::Buffer, needle: &str) -> Vec<&'a ratatui::buffer::Cell> {
+    let width = buffer.area.width as usize;
+    let rows: Vec<String> = buffer
+        .content
+        .chunks(width)
+        .map(|r| r.iter().map(|c| c.symbol()).collect())
+        .collect();
+    let y = rows
+        .iter()
+        .position(|r| r.contains(needle))
+        .unwrap_or_else(|| panic!("{needle} not on screen"));
+    buffer.content[y * width..(y + 1) * width].iter().collect()
+}
+
+#[test]
+fn styles_mark_load_selection_other_users_and_lost_gpus() {
+    use ratatui::style::{Color, Modifier};
+    let mut app = app();
+    app.update(Action::Down);
+    let screen = buffer(&mut app, &DARK);
+    // GPU 0 is at 88% memory: its bar is red (heavy), GPU 1 at 15% yellow (moderate).
+    let gpu0 = line_cells(&screen, "! 0 NVIDIA");
+    assert!(gpu0.iter().any(|c| c.symbol() == "█" && c.fg == Color::Red));
+    let gpu1 = line_cells(&screen, "  1 NVIDIA");
+    assert!(gpu1.iter().any(|c| c.symbol() == "█" && c.fg == Color::Yellow));
+    let lost = line_cells(&screen, "LOST: GPU is lost");
+    assert!(lost.iter().any(|c| c.symbol() == "L" && c.fg == Color::Red));
+    // The selected row (the first) stands out; bob's row (uid 1001, not ours) is dimmed.
+    let selected = line_cells(&screen, "python3 train.py");
+    assert!(selected.iter().all(|c| c.bg == Color::Cyan));
+    let other = line_cells(&screen, "evil");
+    assert!(other.iter().any(|c| c.modifier.contains(Modifier::DIM)));
+    // Without colour nothing is coloured, and the selection is reverse video.
+    let plain = buffer(&mut app, &ASCII);
+    assert!(
+        plain
+            .content
+            .iter()
+            .all(|c| c.fg == Color::Reset && c.bg == Color::Reset)
+    );
+    let selected = line_cells(&plain, "python3 train.py");
+    assert!(selected.iter().all(|c| c.modifier.contains(Modifier::REVERSED)));
+    assert!(
+        !plain
+            .content
+            .iter()
+            .any(|c| c.symbol() == "█" || c.symbol() == "▼"),
+        "ASCII only"
+    );
+}
