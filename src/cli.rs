@@ -137,7 +137,8 @@ pub const EXIT_CODES: &str = "Exit codes:
   6  NVIDIA driver and NVML library versions differ
   7  no permission to use the GPUs
   8  no NVIDIA GPU found
-  9  (gputop validate) nvidia-smi is missing or failed";
+  9  (gputop validate) nvidia-smi is missing or failed
+  128+N  the interactive view ended by signal N (143 SIGTERM, 129 SIGHUP)";
 
 impl Cli {
     /// Parses the command line; exits with a usage error (status 2) on a bad one.
