@@ -409,3 +409,26 @@ fn styles_mark_load_selection_other_users_and_lost_gpus() {
         "ASCII only"
     );
 }
+
+#[test]
+fn the_selection_follows_its_process_across_refreshes_and_re_sorts() {
+    let mut app = app();
+    app.update(Action::End); // the smallest GPU memory: pid 4102
+    assert_eq!(app.selected_process().map(|p| p.pid), Some(4102));
+    // Next refresh: 4102 grows to the top.
+    let mut next = snapshot();
+    next.processes[1].gpu_memory_bytes = Reading::Value(70 * GIB);
+    app.update(Action::Snapshot(Arc::new(next)));
+    assert_eq!(app.rows()[0].pid, 4102);
+    assert_eq!(app.selected_process().map(|p| p.pid), Some(4102));
+    app.update(Action::SortBy {
+        key: gputop::app::sort::SortKey::Pid,
+        reverse: true,
+    });
+    assert_eq!(app.selected_process().map(|p| p.pid), Some(4102));
+    // A new process under the same PID (another start time) is not the selected one.
+    let mut replaced = snapshot();
+    replaced.processes[1].host.start_time = Reading::Value(1);
+    app.update(Action::Snapshot(Arc::new(replaced)));
+    assert_eq!(app.selected_process().map(|p| p.pid), None);
+}
