@@ -124,12 +124,17 @@ fn snapshots_flow_and_a_lost_gpu_does_not_stop_the_others() {
             "nvmlDeviceGetName",
             "nvmlDeviceGetUUID",
             "nvmlDeviceGetMemoryInfo_v2",
+            "nvmlSystemGetDriverVersion",
         ];
         names.map(|name| count(std::ffi::CString::new(name).unwrap().as_ptr()))
     };
     let reads = snapshots.len() as u64;
     assert_eq!(calls[0], 3, "names read once per GPU");
     assert_eq!(calls[1], 3, "UUIDs read once per GPU");
+    assert_eq!(
+        calls[3], 2,
+        "the driver version: once by nvml-wrapper's init, once by gputop"
+    );
     assert!(
         calls[2] >= 2 * reads,
         "memory read at every snapshot: {} for {reads}",

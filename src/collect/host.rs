@@ -12,6 +12,7 @@ use crate::model::{HostFacts, HostStats, Reading};
 /// Reads the host; keeps sysinfo state between refreshes so CPU percentages are deltas.
 pub struct HostCollector {
     system: System,
+    hostname: String,
     users: Users,
     /// PIDs refreshed last time: their CPU % is a delta over the interval.
     seen: HashSet<u32>,
@@ -36,6 +37,7 @@ impl HostCollector {
     pub fn new() -> Self {
         Self {
             system: System::new(),
+            hostname: System::host_name().unwrap_or_else(|| "localhost".into()),
             users: Users::new_with_refreshed_list(),
             seen: HashSet::new(),
             cpu_refreshed: false,
@@ -139,9 +141,11 @@ impl HostCollector {
     }
 }
 
-/// The machine's host name.
-pub fn hostname() -> String {
-    System::host_name().unwrap_or_else(|| "localhost".into())
+impl HostCollector {
+    /// The machine's host name, read once.
+    pub fn hostname(&self) -> &str {
+        &self.hostname
+    }
 }
 
 /// One process of the whole table, for the tree view.

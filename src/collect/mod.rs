@@ -82,7 +82,7 @@ fn assemble(source: &mut Source, host: &mut HostCollector, window: Duration) -> 
     crate::app::sort::by_gpu_memory(&mut processes);
     Snapshot {
         taken_at: SystemTime::now(),
-        hostname: host::hostname(),
+        hostname: host.hostname().to_string(),
         driver: readout.driver,
         devices: readout.devices,
         processes,

@@ -116,6 +116,8 @@ struct Watermarks {
 /// An open NVML library and what gputop remembers between reads.
 pub struct NvmlSource {
     nvml: Arc<Nvml>,
+    /// Driver, NVML and CUDA versions: read once at open.
+    driver: DriverInfo,
     device_count: u32,
     statics: Vec<Option<StaticFacts>>,
     watermarks: Vec<Watermarks>,
@@ -155,8 +157,20 @@ impl NvmlSource {
             Err(e) => return Err(NvmlUnusable::Other(e.to_string())),
         };
         let count = device_count as usize;
+        let driver = DriverInfo {
+            driver_version: reading(nvml.sys_driver_version()),
+            nvml_version: reading(nvml.sys_nvml_version()),
+            cuda_driver_version: reading(nvml.sys_cuda_driver_version()).map(|v| {
+                format!(
+                    "{}.{}",
+                    cuda_driver_version_major(v),
+                    cuda_driver_version_minor(v)
+                )
+            }),
+        };
         Ok(Self {
             nvml: Arc::new(nvml),
+            driver,
             device_count,
             statics: vec![None; count],
             watermarks: vec![Watermarks::default(); count],
@@ -184,17 +198,7 @@ impl NvmlSource {
     /// Reads every device and its processes. `window` bounds the first sample-buffer read.
     pub fn read(&mut self, window: Duration) -> Readout {
         let nvml = Arc::clone(&self.nvml);
-        let driver = DriverInfo {
-            driver_version: reading(nvml.sys_driver_version()),
-            nvml_version: reading(nvml.sys_nvml_version()),
-            cuda_driver_version: reading(nvml.sys_cuda_driver_version()).map(|v| {
-                format!(
-                    "{}.{}",
-                    cuda_driver_version_major(v),
-                    cuda_driver_version_minor(v)
-                )
-            }),
-        };
+        let driver = self.driver.clone();
         let pcie = self
             .pcie
             .as_ref()
