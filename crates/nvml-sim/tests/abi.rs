@@ -413,10 +413,11 @@ fn sample_buffers_use_wall_clock_timestamps_and_the_size_protocol() {
         newest <= now_us() && newest + 1_000_000 > now_us(),
         "a real, recent timestamp"
     );
-    assert_eq!(
-        unsafe { buffer[count as usize - 1].sampleValue.uiVal },
-        50,
-        "t = 100 s: halfway from 10 to 90"
+    // t is 100 s plus however long this test took to get here (0.4 points per second).
+    let newest_value = unsafe { buffer[count as usize - 1].sampleValue.uiVal };
+    assert!(
+        (50..=52).contains(&newest_value),
+        "about halfway from 10 to 90: {newest_value}"
     );
     assert_eq!(
         unsafe { samples(device, 1, newest, &mut kind, &mut count, buffer.as_mut_ptr()) },
