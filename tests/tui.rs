@@ -608,3 +608,77 @@ fn process_state(pid: u32) -> char {
         .and_then(|(_, rest)| rest.chars().next())
         .unwrap_or('?')
 }
+
+#[test]
+fn when_the_terminal_goes_away_gputop_exits_instead_of_spinning() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // A pty that is not gputop's controlling terminal: closing it sends no SIGHUP, so gputop
+    // must notice the failing reads and writes (EIO) by itself.
+    // Opened close-on-exec, so no process the tests spawn meanwhile keeps the pty open.
+    // SAFETY: posix_openpt/grantpt/unlockpt/ptsname_r/open on descriptors we own.
+    let (master, slave) = unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(master >= 0, "posix_openpt");
+        assert_eq!(libc::grantpt(master), 0);
+        assert_eq!(libc::unlockpt(master), 0);
+        let mut name = [0 as libc::c_char; 64];
+        assert_eq!(libc::ptsname_r(master, name.as_mut_ptr(), name.len()), 0);
+        let slave = libc::open(name.as_ptr(), libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(slave >= 0, "open the pty's slave");
+        let size = libc::winsize {
+            ws_row: 30,
+            ws_col: 100,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        libc::ioctl(slave, libc::TIOCSWINSZ, &size);
+        (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave))
+    };
+    let home = tempfile::tempdir().unwrap();
+    let mut sleeper = sleeper();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gputop"))
+        .args([
+            "--nvml-lib",
+            common::sim_lib().to_str().unwrap(),
+            "--interval",
+            "0.2",
+        ])
+        .env("HOME", home.path())
+        .env("TERM", "xterm-256color")
+        .env("GPUTOP_SIM_SCENARIO", scenario(home.path()))
+        .env("GPUTOP_SIM_PIDS", format!("{0} {0} {0}", sleeper.id()))
+        .stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stdout(Stdio::from(slave.try_clone().unwrap()))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    drop(slave);
+    // Read until the first frame is drawn, then close the terminal.
+    let mut reader = std::fs::File::from(master);
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !String::from_utf8_lossy(&seen).contains("COMMAND") {
+        assert!(Instant::now() < deadline, "no frame was drawn");
+        let mut buf = [0u8; 4096];
+        let n = reader.read(&mut buf).unwrap();
+        seen.extend_from_slice(&buf[..n]);
+    }
+    drop(reader);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "gputop still runs 2 s after its terminal went away"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        status.code().is_some(),
+        "it exits by itself, not by a signal: {status:?}"
+    );
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+}
