@@ -1,0 +1,180 @@
+//! Micro-benchmarks of gputop's own work, without a terminal: building a snapshot through the
+//! NVML path (on the simulator), sorting and filtering 10 000 processes, and rendering a
+//! 200x50 frame of them. `cargo bench --bench core` prints medians; nothing here asserts time.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use gputop::app::filter::Selection;
+use gputop::app::state::{Action, App};
+use gputop::collect::nvml::NvmlSource;
+use gputop::config::Settings;
+use gputop::model::*;
+use gputop::ui::{self, theme::Theme};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+fn median(mut f: impl FnMut(), runs: usize) -> Duration {
+    f(); // warm-up
+    let mut times: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .collect();
+    times.sort();
+    times[runs / 2]
+}
+
+fn process(i: u32) -> GpuProcess {
+    GpuProcess {
+        pid: 10_000 + i,
+        gpu_index: i % 8,
+        gpu_uuid: Reading::Value(format!("GPU-{i:08}")),
+        kind: ProcessType::Compute,
+        gpu_memory_bytes: Reading::Value(u64::from(i % 977) << 24),
+        sm_percent: Reading::Value(i % 101),
+        memory_bandwidth_percent: Reading::Value(i % 53),
+        encoder_percent: Reading::Value(0),
+        decoder_percent: Reading::Value(0),
+        host: HostFacts {
+            user: Reading::Value(format!("user{}", i % 37)),
+            uid: Reading::Value(1000 + i % 37),
+            parent_pid: Reading::Value(1),
+            command: Reading::Value(format!("python3 train.py --run {i} --lr 3e-4")),
+            cpu_percent: Reading::Value(f64::from(i % 400) / 3.0),
+            memory_bytes: Reading::Value(u64::from(i) << 20),
+            start_time: Reading::Value(1_700_000_000 + u64::from(i)),
+            running_seconds: Reading::Value(u64::from(i) * 7),
+        },
+    }
+}
+
+fn snapshot(processes: u32) -> Snapshot {
+    let devices = (0..8)
+        .map(|index| {
+            let mut d = Device::unavailable(index, DeviceStatus::Ok, "bench");
+            d.name = Reading::Value("NVIDIA H100 80GB HBM3".into());
+            d.memory = Reading::Value(Memory {
+                total: 80 << 30,
+                used: 60 << 30,
+                free: 19 << 30,
+                reserved: 1 << 30,
+            });
+            d.utilization_gpu = Reading::Value(90);
+            d.temperature = Reading::Value(70);
+            d
+        })
+        .collect();
+    Snapshot {
+        taken_at: UNIX_EPOCH,
+        hostname: "bench".into(),
+        driver: DriverInfo {
+            driver_version: Reading::Value("550.54.15".into()),
+            nvml_version: Reading::NotSupported,
+            cuda_driver_version: Reading::Value("12.4".into()),
+        },
+        devices,
+        processes: (0..processes).map(process).collect(),
+        host: HostStats {
+            cpu_percent: Reading::Value(50.0),
+            memory_total_bytes: Reading::Value(512 << 30),
+            memory_used_bytes: Reading::Value(100 << 30),
+            swap_total_bytes: Reading::Value(0),
+            swap_used_bytes: Reading::Value(0),
+            load_average: Reading::Value([1.0, 1.0, 1.0]),
+            uptime_seconds: Reading::Value(1000),
+        },
+    }
+}
+
+fn main() {
+    let snapshot = Arc::new(snapshot(10_000));
+    let mut app = App::new(Settings::default(), Selection::default(), false, Some(1000));
+    app.update(Action::Snapshot(Arc::clone(&snapshot)));
+
+    let sort = median(
+        || {
+            black_box(app.rows());
+        },
+        51,
+    );
+    println!(
+        "sort 10 000 processes by GPU memory:       {:>9.3} ms",
+        sort.as_secs_f64() * 1e3
+    );
+    app.filter = "user:user7 mem>2G".into();
+    let filter = median(
+        || {
+            black_box(app.rows());
+        },
+        51,
+    );
+    println!(
+        "filter and sort 10 000 processes:          {:>9.3} ms",
+        filter.as_secs_f64() * 1e3
+    );
+    app.filter.clear();
+
+    let theme = Theme {
+        color: true,
+        ascii: false,
+        light: false,
+    };
+    let mut terminal = Terminal::new(TestBackend::new(200, 50)).unwrap();
+    let render = median(
+        || {
+            terminal
+                .draw(|frame| {
+                    black_box(ui::draw(frame, &mut app, &theme));
+                })
+                .unwrap();
+        },
+        51,
+    );
+    println!(
+        "render a 200x50 frame of 10 000 processes: {:>9.3} ms",
+        render.as_secs_f64() * 1e3
+    );
+
+    // Building a snapshot through nvml-wrapper, on the simulated 8-GPU machine.
+    let exe = std::env::current_exe().unwrap();
+    let lib = exe.parent().unwrap().join("libnvml_sim.so");
+    if lib.exists() {
+        let dir = std::env::temp_dir().join(format!("gputop-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let copy = dir.join("libnvidia-ml.so.1");
+        std::fs::copy(&lib, &copy).unwrap();
+        let scenario = "[meta]\nversion = 1\n".to_string()
+            + &(0..8)
+                .map(|g| {
+                    let procs: String = (0..8)
+                        .map(|p| {
+                            format!(
+                                "[[gpu.process]]\npid = {}\nused_memory = \"1 GiB\"\nsm = 50\n",
+                                900_000 + g * 8 + p
+                            )
+                        })
+                        .collect();
+                    format!("[[gpu]]\nname = \"Sim {g}\"\n{procs}")
+                })
+                .collect::<String>();
+        std::fs::write(dir.join("gputop-sim.toml"), scenario).unwrap();
+        let mut source = NvmlSource::open(Some(&copy)).expect("simulator");
+        let read = median(
+            || {
+                black_box(source.read(Duration::from_secs(1)));
+            },
+            51,
+        );
+        println!(
+            "read 8 GPUs and 64 processes through NVML: {:>9.3} ms",
+            read.as_secs_f64() * 1e3
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    } else {
+        println!("read through NVML: skipped, build the simulator first (cargo build -p nvml-sim)");
+    }
+}
