@@ -432,3 +432,18 @@ fn the_selection_follows_its_process_across_refreshes_and_re_sorts() {
     app.update(Action::Snapshot(Arc::new(replaced)));
     assert_eq!(app.selected_process().map(|p| p.pid), None);
 }
+
+#[test]
+fn long_command_lines_scroll_sideways() {
+    let mut app = app();
+    let before = render(&mut app, &DARK, 120, 24);
+    assert!(before.contains("python3 train.py --model llama-7b"));
+    app.update(Action::ScrollCommand(Some(8)));
+    let after = render(&mut app, &DARK, 120, 24);
+    assert!(
+        after.contains(" train.py --model llama-7b") && !after.contains("python3 train.py"),
+        "{after}"
+    );
+    app.update(Action::ScrollCommand(None));
+    assert_eq!(render(&mut app, &DARK, 120, 24), before);
+}

@@ -159,8 +159,26 @@ pub const MAIN: &[Binding] = &[
     bind(
         &[Char('t')],
         "t",
-        "tree view: GPU processes with their parents and children",
+        "tree view: GPU processes with their ancestors and children",
         || Action::Tree,
+    ),
+    bind(
+        &[Code(KeyCode::Right), Alt('l')],
+        "Right Alt-l",
+        "scroll the command lines right",
+        || Action::ScrollCommand(Some(8)),
+    ),
+    bind(
+        &[Code(KeyCode::Left), Alt('h')],
+        "Left Alt-h",
+        "scroll the command lines left",
+        || Action::ScrollCommand(Some(-8)),
+    ),
+    bind(
+        &[Ctrl('a'), Char('^')],
+        "Ctrl-A ^",
+        "command lines from their start",
+        || Action::ScrollCommand(None),
     ),
     bind(&[Char('a')], "a", "layout: automatic", || {
         Action::Layout(LayoutMode::Auto)

@@ -120,6 +120,8 @@ pub enum Action {
     Environment,
     Tree,
     Layout(LayoutMode),
+    /// Scroll the COMMAND column sideways by this many characters; `None` back to the start.
+    ScrollCommand(Option<i32>),
     /// A click on a process row, counted from the first visible row.
     ClickRow(usize),
     Scroll(i32),
@@ -207,6 +209,8 @@ pub struct App {
     pub environment: Option<(u32, Result<Vec<String>, String>)>,
     /// First line shown on the help and environment screens.
     pub text_scroll: usize,
+    /// First character of the COMMAND column shown (long command lines).
+    pub command_offset: usize,
     pub history: HashMap<ProcessKey, ProcessHistory>,
     /// Every process's parent and name, read for the tree view.
     pub process_table: Vec<crate::collect::host::ProcessEntry>,
@@ -237,6 +241,7 @@ impl App {
             status: None,
             environment: None,
             text_scroll: 0,
+            command_offset: 0,
             history: HashMap::new(),
             process_table: Vec::new(),
         }
@@ -510,6 +515,10 @@ impl App {
                 };
             }
             Action::Layout(mode) => self.layout = mode,
+            Action::ScrollCommand(delta) => {
+                self.command_offset =
+                    delta.map_or(0, |d| self.command_offset.saturating_add_signed(d as isize));
+            }
         }
         Vec::new()
     }

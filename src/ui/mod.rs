@@ -266,7 +266,7 @@ const COLUMNS: [(&str, u16, Option<SortKey>, bool); 11] = [
     ("COMMAND", 0, None, false),
 ];
 
-fn process_cells(p: &GpuProcess, snapshot: &Snapshot) -> [String; 11] {
+fn process_cells(p: &GpuProcess, snapshot: &Snapshot, command_offset: usize) -> [String; 11] {
     let host_total = snapshot.host.memory_total_bytes.get().unwrap_or(0);
     [
         p.gpu_index.to_string(),
@@ -282,7 +282,7 @@ fn process_cells(p: &GpuProcess, snapshot: &Snapshot) -> [String; 11] {
         }),
         na(&p.host.running_seconds, |s| human_duration(*s)),
         match &p.host.command {
-            Reading::Value(c) => sanitize(c),
+            Reading::Value(c) => sanitize(c).chars().skip(command_offset).collect(),
             Reading::NotSupported => "N/A".into(),
             Reading::Failed(reason) => format!("({})", sanitize(reason)),
         },
@@ -369,7 +369,7 @@ fn main_screen(
         .skip(app.scroll)
         .take(visible)
         .map(|(i, p)| {
-            let cells = process_cells(p, snapshot);
+            let cells = process_cells(p, snapshot, app.command_offset);
             let mut style = Style::new();
             if my_uid.is_some() && p.host.uid.get() != my_uid {
                 style = style.patch(theme.dim());
