@@ -110,6 +110,8 @@ pub fn run(
     readonly: bool,
     theme: Theme,
 ) -> std::io::Result<Ending> {
+    // The demo's PIDs are invented: its tree comes from the snapshot, never from this host.
+    let real_host = matches!(source, Source::Nvml(_));
     let interval = Duration::from_secs_f64(settings.display.refresh_interval);
     let (events, inbox) = mpsc::channel();
     let snapshots = events.clone();
@@ -160,7 +162,15 @@ pub fn run(
                         app.update(Action::EnvironmentRead(signal::environment(pid)));
                     }
                     Effect::ReadProcessTable => {
-                        app.update(Action::ProcessTableRead(crate::collect::host::process_table()));
+                        let table = if real_host {
+                            crate::collect::host::process_table()
+                        } else {
+                            app.snapshot
+                                .as_deref()
+                                .map(crate::collect::host::table_of)
+                                .unwrap_or_default()
+                        };
+                        app.update(Action::ProcessTableRead(table));
                     }
                     Effect::Suspend => tui.suspend()?,
                     Effect::Redraw => tui.clear()?,

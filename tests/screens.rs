@@ -447,3 +447,16 @@ fn long_command_lines_scroll_sideways() {
     app.update(Action::ScrollCommand(None));
     assert_eq!(render(&mut app, &DARK, 120, 24), before);
 }
+
+#[test]
+fn a_snapshot_makes_its_own_process_table_for_the_demo() {
+    let table = gputop::collect::host::table_of(&snapshot());
+    let rows: Vec<(u32, u32, &str)> = table
+        .iter()
+        .map(|e| (e.pid, e.parent_pid, e.name.as_str()))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![(4101, 1, "python3"), (4102, 4101, "python3"), (5200, 1, "evil")]
+    );
+}

@@ -176,3 +176,22 @@ pub fn process_table() -> Vec<ProcessEntry> {
         })
         .collect()
 }
+
+/// A process table made from a snapshot's own facts (the demo, whose PIDs are not real):
+/// each process under its recorded parent.
+pub fn table_of(snapshot: &crate::model::Snapshot) -> Vec<ProcessEntry> {
+    let mut table: Vec<ProcessEntry> = Vec::new();
+    for p in &snapshot.processes {
+        if table.iter().any(|e| e.pid == p.pid) {
+            continue;
+        }
+        let command = p.host.command.value().map(String::as_str).unwrap_or("?");
+        let program = command.split_whitespace().next().unwrap_or("?");
+        table.push(ProcessEntry {
+            pid: p.pid,
+            parent_pid: p.host.parent_pid.get().unwrap_or(0),
+            name: program.rsplit('/').next().unwrap_or(program).to_string(),
+        });
+    }
+    table
+}

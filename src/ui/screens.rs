@@ -224,9 +224,8 @@ pub fn tree(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
                 .and_then(|key| rows.iter().find(|p| ProcessKey::of(p) == key));
             let text = match gpu {
                 Some(p) => format!(
-                    "{indent}{} {}  GPU {} {} {}  {}",
+                    "{indent}{}  GPU {} {} {}  {}",
                     node.pid,
-                    sanitize(&node.name),
                     p.gpu_index,
                     na(&p.gpu_memory_bytes, |b| human_bytes(*b)),
                     na(&p.host.user, |u| sanitize(u)),
