@@ -34,14 +34,6 @@ impl<T> Reading<T> {
             Self::Failed(reason) => Reading::Failed(reason),
         }
     }
-
-    pub fn as_ref(&self) -> Reading<&T> {
-        match self {
-            Self::Value(v) => Reading::Value(v),
-            Self::NotSupported => Reading::NotSupported,
-            Self::Failed(reason) => Reading::Failed(reason.clone()),
-        }
-    }
 }
 
 impl<T: Copy> Reading<T> {

@@ -124,10 +124,6 @@ impl Query {
         Ok(Self { terms })
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.terms.is_empty()
-    }
-
     pub fn matches(&self, p: &GpuProcess) -> bool {
         self.terms.iter().all(|term| term_matches(term, p))
     }

@@ -14,7 +14,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Row, Table};
 
 use crate::app::sort::SortKey;
-use crate::app::state::{App, LayoutMode, ProcessKey, Screen};
+use crate::app::state::{App, LayoutMode, Screen};
 use crate::model::{Device, DeviceStatus, GpuProcess, Reading, Snapshot};
 use crate::report::{human_bytes, human_duration, sanitize};
 use theme::{Load, Theme};
@@ -464,9 +464,4 @@ fn footer_line(app: &App, shown: usize, theme: &Theme) -> Paragraph<'static> {
         "h help  / filter  o+letter sort  Space tag  T/K/I signal  Enter details  t tree  q quit"
     };
     Paragraph::new(hint).style(theme.dim())
-}
-
-/// The key of the process a screen row shows, for tests and the mouse.
-pub fn key_at(app: &App, offset: usize) -> Option<ProcessKey> {
-    app.rows().get(app.scroll + offset).map(|p| ProcessKey::of(p))
 }
