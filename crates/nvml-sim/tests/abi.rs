@@ -686,3 +686,28 @@ fn processes_leave_on_the_timeline_and_faults_end_with_their_window() {
     );
     assert_eq!(count, 0, "the process has left");
 }
+
+#[test]
+fn lenient_struct_versions_and_injected_latency() {
+    let sim = Sim::load(
+        "[meta]\nversion = 1\n[system]\nlenient_struct_versions = true\n\
+         [sim]\nlatency_us = { default = 20000 }\n[[gpu]]\n",
+    );
+    sim.init();
+    let (_, device) = sim.handle(0);
+    let v2 =
+        sim.sym::<unsafe extern "C" fn(Device, *mut nvmlMemory_v2_t) -> u32>("nvmlDeviceGetMemoryInfo_v2");
+    let mut memory: nvmlMemory_v2_t = unsafe { std::mem::zeroed() };
+    memory.version = 2;
+    let started = std::time::Instant::now();
+    assert_eq!(
+        unsafe { v2(device, &mut memory) },
+        SUCCESS,
+        "nvtop's version 2 is accepted when lenient"
+    );
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(20),
+        "each device call waits latency_us"
+    );
+    assert_eq!(memory.total, 16 << 30);
+}
