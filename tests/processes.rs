@@ -5,7 +5,14 @@ mod common;
 
 use std::process::{Command, Stdio};
 
-use common::{dead_pid, gputop_on, json, stderr, stdout};
+use common::{Sleepers, dead_pid, gputop_on, json, stderr, stdout};
+
+/// `--once --json` on `scenario` with `pids` as GPUTOP_SIM_PIDS.
+fn json_with_pids(home: &std::path::Path, scenario: &std::path::Path, pids: &str) -> serde_json::Value {
+    let mut command = gputop_on(home, scenario, 1_000);
+    command.env("GPUTOP_SIM_PIDS", pids);
+    json(command)
+}
 
 fn one_process_scenario(dir: &std::path::Path) -> std::path::PathBuf {
     let path = dir.join("one.toml");
@@ -73,11 +80,7 @@ fn escape_sequences_in_command_lines_are_shown_as_text() {
         .arg("--once")
         .output()
         .unwrap();
-    let doc = json({
-        let mut c = gputop_on(home.path(), &path, 1_000);
-        c.env("GPUTOP_SIM_PIDS", &pid);
-        c
-    });
+    let doc = json_with_pids(home.path(), &path, &pid);
     let _ = child.kill();
     let _ = child.wait();
     assert!(output.status.success(), "{}", stderr(&output));
@@ -98,16 +101,12 @@ fn escape_sequences_in_command_lines_are_shown_as_text() {
 fn host_facts_of_a_live_process_are_real() {
     let home = tempfile::tempdir().unwrap();
     let path = one_process_scenario(home.path());
-    let mut child = Command::new("sleep").arg("600").spawn().unwrap();
-    let pid = child.id();
-    let doc = json({
-        let mut c = gputop_on(home.path(), &path, 1_000);
-        c.env("GPUTOP_SIM_PIDS", pid.to_string());
-        c
-    });
-    let _ = child.kill();
-    let _ = child.wait();
+    let sleeper = Sleepers::spawn(1);
+    let pid = sleeper.pids()[0];
+    let doc = json_with_pids(home.path(), &path, &sleeper.env());
+    drop(sleeper);
     let process = &doc["processes"][0];
+    assert_eq!(process["pid"], pid);
     let me = Command::new("id").arg("-un").output().unwrap();
     assert_eq!(process["user"], String::from_utf8_lossy(&me.stdout).trim());
     assert_eq!(process["command"], "sleep 600");
@@ -136,15 +135,10 @@ fn a_process_on_two_gpus_has_a_row_on_each_with_its_host_facts() {
          [[gpu]]\n[[gpu.process]]\npid_env = \"GPUTOP_SIM_PIDS\"\nused_memory = \"2 GiB\"\n",
     )
     .unwrap();
-    let mut child = Command::new("sleep").arg("600").spawn().unwrap();
-    let pid = child.id();
-    let doc = json({
-        let mut c = gputop_on(home.path(), &path, 1_000);
-        c.env("GPUTOP_SIM_PIDS", pid.to_string());
-        c
-    });
-    let _ = child.kill();
-    let _ = child.wait();
+    let sleeper = Sleepers::spawn(1);
+    let pid = sleeper.pids()[0];
+    let doc = json_with_pids(home.path(), &path, &sleeper.env());
+    drop(sleeper);
     let rows = doc["processes"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
     for (row, gpu) in rows.iter().zip([0, 1]) {

@@ -212,6 +212,12 @@ fn session(extra: &[&str]) -> Session {
     }
 }
 
+/// gputop in a pty on the two-GPU scenario with one real process standing in for all three.
+fn gputop_with_one(home: &Path, pid: u32, cols: u16) -> Pty {
+    let pids = format!("{pid} {pid} {pid}");
+    Pty::spawn(gputop_command(home, &scenario(home), &pids, &[]), cols, 30)
+}
+
 fn order(screen: &str) -> Vec<u32> {
     process_rows(screen).iter().map(|r| pid_of(r)).collect()
 }
@@ -427,16 +433,7 @@ fn sigterm_and_sighup_leave_the_terminal_as_it_was() {
     for signal in ["TERM", "HUP"] {
         let home = tempfile::tempdir().unwrap();
         let mut child = sleeper();
-        let mut pty = Pty::spawn(
-            gputop_command(
-                home.path(),
-                &scenario(home.path()),
-                &format!("{0} {0} {0}", child.id()),
-                &[],
-            ),
-            100,
-            30,
-        );
+        let mut pty = gputop_with_one(home.path(), child.id(), 100);
         let tty = pty.tty_path();
         pty.wait_for("GPU PID");
         let raw = stty(&tty);
@@ -479,16 +476,7 @@ fn escape_sequences_in_a_process_name_change_neither_screen_nor_title() {
         .stdin(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut pty = Pty::spawn(
-        gputop_command(
-            home.path(),
-            &scenario(home.path()),
-            &format!("{0} {0} {0}", child.id()),
-            &[],
-        ),
-        160,
-        30,
-    );
+    let mut pty = gputop_with_one(home.path(), child.id(), 160);
     let screen = pty.wait_for("\\u{1b}]0;pwned\\u{7}");
     assert!(screen.contains("GPU PID"), "the screen is intact: {screen}");
     assert_ne!(pty.title(), "pwned");
@@ -564,12 +552,7 @@ fn a_process_replaced_under_the_same_pid_is_refused() {
 fn ctrl_z_suspends_with_the_terminal_restored_and_resumes_with_a_full_redraw() {
     let home = tempfile::tempdir().unwrap();
     let mut child = sleeper();
-    let list = format!("{0} {0} {0}", child.id());
-    let mut pty = Pty::spawn(
-        gputop_command(home.path(), &scenario(home.path()), &list, &[]),
-        100,
-        30,
-    );
+    let mut pty = gputop_with_one(home.path(), child.id(), 100);
     let tty = pty.tty_path();
     pty.wait_for("GPU PID");
     let pid = pty.child.process_id().unwrap();

@@ -14,6 +14,7 @@ use nvml_wrapper_sys::bindings::{
 };
 
 type Device = *mut c_void;
+type ProcessList = unsafe extern "C" fn(Device, *mut c_uint, *mut nvmlProcessInfo_v2_t) -> u32;
 
 const SUCCESS: u32 = 0;
 const UNINITIALIZED: u32 = 1;
@@ -76,6 +77,11 @@ impl Sim {
             )
         };
         (ret, device)
+    }
+
+    /// A `_v3` running-process list export (24-byte entries).
+    fn process_list(&self, name: &str) -> Symbol<'_, ProcessList> {
+        self.sym::<ProcessList>(name)
     }
 
     fn u32_getter(&self, name: &str, device: Device) -> (u32, u32) {
@@ -214,9 +220,7 @@ fn process_lists_follow_the_two_call_protocol() {
     sim.init();
     let (_, device) = sim.handle(0);
     let (_, other) = sim.handle(1);
-    let compute = sim.sym::<unsafe extern "C" fn(Device, *mut c_uint, *mut nvmlProcessInfo_v2_t) -> u32>(
-        "nvmlDeviceGetComputeRunningProcesses_v3",
-    );
+    let compute = sim.process_list("nvmlDeviceGetComputeRunningProcesses_v3");
     let mut count = 0;
     assert_eq!(
         unsafe { compute(device, &mut count, std::ptr::null_mut()) },
@@ -252,9 +256,7 @@ fn process_lists_follow_the_two_call_protocol() {
     assert_eq!(count, 2);
 
     // Memory NVML cannot attribute is NVML_VALUE_NOT_AVAILABLE.
-    let graphics = sim.sym::<unsafe extern "C" fn(Device, *mut c_uint, *mut nvmlProcessInfo_v2_t) -> u32>(
-        "nvmlDeviceGetGraphicsRunningProcesses_v3",
-    );
+    let graphics = sim.process_list("nvmlDeviceGetGraphicsRunningProcesses_v3");
     let mut count = 4;
     assert_eq!(
         unsafe { graphics(device, &mut count, infos.as_mut_ptr()) },
@@ -491,9 +493,7 @@ fn race_grow_makes_the_fetch_after_a_size_query_find_one_more() {
     let sim = Sim::load(&scenario);
     sim.init();
     let (_, device) = sim.handle(0);
-    let compute = sim.sym::<unsafe extern "C" fn(Device, *mut c_uint, *mut nvmlProcessInfo_v2_t) -> u32>(
-        "nvmlDeviceGetComputeRunningProcesses_v3",
-    );
+    let compute = sim.process_list("nvmlDeviceGetComputeRunningProcesses_v3");
     let mut count = 0;
     assert_eq!(
         unsafe { compute(device, &mut count, std::ptr::null_mut()) },
@@ -657,9 +657,7 @@ fn processes_leave_on_the_timeline_and_faults_end_with_their_window() {
     );
     sim.init();
     let (_, device) = sim.handle(0);
-    let compute = sim.sym::<unsafe extern "C" fn(Device, *mut c_uint, *mut nvmlProcessInfo_v2_t) -> u32>(
-        "nvmlDeviceGetComputeRunningProcesses_v3",
-    );
+    let compute = sim.process_list("nvmlDeviceGetComputeRunningProcesses_v3");
     let temperature = |device| {
         let mut value = 0;
         unsafe {
