@@ -102,7 +102,8 @@ pub type Latest = Arc<RwLock<Option<Arc<Snapshot>>>>;
 #[derive(Debug)]
 pub struct Collector {
     latest: Latest,
-    updates: Receiver<Arc<Snapshot>>,
+    /// Present when snapshots are delivered through [`Collector::next`].
+    updates: Option<Receiver<Arc<Snapshot>>>,
     stop: Option<Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -116,7 +117,7 @@ impl Collector {
             source,
             interval,
             Box::new(move |s| publish.send(s).is_ok()),
-            updates,
+            Some(updates),
         )
     }
 
@@ -126,15 +127,14 @@ impl Collector {
         interval: Duration,
         publish: Box<dyn FnMut(Arc<Snapshot>) -> bool + Send>,
     ) -> std::io::Result<Self> {
-        let (_, updates) = mpsc::channel();
-        Self::spawn_inner(source, interval, publish, updates)
+        Self::spawn_inner(source, interval, publish, None)
     }
 
     fn spawn_inner(
         mut source: Source,
         interval: Duration,
         mut publish: Box<dyn FnMut(Arc<Snapshot>) -> bool + Send>,
-        updates: Receiver<Arc<Snapshot>>,
+        updates: Option<Receiver<Arc<Snapshot>>>,
     ) -> std::io::Result<Self> {
         let latest: Latest = Arc::new(RwLock::new(None));
         let (stop, stopped) = mpsc::channel::<()>();
@@ -170,9 +170,10 @@ impl Collector {
         self.latest.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Waits up to `timeout` for the next snapshot.
+    /// Waits up to `timeout` for the next snapshot; `None` for a collector started with
+    /// [`Collector::spawn_with`], whose snapshots go to its own callback.
     pub fn next(&self, timeout: Duration) -> Option<Arc<Snapshot>> {
-        self.updates.recv_timeout(timeout).ok()
+        self.updates.as_ref()?.recv_timeout(timeout).ok()
     }
 }
 

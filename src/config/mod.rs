@@ -51,7 +51,7 @@ impl std::error::Error for ConfigError {}
 pub struct DisplaySettings {
     /// Seconds between refreshes.
     pub refresh_interval: f64,
-    /// Device metrics shown, in order.
+    /// Device columns of the `--once` report, in order.
     pub default_metrics: Vec<String>,
     /// Load colours: below `low` light, from `high` heavy (percent).
     pub utilization_low: f64,
