@@ -460,3 +460,22 @@ fn a_snapshot_makes_its_own_process_table_for_the_demo() {
         vec![(4101, 1, "python3"), (4102, 4101, "python3"), (5200, 1, "evil")]
     );
 }
+
+#[test]
+fn layout_modes_choose_one_or_two_lines_per_gpu() {
+    use gputop::app::state::LayoutMode;
+    let second_line = "SM 1980MHz  MCLK 2619MHz";
+    let mut app = app();
+    assert!(
+        render(&mut app, &DARK, 200, 50).contains(second_line),
+        "auto: room for two lines"
+    );
+    assert!(
+        !render(&mut app, &DARK, 200, 14).contains(second_line),
+        "auto: too short for two"
+    );
+    app.update(Action::Layout(LayoutMode::Compact));
+    assert!(!render(&mut app, &DARK, 200, 50).contains(second_line));
+    app.update(Action::Layout(LayoutMode::Full));
+    assert!(render(&mut app, &DARK, 200, 14).contains(second_line));
+}

@@ -350,7 +350,40 @@ fn mouse_clicks_select_rows_and_sort_by_headers() {
     let mut sorted = pids.clone();
     sorted.sort_unstable();
     assert_eq!(order(&screen), sorted);
+    // The wheel moves the selection: Esc clears it, two notches down select the second row.
+    pty.keys("\x1b");
+    pty.keys(&format!("\x1b[<65;20;{}M", header + 4));
+    pty.keys(&format!("\x1b[<65;20;{}M", header + 4));
+    pty.keys("\r");
+    let details = pty.wait_for("process details");
+    assert!(
+        details.contains(&format!("PID {}", sorted[1])),
+        "the wheel moved down twice: {details}"
+    );
     pty.keys("q");
+}
+
+#[test]
+fn no_color_draws_without_colours() {
+    for no_color in [false, true] {
+        let home = tempfile::tempdir().unwrap();
+        let sleepers = common::Sleepers::spawn(3);
+        let mut command = gputop_command(home.path(), &scenario(home.path()), &sleepers.env(), &[]);
+        if no_color {
+            command.env("NO_COLOR", "1");
+        }
+        let mut pty = Pty::spawn(command, 120, 30);
+        pty.wait_until("three process rows", 15, |s| process_rows(s).len() == 3);
+        pty.keys("\x1b[B");
+        let raw = String::from_utf8_lossy(&pty.raw.lock().unwrap()).to_string();
+        // crossterm sets colours with SGR 38;... (foreground) and 48;... (background).
+        let coloured = raw.contains("\x1b[38;") || raw.contains("\x1b[48;");
+        assert_eq!(coloured, !no_color, "colour sequences with NO_COLOR={no_color}");
+        if no_color {
+            assert!(raw.contains("\x1b[7m"), "the selection is shown in reverse video");
+        }
+        pty.keys("q");
+    }
 }
 
 fn sleeper() -> Child {
