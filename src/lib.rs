@@ -12,6 +12,7 @@ pub mod app;
 pub mod cli;
 pub mod collect;
 pub mod config;
+pub mod history;
 pub mod interactive;
 pub mod model;
 pub mod report;

@@ -5,6 +5,8 @@
 
 use std::time::SystemTime;
 
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
 /// One metric as read from the driver or the OS.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reading<T> {
@@ -13,6 +15,35 @@ pub enum Reading<T> {
     NotSupported,
     /// Reading it failed; the reason is kept for diagnostics.
     Failed(String),
+}
+
+/// On the wire (recordings): a value as itself, not supported as `null`, a failure as
+/// `{"failed": reason}`.
+impl<T: Serialize> Serialize for Reading<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Value(v) => v.serialize(serializer),
+            Self::NotSupported => serializer.serialize_none(),
+            Self::Failed(reason) => Wire::<&T>::Failed { failed: reason.clone() }.serialize(serializer),
+        }
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Reading<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(match Option::<Wire<T>>::deserialize(deserializer)? {
+            None => Self::NotSupported,
+            Some(Wire::Failed { failed }) => Self::Failed(failed),
+            Some(Wire::Value(v)) => Self::Value(v),
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum Wire<T> {
+    Failed { failed: String },
+    Value(T),
 }
 
 impl<T> Reading<T> {
@@ -43,7 +74,7 @@ impl<T: Copy> Reading<T> {
 }
 
 /// Mean and peak of a metric over the last interval, from the driver's sample buffer.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Window {
     pub mean: f64,
     pub peak: f64,
@@ -51,7 +82,7 @@ pub struct Window {
 }
 
 /// Whether a device answers.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DeviceStatus {
     Ok,
     /// Fallen off the bus or otherwise gone; the other GPUs go on.
@@ -60,7 +91,7 @@ pub enum DeviceStatus {
     Failed(String),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Memory {
     pub total: u64,
     pub used: u64,
@@ -69,13 +100,13 @@ pub struct Memory {
     pub reserved: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bar1 {
     pub total: u64,
     pub used: u64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Clocks {
     pub graphics: Reading<u32>,
     pub sm: Reading<u32>,
@@ -83,7 +114,7 @@ pub struct Clocks {
     pub video: Reading<u32>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PcieLink {
     pub generation: Reading<u32>,
     pub width: Reading<u32>,
@@ -92,7 +123,7 @@ pub struct PcieLink {
 }
 
 /// One GPU at one instant.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Device {
     pub index: u32,
     pub status: DeviceStatus,
@@ -111,6 +142,8 @@ pub struct Device {
     /// Per fan, in percent.
     pub fan_speeds: Reading<Vec<u32>>,
     pub power_usage_mw: Reading<u32>,
+    /// Mean and peak power draw (mW) over the last interval, from the driver's sample buffer.
+    pub power_usage_window: Reading<Window>,
     pub power_limit_mw: Reading<u32>,
     pub power_enforced_limit_mw: Reading<u32>,
     pub energy_mj: Reading<u64>,
@@ -156,6 +189,7 @@ impl Device {
             temperature_shutdown: Reading::failed(reason),
             fan_speeds: Reading::failed(reason),
             power_usage_mw: Reading::failed(reason),
+            power_usage_window: Reading::failed(reason),
             power_limit_mw: Reading::failed(reason),
             power_enforced_limit_mw: Reading::failed(reason),
             energy_mj: Reading::failed(reason),
@@ -198,7 +232,7 @@ impl Device {
 }
 
 /// How a process uses a GPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ProcessType {
     Compute,
     Graphics,
@@ -233,7 +267,7 @@ impl ProcessType {
 }
 
 /// Facts about a process from the host (procfs), not from the GPU driver.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HostFacts {
     pub user: Reading<String>,
     /// The real uid behind `user`; signals re-check it.
@@ -264,7 +298,7 @@ impl HostFacts {
 }
 
 /// One process on one GPU.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuProcess {
     pub pid: u32,
     pub gpu_index: u32,
@@ -279,7 +313,7 @@ pub struct GpuProcess {
 }
 
 /// The host's own load.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HostStats {
     pub cpu_percent: Reading<f64>,
     pub memory_total_bytes: Reading<u64>,
@@ -291,7 +325,7 @@ pub struct HostStats {
 }
 
 /// Driver-level facts.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DriverInfo {
     pub driver_version: Reading<String>,
     pub nvml_version: Reading<String>,
@@ -300,7 +334,7 @@ pub struct DriverInfo {
 }
 
 /// Everything gputop knows at one instant.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
     pub taken_at: SystemTime,
     pub hostname: String,
@@ -309,4 +343,22 @@ pub struct Snapshot {
     /// Largest GPU memory first.
     pub processes: Vec<GpuProcess>,
     pub host: HostStats,
+}
+
+/// What identifies a process row across refreshes and re-sorts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProcessKey {
+    pub pid: u32,
+    pub start_time: Option<u64>,
+    pub gpu_index: u32,
+}
+
+impl ProcessKey {
+    pub fn of(p: &GpuProcess) -> Self {
+        Self {
+            pid: p.pid,
+            start_time: p.host.start_time.get(),
+            gpu_index: p.gpu_index,
+        }
+    }
 }

@@ -322,6 +322,8 @@ fn device_json(d: &Device) -> Value {
         "fan_speed_percent": j(&d.fan_speed()),
         "fan_speeds_percent": j_map(&d.fan_speeds, |f| json!(f)),
         "power_usage_watts": watts(&d.power_usage_mw),
+        "power_usage_mean_watts": j_map(&d.power_usage_window, |w| json!(round2(w.mean / 1000.0))),
+        "power_usage_peak_watts": j_map(&d.power_usage_window, |w| json!(round2(w.peak / 1000.0))),
         "power_limit_watts": watts(&d.power_limit_mw),
         "power_enforced_limit_watts": watts(&d.power_enforced_limit_mw),
         "energy_joules": j_map(&d.energy_mj, |mj| json!(*mj as f64 / 1000.0)),

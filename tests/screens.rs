@@ -2,7 +2,6 @@
 //! data. Review changes with `cargo insta review` (or INSTA_UPDATE=always, then git diff).
 
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
 
 use gputop::app::filter::Selection;
 use gputop::app::state::{Action, App, Signal};
@@ -12,129 +11,9 @@ use gputop::ui::{self, theme::Theme};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
-const GIB: u64 = 1 << 30;
+mod common;
 
-fn device(index: u32, name: &str, used_gib: u64, util: u32, temp: u32) -> Device {
-    let mut d = Device::unavailable(index, DeviceStatus::Ok, "unused");
-    d.name = Reading::Value(name.into());
-    d.uuid = Reading::Value(format!("GPU-0000000{index}-aaaa-4bbb-8ccc-dddddddddddd"));
-    d.pci_bus_id = Reading::Value(format!("00000000:{:02X}:00.0", 0x18 + index));
-    d.utilization_gpu = Reading::Value(util);
-    d.utilization_memory = Reading::Value(util / 2);
-    d.utilization_gpu_window = Reading::Value(Window {
-        mean: f64::from(util),
-        peak: f64::from(util.max(1)) + 3.0,
-        samples: 12,
-    });
-    d.memory = Reading::Value(Memory {
-        total: 80 * GIB,
-        used: used_gib * GIB,
-        free: (79 - used_gib) * GIB,
-        reserved: GIB,
-    });
-    d.temperature = Reading::Value(temp);
-    d.fan_speeds = if index == 0 {
-        Reading::NotSupported
-    } else {
-        Reading::Value(vec![40])
-    };
-    d.power_usage_mw = Reading::Value(300_000 + index * 50_000);
-    d.power_limit_mw = Reading::Value(700_000);
-    d.performance_state = Reading::Value(0);
-    d.clocks = Clocks {
-        graphics: Reading::Value(1980),
-        sm: Reading::Value(1980),
-        memory: Reading::Value(2619),
-        video: Reading::Value(1755),
-    };
-    d.pcie_rx_kbps = Reading::Value(2_000_000);
-    d.pcie_tx_kbps = Reading::Value(500_000);
-    d.encoder = Reading::Value(0);
-    d.decoder = Reading::Value(0);
-    d.ecc_uncorrected_volatile = Reading::Value(0);
-    d
-}
-
-fn process(pid: u32, gpu: u32, uid: u32, user: &str, command: &str, mem_gib: u64, sm: u32) -> GpuProcess {
-    GpuProcess {
-        pid,
-        gpu_index: gpu,
-        gpu_uuid: Reading::Value(format!("GPU-0000000{gpu}-aaaa-4bbb-8ccc-dddddddddddd")),
-        kind: ProcessType::Compute,
-        gpu_memory_bytes: Reading::Value(mem_gib * GIB),
-        sm_percent: Reading::Value(sm),
-        memory_bandwidth_percent: Reading::Value(sm / 2),
-        encoder_percent: Reading::Value(0),
-        decoder_percent: Reading::Value(0),
-        host: HostFacts {
-            user: Reading::Value(user.into()),
-            uid: Reading::Value(uid),
-            parent_pid: Reading::Value(if pid == 4102 { 4101 } else { 1 }),
-            command: Reading::Value(command.into()),
-            cpu_percent: Reading::Value(f64::from(sm) * 1.1),
-            memory_bytes: Reading::Value(mem_gib * GIB / 4),
-            start_time: Reading::Value(1_700_000_000 + u64::from(pid)),
-            running_seconds: Reading::Value(3_725 + u64::from(pid)),
-        },
-    }
-}
-
-fn snapshot() -> Snapshot {
-    let mut lost = Device::unavailable(2, DeviceStatus::Lost("GPU is lost".into()), "GPU is lost");
-    lost.name = Reading::Value("NVIDIA H100 80GB HBM3".into());
-    Snapshot {
-        taken_at: UNIX_EPOCH + Duration::from_secs(1_795_966_801),
-        hostname: "gpu-box".into(),
-        driver: DriverInfo {
-            driver_version: Reading::Value("550.54.15".into()),
-            nvml_version: Reading::Value("12.550.54.15".into()),
-            cuda_driver_version: Reading::Value("12.4".into()),
-        },
-        devices: vec![
-            device(0, "NVIDIA H100 80GB HBM3", 70, 97, 84),
-            device(1, "NVIDIA H100 80GB HBM3", 12, 5, 41),
-            lost,
-        ],
-        processes: vec![
-            process(
-                4101,
-                0,
-                1000,
-                "alice",
-                "python3 train.py --model llama-7b",
-                60,
-                95,
-            ),
-            process(
-                4102,
-                0,
-                1000,
-                "alice",
-                "python3 -m torch.distributed.run worker.py",
-                9,
-                3,
-            ),
-            process(
-                5200,
-                1,
-                1001,
-                "bob",
-                "evil \u{1b}]0;pwned\u{7}\u{1b}[2J name \u{202e}txt.exe",
-                11,
-                4,
-            ),
-        ],
-        host: HostStats {
-            cpu_percent: Reading::Value(37.5),
-            memory_total_bytes: Reading::Value(512 * GIB),
-            memory_used_bytes: Reading::Value(96 * GIB),
-            swap_total_bytes: Reading::Value(0),
-            swap_used_bytes: Reading::Value(0),
-            load_average: Reading::Value([7.25, 6.5, 6.0]),
-            uptime_seconds: Reading::Value(864_000),
-        },
-    }
-}
+use common::fixtures::{GIB, snapshot};
 
 fn process_table() -> Vec<gputop::collect::host::ProcessEntry> {
     [

@@ -10,23 +10,7 @@ use crate::app::sort::{self, SortKey};
 use crate::config::Settings;
 use crate::model::{GpuProcess, Snapshot};
 
-/// What identifies a process row across refreshes and re-sorts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ProcessKey {
-    pub pid: u32,
-    pub start_time: Option<u64>,
-    pub gpu_index: u32,
-}
-
-impl ProcessKey {
-    pub fn of(p: &GpuProcess) -> Self {
-        Self {
-            pid: p.pid,
-            start_time: p.host.start_time.get(),
-            gpu_index: p.gpu_index,
-        }
-    }
-}
+pub use crate::model::ProcessKey;
 
 /// The signals gputop sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

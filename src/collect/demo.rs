@@ -164,6 +164,7 @@ impl DemoSource {
             }),
             fan_speeds: fans,
             power_usage_mw: count("power_usage", &d.power_mw, "power_mw"),
+            power_usage_window: self.window(gpu, sampling::TOTAL_POWER, t, since),
             power_limit_mw: fixed("power_limit", g.power_limit_mw),
             power_enforced_limit_mw: fixed("enforced_power_limit", g.enforced_power_limit_mw),
             energy_mj: self.field(gpu, "energy", t, || sim.energy_mj(gpu, t)),

@@ -110,6 +110,7 @@ struct PcieThroughput {
 struct Watermarks {
     gpu_util: u64,
     memory_util: u64,
+    power: u64,
     processes: u64,
 }
 
@@ -400,6 +401,7 @@ fn read_device(
         temperature_shutdown: statics.temperature_shutdown.clone(),
         fan_speeds,
         power_usage_mw: reading(device.power_usage()),
+        power_usage_window: sample_window(device, Sampling::Power, &mut marks.power, window),
         power_limit_mw: reading(device.power_management_limit()),
         power_enforced_limit_mw: reading(device.enforced_power_limit()),
         energy_mj: reading(device.total_energy_consumption()),

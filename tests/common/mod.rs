@@ -2,6 +2,8 @@
 //! processes whose PIDs scenarios refer to.
 #![allow(dead_code)]
 
+pub mod fixtures;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
