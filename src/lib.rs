@@ -8,6 +8,7 @@
 
 #![recursion_limit = "256"]
 
+pub mod alerts;
 pub mod app;
 pub mod cli;
 pub mod collect;

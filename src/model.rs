@@ -24,7 +24,10 @@ impl<T: Serialize> Serialize for Reading<T> {
         match self {
             Self::Value(v) => v.serialize(serializer),
             Self::NotSupported => serializer.serialize_none(),
-            Self::Failed(reason) => Wire::<&T>::Failed { failed: reason.clone() }.serialize(serializer),
+            Self::Failed(reason) => Wire::<&T>::Failed {
+                failed: reason.clone(),
+            }
+            .serialize(serializer),
         }
     }
 }

@@ -309,3 +309,80 @@ fn metrics_setting_chooses_the_report_columns() {
         .collect();
     assert_eq!(columns, ["GPU", "NAME", "FAN", "SM/MEM CLOCK"]);
 }
+
+const RULES: &str = r#"[alert]
+log_file = "/tmp/alerts.log"
+notify_critical = ["notify-send", "gputop"]
+
+[[alert.rules]]
+name = "gpu_power_high"
+metric = "power"
+threshold = 650
+clear = 600
+window = 60
+for = 30
+severity = "critical"
+summary = "near the power limit"
+
+[[alert.rules]]
+name = "gpu_idle_free"
+enabled = false
+"#;
+
+#[test]
+fn alert_rules_load_dump_and_load_back() {
+    let home = tempfile::tempdir().unwrap();
+    user_config(home.path(), RULES);
+    let (first, table) = dump(home.path(), &[], &[]);
+    let rules = table["alert"]["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 2, "{first}");
+    assert_eq!(rules[0]["threshold"].as_float(), Some(650.0));
+    assert_eq!(rules[0]["for"].as_float(), Some(30.0));
+    assert_eq!(rules[1]["enabled"].as_bool(), Some(false));
+    assert_eq!(table["alert"]["notify_critical"].as_array().unwrap().len(), 2);
+    let saved = home.path().join("dumped.toml");
+    std::fs::write(&saved, &first).unwrap();
+    let (second, _) = dump(home.path(), &["--config", saved.to_str().unwrap()], &[]);
+    let strip = |t: &str| -> Vec<String> {
+        t.lines()
+            .map(|l| l.split("  #").next().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(strip(&first), strip(&second));
+}
+
+#[test]
+fn bad_alert_rules_are_named_with_their_position() {
+    assert_config_error(
+        "[[alert.rules]]\nname = \"hot\"\nmetric = \"temperature\"\nthreshhold = 90\n",
+        &[
+            "{path}:4:1:",
+            "unknown key 'threshhold' in [[alert.rules]]",
+            "did you mean 'threshold'?",
+        ],
+    );
+    assert_config_error(
+        "[[alert.rules]]\nname = \"hot\"\nmetric = \"temprature\"\nthreshold = 90\n",
+        &[
+            "{path}:3:10:",
+            "unknown value 'temprature'",
+            "did you mean 'temperature'?",
+        ],
+    );
+    assert_config_error(
+        "[[alert.rules]]\nname = \"hot\"\nmetric = \"temperature\"\nthreshold = 90\nclear = 95\n",
+        &["{path}:5:9:", "alert rule clear", "would never resolve"],
+    );
+    assert_config_error(
+        "[[alert.rules]]\nname = \"hot\"\nmetric = \"temperature\"\n",
+        &["{path}:1:1:", "needs a threshold"],
+    );
+    assert_config_error(
+        "[alert]\nnotify_warning = \"notify-send hi\"\n",
+        &["{path}:2:18:", "expected a command as a list of strings"],
+    );
+    assert_config_error(
+        "[[alert.rules]]\nname = \"leak\"\nscope = \"process\"\nmetric = \"gpu_memory_mib\"\nholders = \"some\"\nthreshold = 1\n",
+        &["{path}:5:11:", "only device rules"],
+    );
+}

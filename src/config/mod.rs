@@ -2,6 +2,7 @@
 //! CLI > environment > file > built-in defaults, validated strictly, with the origin of
 //! every value kept for `--dump-config`. The user's file is only ever read.
 
+pub mod rules;
 pub mod schema;
 
 use std::collections::BTreeMap;
@@ -10,6 +11,8 @@ use std::path::{Path, PathBuf};
 
 use toml::Spanned;
 
+use crate::alerts::rules::Rule;
+use rules::RuleEntry;
 use schema::{KEYS, Key, Value, suggest};
 
 /// The commented reference configuration; equal to the built-in defaults (a test checks).
@@ -65,6 +68,45 @@ pub struct AlertSettings {
     pub memory_usage_threshold: f64,
     pub gpu_utilization_threshold: f64,
     pub temperature_threshold: f64,
+    /// Whether the built-in rules apply (each can still be replaced or disabled by name).
+    pub builtin_rules: bool,
+    /// Append-only JSON-lines log of alert transitions; empty for none.
+    pub log_file: String,
+    /// Commands run when an alert of each severity fires; empty for none.
+    pub notify_info: Vec<String>,
+    pub notify_warning: Vec<String>,
+    pub notify_critical: Vec<String>,
+    pub notify_timeout: f64,
+    /// Seconds between two notifications of one severity.
+    pub notify_min_interval: f64,
+    /// `[[alert.rules]]` from the file.
+    pub rules: Vec<RuleEntry>,
+}
+
+impl AlertSettings {
+    /// The rules in force: the built-ins (unless turned off, replaced or disabled by name)
+    /// and then the file's own.
+    pub fn effective_rules(&self) -> Vec<Rule> {
+        let named = |name: &str| {
+            self.rules.iter().any(|e| match e {
+                RuleEntry::Rule(r) => r.name == name,
+                RuleEntry::Disabled(n) => n == name,
+            })
+        };
+        let mut out: Vec<Rule> = if self.builtin_rules {
+            crate::alerts::rules::builtin(self)
+                .into_iter()
+                .filter(|r| !named(&r.name))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        out.extend(self.rules.iter().filter_map(|e| match e {
+            RuleEntry::Rule(r) => Some(r.clone()),
+            RuleEntry::Disabled(_) => None,
+        }));
+        out
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -141,6 +183,10 @@ impl Settings {
             Value::List(v) => v,
             other => panic!("{path} holds {other:?}, not a list"),
         };
+        let text = |path: &str| match get(path) {
+            Value::Text(v) => v,
+            other => panic!("{path} holds {other:?}, not a string"),
+        };
         Self {
             display: DisplaySettings {
                 refresh_interval: float("display.refresh_interval"),
@@ -154,6 +200,14 @@ impl Settings {
                 memory_usage_threshold: float("alert.memory_usage_threshold"),
                 gpu_utilization_threshold: float("alert.gpu_utilization_threshold"),
                 temperature_threshold: float("alert.temperature_threshold"),
+                builtin_rules: boolean("alert.builtin_rules"),
+                log_file: text("alert.log_file"),
+                notify_info: list("alert.notify_info"),
+                notify_warning: list("alert.notify_warning"),
+                notify_critical: list("alert.notify_critical"),
+                notify_timeout: float("alert.notify_timeout"),
+                notify_min_interval: float("alert.notify_min_interval"),
+                rules: Vec::new(),
             },
             history: HistorySettings {
                 retention_time: int("history.retention_time"),
@@ -196,6 +250,7 @@ pub fn load(
     cli: &CliOverrides,
 ) -> Result<Effective, ConfigError> {
     let mut entries = default_entries();
+    let mut rules = Vec::new();
     let from_env = env("GPUTOP_CONFIG").filter(|v| !v.is_empty()).map(PathBuf::from);
     let (path, required) = match (explicit, from_env) {
         (Some(path), _) => (Some(path.to_path_buf()), true),
@@ -204,7 +259,7 @@ pub fn load(
     };
     if let Some(path) = path {
         match std::fs::read_to_string(&path) {
-            Ok(text) => apply_file(&mut entries, &path, &text)?,
+            Ok(text) => rules = apply_file(&mut entries, &path, &text)?,
             Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
                 return Err(ConfigError(format!(
@@ -224,10 +279,9 @@ pub fn load(
         )?;
     }
     check_consistency(&entries)?;
-    Ok(Effective {
-        settings: Settings::from_entries(&entries),
-        entries,
-    })
+    let mut settings = Settings::from_entries(&entries);
+    settings.alert.rules = rules;
+    Ok(Effective { settings, entries })
 }
 
 /// Every key at its built-in default.
@@ -249,7 +303,7 @@ fn entry_mut<'a>(entries: &'a mut [Entry], path: &str) -> &'a mut Entry {
 }
 
 /// Parses a configuration file strictly and applies it over `entries`.
-pub fn apply_file(entries: &mut [Entry], path: &Path, text: &str) -> Result<(), ConfigError> {
+pub fn apply_file(entries: &mut [Entry], path: &Path, text: &str) -> Result<Vec<RuleEntry>, ConfigError> {
     let at = |offset: usize| {
         let (line, column) = line_column(text, offset);
         format!("{}:{line}:{column}", path.display())
@@ -287,8 +341,16 @@ pub fn apply_file(entries: &mut [Entry], path: &Path, text: &str) -> Result<(), 
     let tables: BTreeMap<String, Section> = toml::from_str(text).map_err(parse_error)?;
     for (section, keys) in &tables {
         for (name, value) in keys {
+            if section == "alert" && name.get_ref() == "rules" {
+                continue; // [[alert.rules]]: parsed below, with positions inside each rule
+            }
             let Some(key) = schema::find(section, name.get_ref()) else {
-                let names = KEYS.iter().filter(|k| k.section == section).map(|k| k.name);
+                let rules = (section == "alert").then_some("rules");
+                let names = KEYS
+                    .iter()
+                    .filter(|k| k.section == section)
+                    .map(|k| k.name)
+                    .chain(rules);
                 let hint = suggest(name.get_ref(), names)
                     .map_or_else(String::new, |s| format!("; did you mean '{s}'?"));
                 return Err(ConfigError(format!(
@@ -309,7 +371,7 @@ pub fn apply_file(entries: &mut [Entry], path: &Path, text: &str) -> Result<(), 
             };
         }
     }
-    Ok(())
+    rules::parse(text, &at).map_err(ConfigError)
 }
 
 /// "did you mean" for a top-level name: a section, or a key that belongs in one.
@@ -428,6 +490,9 @@ pub fn dump(effective: &Effective) -> String {
             out.push('\n');
         }
     }
+    for rule in &effective.settings.alert.rules {
+        out.push_str(&rules::to_toml(rule));
+    }
     out
 }
 
@@ -437,12 +502,11 @@ mod tests {
 
     fn load_text(text: &str) -> Result<Effective, ConfigError> {
         let mut entries = default_entries();
-        apply_file(&mut entries, Path::new("test.toml"), text)?;
+        let rules = apply_file(&mut entries, Path::new("test.toml"), text)?;
         check_consistency(&entries)?;
-        Ok(Effective {
-            settings: Settings::from_entries(&entries),
-            entries,
-        })
+        let mut settings = Settings::from_entries(&entries);
+        settings.alert.rules = rules;
+        Ok(Effective { settings, entries })
     }
 
     #[test]

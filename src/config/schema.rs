@@ -12,6 +12,7 @@ pub enum Value {
     Int(i64),
     Bool(bool),
     List(Vec<String>),
+    Text(String),
 }
 
 impl Value {
@@ -28,6 +29,7 @@ impl Value {
             }
             Self::Int(v) => v.to_string(),
             Self::Bool(v) => v.to_string(),
+            Self::Text(text) => toml::Value::String(text.clone()).to_string(),
             Self::List(items) => {
                 let quoted: Vec<String> = items
                     .iter()
@@ -57,6 +59,10 @@ pub enum Kind {
         choices: &'static [&'static str],
     },
     Bool,
+    /// A string, e.g. a file path; empty means "none".
+    Text,
+    /// A command and its arguments, run without a shell; empty means "none".
+    Command,
 }
 
 /// One configuration key.
@@ -76,6 +82,7 @@ pub enum Default {
     Int(i64),
     Bool(bool),
     List(&'static [&'static str]),
+    Text(&'static str),
 }
 
 impl Key {
@@ -94,6 +101,7 @@ impl Key {
             Default::Int(v) => Value::Int(v),
             Default::Bool(v) => Value::Bool(v),
             Default::List(items) => Value::List(items.iter().map(|s| (*s).to_string()).collect()),
+            Default::Text(text) => Value::Text(text.to_string()),
         }
     }
 
@@ -126,6 +134,32 @@ impl Key {
                     ));
                 }
                 Ok(Value::Int(number))
+            }
+            Kind::Text => match value {
+                toml::Value::String(text) => Ok(Value::Text(text.clone())),
+                other => Err(format!("expected a string, found {}", type_name(other))),
+            },
+            Kind::Command => {
+                let toml::Value::Array(items) = value else {
+                    return Err(format!(
+                        "expected a command as a list of strings, e.g. [\"notify-send\", \"gputop\"], found {}",
+                        type_name(value)
+                    ));
+                };
+                let words = items
+                    .iter()
+                    .map(|item| match item {
+                        toml::Value::String(text) => Ok(text.clone()),
+                        other => Err(format!(
+                            "expected a list of strings, found an item that is {}",
+                            type_name(other)
+                        )),
+                    })
+                    .collect::<Result<Vec<String>, String>>()?;
+                if words.first().is_some_and(String::is_empty) {
+                    return Err("the command's program (its first word) is empty".into());
+                }
+                Ok(Value::List(words))
             }
             Kind::Bool => match value {
                 toml::Value::Boolean(v) => Ok(Value::Bool(*v)),
@@ -254,6 +288,61 @@ pub const KEYS: &[Key] = &[
         kind: Kind::Float { min: 0.0, max: 150.0 },
         default: Default::Float(80.0),
         unit: " degrees Celsius",
+    },
+    Key {
+        section: "alert",
+        name: "builtin_rules",
+        kind: Kind::Bool,
+        default: Default::Bool(true),
+        unit: "",
+    },
+    Key {
+        section: "alert",
+        name: "log_file",
+        kind: Kind::Text,
+        default: Default::Text(""),
+        unit: "",
+    },
+    Key {
+        section: "alert",
+        name: "notify_info",
+        kind: Kind::Command,
+        default: Default::List(&[]),
+        unit: "",
+    },
+    Key {
+        section: "alert",
+        name: "notify_warning",
+        kind: Kind::Command,
+        default: Default::List(&[]),
+        unit: "",
+    },
+    Key {
+        section: "alert",
+        name: "notify_critical",
+        kind: Kind::Command,
+        default: Default::List(&[]),
+        unit: "",
+    },
+    Key {
+        section: "alert",
+        name: "notify_timeout",
+        kind: Kind::Float {
+            min: 0.1,
+            max: 3600.0,
+        },
+        default: Default::Float(10.0),
+        unit: " seconds",
+    },
+    Key {
+        section: "alert",
+        name: "notify_min_interval",
+        kind: Kind::Float {
+            min: 0.0,
+            max: 86_400.0,
+        },
+        default: Default::Float(300.0),
+        unit: " seconds",
     },
     Key {
         section: "history",

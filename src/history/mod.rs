@@ -123,7 +123,11 @@ impl Series {
             value: value.map_or(f32::NAN, |v| v as f32),
             covers: covers as f32,
         });
-        while self.raw.front().is_some_and(|p| p.t < t - RAW_SPAN.min(self.retention)) {
+        while self
+            .raw
+            .front()
+            .is_some_and(|p| p.t < t - RAW_SPAN.min(self.retention))
+        {
             self.raw.pop_front();
         }
         let Some(value) = value else { return };
@@ -152,7 +156,11 @@ impl Series {
                     });
                 }
             }
-            while tier.buckets.front().is_some_and(|b| b.start + tier.width < t - retention) {
+            while tier
+                .buckets
+                .front()
+                .is_some_and(|b| b.start + tier.width < t - retention)
+            {
                 tier.buckets.pop_front();
             }
         }
@@ -165,7 +173,10 @@ impl Series {
 
     /// The latest reading, if it was available.
     pub fn latest(&self) -> Option<f64> {
-        self.raw.back().map(|p| f64::from(p.value)).filter(|v| v.is_finite())
+        self.raw
+            .back()
+            .map(|p| f64::from(p.value))
+            .filter(|v| v.is_finite())
     }
 
     /// Aggregates over `(from, to]`, from the finest data that reaches back to `from`;
@@ -175,20 +186,31 @@ impl Series {
         if span <= 0.0 {
             return None;
         }
-        let raw_reaches = self
+        match self.source_for(from) {
+            Some(tier) => tier_window(tier, from, to),
+            None => self.raw_window(from, to),
+        }
+    }
+
+    /// The data that reaches back to `from`: the raw tier (`None`) if it does, else the
+    /// finest aggregate tier that does, else whichever reaches furthest back.
+    fn source_for(&self, from: f64) -> Option<&Tier> {
+        let raw_start = self
             .raw
             .front()
-            .is_some_and(|p| p.t - f64::from(p.covers) <= from + self.nominal);
-        let tier = self
-            .tiers
-            .iter()
-            .find(|tier| tier.buckets.front().is_some_and(|b| b.start <= from))
-            .or_else(|| self.tiers.last());
-        if raw_reaches || tier.is_none_or(|t| t.buckets.is_empty()) {
-            self.raw_window(from, to)
-        } else {
-            tier.and_then(|tier| tier_window(tier, from, to))
+            .map_or(f64::INFINITY, |p| p.t - f64::from(p.covers));
+        if raw_start <= from + self.nominal {
+            return None;
         }
+        let start = |tier: &Tier| tier.buckets.front().map_or(f64::INFINITY, |b| b.start);
+        if let Some(tier) = self.tiers.iter().find(|tier| start(tier) <= from) {
+            return Some(tier);
+        }
+        // Nothing reaches back far enough: a tier only if it holds clearly older data.
+        self.tiers
+            .iter()
+            .filter(|tier| start(tier) + tier.width < raw_start)
+            .min_by(|a, b| start(a).total_cmp(&start(b)))
     }
 
     fn raw_window(&self, from: f64, to: f64) -> Option<Aggregate> {
@@ -224,16 +246,10 @@ impl Series {
             .filter(|p| p.t > from)
             .map(|p| (p.t, Some(f64::from(p.value)).filter(|v| v.is_finite())))
             .collect();
-        let raw_reaches = self.raw.front().is_some_and(|p| p.t <= from + self.nominal);
-        if raw_reaches || self.tiers.is_empty() {
+        let Some(tier) = self.source_for(from) else {
             return raw;
-        }
-        // Older than the raw tier: bucket means of the finest tier that reaches back.
-        let tier = self
-            .tiers
-            .iter()
-            .find(|tier| tier.buckets.front().is_some_and(|b| b.start <= from))
-            .unwrap_or(&self.tiers[self.tiers.len() - 1]);
+        };
+        // Older than the raw tier: bucket means of the tier that reaches back.
         let raw_start = self.raw.front().map_or(f64::INFINITY, |p| p.t);
         let mut out: Vec<(f64, Option<f64>)> = tier
             .buckets
@@ -271,7 +287,13 @@ fn tier_window(tier: &Tier, from: f64, to: f64) -> Option<Aggregate> {
         let Some(mean) = bucket_mean(bucket) else { continue };
         // Part of a bucket counts in proportion to the part of its width inside the window.
         let weight = f64::from(bucket.covered) * overlap / tier.width;
-        acc.add(mean, weight, f64::from(bucket.min), f64::from(bucket.max), f64::from(bucket.last));
+        acc.add(
+            mean,
+            weight,
+            f64::from(bucket.min),
+            f64::from(bucket.max),
+            f64::from(bucket.last),
+        );
     }
     acc.finish(to - from)
 }
@@ -586,7 +608,9 @@ mod tests {
     fn window_mean_is_time_weighted_and_reports_coverage() {
         let mut series = Series::new(1.0, Some(10.0), 3600.0);
         // 10 s at 10, then 20 s at 40.
-        feed(&mut series, 1.0, 30.0, 1.0, |t| Some(if t <= 10.0 { 10.0 } else { 40.0 }));
+        feed(&mut series, 1.0, 30.0, 1.0, |t| {
+            Some(if t <= 10.0 { 10.0 } else { 40.0 })
+        });
         let all = series.window(0.0, 30.0).unwrap();
         assert!((all.mean - 30.0).abs() < 1e-9, "{all:?}");
         assert_eq!((all.min, all.max, all.first, all.last), (10.0, 40.0, 10.0, 40.0));
@@ -612,14 +636,20 @@ mod tests {
     fn older_windows_come_from_coarser_tiers() {
         let mut series = Series::new(1.0, Some(1.0), 86_400.0);
         // Two hours: the first hour at 20, the second at 60.
-        feed(&mut series, 1.0, 7200.0, 1.0, |t| Some(if t <= 3600.0 { 20.0 } else { 60.0 }));
+        feed(&mut series, 1.0, 7200.0, 1.0, |t| {
+            Some(if t <= 3600.0 { 20.0 } else { 60.0 })
+        });
         let first_hour = series.window(0.0, 3600.0).unwrap();
         assert!((first_hour.mean - 20.0).abs() < 0.5, "{first_hour:?}");
         assert!(first_hour.coverage > 0.95, "{first_hour:?}");
         let both = series.window(0.0, 7200.0).unwrap();
         assert!((both.mean - 40.0).abs() < 0.5, "{both:?}");
         let points = series.points_since(0.0);
-        assert!(points.len() < 2000, "older data is drawn from buckets: {}", points.len());
+        assert!(
+            points.len() < 2000,
+            "older data is drawn from buckets: {}",
+            points.len()
+        );
         assert!(points.first().unwrap().0 < 700.0);
     }
 
@@ -638,7 +668,11 @@ mod tests {
                 after_a_day = series.memory_bytes();
             }
         }
-        assert_eq!(series.memory_bytes(), after_a_day, "no growth after the first day");
+        assert_eq!(
+            series.memory_bytes(),
+            after_a_day,
+            "no growth after the first day"
+        );
         assert!(after_a_day < 256 * 1024, "{after_a_day} bytes for one series");
         let old = series.window(86_400.0, 2.0 * 86_400.0);
         assert!(old.is_none(), "data older than the retention time is gone");

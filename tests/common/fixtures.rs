@@ -128,4 +128,3 @@ pub fn snapshot() -> Snapshot {
         },
     }
 }
-

@@ -1,0 +1,391 @@
+//! The alert engine: pure. Each evaluation reads the history at its latest time and moves
+//! every (rule, subject) pair through pending, firing and resolved, with "no data" when the
+//! readings cover too little of a rule's window. It returns the transitions; the runtime
+//! writes them to the log file and runs notifications ([`sink`]).
+
+pub mod rules;
+pub mod sink;
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde_json::{Value, json};
+
+use crate::history::History;
+use crate::model::{ProcessKey, Snapshot};
+use crate::report::sanitize;
+use rules::{Metric, Rule, Severity};
+
+/// Transitions the in-memory log keeps for the alert log screen.
+pub const LOG_LENGTH: usize = 1000;
+
+/// What an alert is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Subject {
+    Device(u32),
+    Process(ProcessKey),
+    Host,
+}
+
+impl Subject {
+    pub fn label(&self) -> String {
+        match self {
+            Self::Device(index) => format!("GPU {index}"),
+            Self::Process(key) => format!("PID {} on GPU {}", key.pid, key.gpu_index),
+            Self::Host => "host".into(),
+        }
+    }
+}
+
+/// Where a (rule, subject) pair stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Inactive,
+    Pending,
+    Firing,
+    /// Too few readings in the window to judge.
+    NoData,
+    Resolved,
+}
+
+impl Phase {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Inactive => "inactive",
+            Self::Pending => "pending",
+            Self::Firing => "firing",
+            Self::NoData => "no data",
+            Self::Resolved => "resolved",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct State {
+    phase: Phase,
+    /// When the current phase began (seconds since the epoch).
+    since: f64,
+    value: Option<f64>,
+}
+
+/// One change of state, as logged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    pub at: f64,
+    pub rule: String,
+    pub severity: Severity,
+    pub subject: Subject,
+    pub from: Phase,
+    pub to: Phase,
+    pub value: Option<f64>,
+    pub summary: String,
+}
+
+impl Transition {
+    /// The log line's JSON object.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "time": self.at,
+            "rule": sanitize(&self.rule),
+            "severity": self.severity.label(),
+            "subject": self.subject.label(),
+            "from": self.from.label(),
+            "state": self.to.label(),
+            "value": self.value.map(|v| (v * 100.0).round() / 100.0),
+            "summary": sanitize(&self.summary),
+        })
+    }
+}
+
+/// An alert that is pending or firing now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Active {
+    pub rule: String,
+    pub severity: Severity,
+    pub subject: Subject,
+    pub phase: Phase,
+    pub since: f64,
+    pub value: Option<f64>,
+    pub summary: String,
+}
+
+impl Active {
+    pub fn to_json(&self) -> Value {
+        let (gpu, pid) = match self.subject {
+            Subject::Device(index) => (Some(index), None),
+            Subject::Process(key) => (Some(key.gpu_index), Some(key.pid)),
+            Subject::Host => (None, None),
+        };
+        json!({
+            "rule": sanitize(&self.rule),
+            "severity": self.severity.label(),
+            "state": self.phase.label(),
+            "subject": self.subject.label(),
+            "gpu_index": gpu,
+            "pid": pid,
+            "since": self.since,
+            "value": self.value.map(|v| (v * 100.0).round() / 100.0),
+            "summary": sanitize(&self.summary),
+        })
+    }
+}
+
+/// The rules and the state of every (rule, subject) pair.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Engine {
+    rules: Vec<Rule>,
+    states: BTreeMap<(usize, Subject), State>,
+    log: VecDeque<Transition>,
+}
+
+impl Engine {
+    pub fn new(rules: Vec<Rule>) -> Self {
+        Self {
+            rules,
+            states: BTreeMap::new(),
+            log: VecDeque::new(),
+        }
+    }
+
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// Evaluates every rule at the history's latest time; returns the transitions worth
+    /// logging (firing, resolved, and no data where an alert was firing).
+    pub fn evaluate(&mut self, history: &History) -> Vec<Transition> {
+        let Some(now) = history.now() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut seen = Vec::new();
+        for (index, rule) in self.rules.iter().enumerate() {
+            for (subject, series, admitted) in subjects(rule, history) {
+                seen.push((index, subject));
+                let value = series.map_or(Err(0.0), |s| rule.evaluate(s, now));
+                let state = self.states.entry((index, subject)).or_insert(State {
+                    phase: Phase::Inactive,
+                    since: now,
+                    value: None,
+                });
+                if let Some(t) = step(rule, state, value.ok(), admitted, now, subject) {
+                    out.push(t);
+                }
+            }
+        }
+        // Subjects that are gone (a process ended, a GPU vanished): their alerts resolve.
+        let gone: Vec<(usize, Subject)> = self
+            .states
+            .keys()
+            .filter(|k| !seen.contains(k))
+            .copied()
+            .collect();
+        for key in gone {
+            if let Some(state) = self.states.remove(&key)
+                && state.phase == Phase::Firing
+            {
+                let rule = &self.rules[key.0];
+                out.push(transition(rule, key.1, Phase::Firing, Phase::Resolved, None, now));
+            }
+        }
+        for t in &out {
+            if self.log.len() == LOG_LENGTH {
+                self.log.pop_front();
+            }
+            self.log.push_back(t.clone());
+        }
+        out
+    }
+
+    /// Pending and firing alerts, most severe first.
+    pub fn active(&self) -> Vec<Active> {
+        let mut out: Vec<Active> = self
+            .states
+            .iter()
+            .filter(|(_, s)| matches!(s.phase, Phase::Pending | Phase::Firing))
+            .map(|((index, subject), state)| {
+                let rule = &self.rules[*index];
+                Active {
+                    rule: rule.name.clone(),
+                    severity: rule.severity,
+                    subject: *subject,
+                    phase: state.phase,
+                    since: state.since,
+                    value: state.value,
+                    summary: summary(rule, *subject, state.value),
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            (b.phase == Phase::Firing, b.severity)
+                .cmp(&(a.phase == Phase::Firing, a.severity))
+                .then(a.subject.cmp(&b.subject))
+        });
+        out
+    }
+
+    /// Firing alerts per severity, `[info, warning, critical]`.
+    pub fn firing_counts(&self) -> [usize; 3] {
+        let mut counts = [0; 3];
+        for ((index, _), state) in &self.states {
+            if state.phase == Phase::Firing {
+                counts[self.rules[*index].severity as usize] += 1;
+            }
+        }
+        counts
+    }
+
+    /// The most severe firing alert about `subject`.
+    pub fn severity_of(&self, subject: &Subject) -> Option<Severity> {
+        self.states
+            .iter()
+            .filter(|((_, s), state)| s == subject && state.phase == Phase::Firing)
+            .map(|((index, _), _)| self.rules[*index].severity)
+            .max()
+    }
+
+    /// Every logged transition, oldest first.
+    pub fn log(&self) -> &VecDeque<Transition> {
+        &self.log
+    }
+}
+
+/// The subjects a rule applies to, each with its series and whether the rule admits it now.
+fn subjects<'h>(
+    rule: &Rule,
+    history: &'h History,
+) -> Vec<(Subject, Option<&'h crate::history::Series>, bool)> {
+    match rule.metric {
+        Metric::Device(metric) => (0..history.device_count() as u32)
+            .map(|index| {
+                let admitted = rule.holders.admits(history.occupied(index));
+                (Subject::Device(index), history.device(index, metric), admitted)
+            })
+            .collect(),
+        Metric::Process(metric) => history
+            .present_processes()
+            .map(|key| (Subject::Process(*key), history.process(key, metric), true))
+            .collect(),
+        Metric::Host(metric) => vec![(Subject::Host, Some(history.host(metric)), true)],
+    }
+}
+
+/// One step of the state machine; the transition to log, if any.
+fn step(
+    rule: &Rule,
+    state: &mut State,
+    value: Option<f64>,
+    admitted: bool,
+    now: f64,
+    subject: Subject,
+) -> Option<Transition> {
+    let firing = state.phase == Phase::Firing;
+    let next = match value {
+        None => Phase::NoData,
+        Some(v) if admitted && rule.holds(v, firing) => {
+            if firing {
+                Phase::Firing
+            } else {
+                let pending_since = if state.phase == Phase::Pending {
+                    state.since
+                } else {
+                    now
+                };
+                if now - pending_since >= rule.for_seconds {
+                    Phase::Firing
+                } else {
+                    Phase::Pending
+                }
+            }
+        }
+        Some(_) if firing => Phase::Resolved,
+        Some(_) => Phase::Inactive,
+    };
+    let from = state.phase;
+    state.value = value.or(state.value);
+    if next != from {
+        state.since = now;
+        state.phase = next;
+    }
+    let logged = match (from, next) {
+        (a, b) if a == b => false,
+        (_, Phase::Firing) | (Phase::Firing, _) => true,
+        _ => false,
+    };
+    if state.phase == Phase::Resolved {
+        state.phase = Phase::Inactive;
+    }
+    logged.then(|| transition(rule, subject, from, next, value, now))
+}
+
+fn transition(
+    rule: &Rule,
+    subject: Subject,
+    from: Phase,
+    to: Phase,
+    value: Option<f64>,
+    at: f64,
+) -> Transition {
+    Transition {
+        at,
+        rule: rule.name.clone(),
+        severity: rule.severity,
+        subject,
+        from,
+        to,
+        value,
+        summary: summary(rule, subject, value),
+    }
+}
+
+/// "GPU 0: GPU hotter than 85 °C (temperature 30 s mean > 85 °C; now 87.2 °C)".
+pub fn summary(rule: &Rule, subject: Subject, value: Option<f64>) -> String {
+    let what = rule
+        .summary
+        .clone()
+        .unwrap_or_else(|| rule.name.replace('_', " "));
+    let now = value.map_or(String::new(), |v| format!("; now {:.1}{}", v, rule.metric.unit()));
+    format!("{}: {what} ({}{now})", subject.label(), rule.condition())
+}
+
+/// Alerts judged from one snapshot, for `--once`: level rules without a `for` duration,
+/// compared with the current reading. Rules that need a span of history are left out.
+pub fn instant(rules: &[Rule], snapshot: &Snapshot) -> Vec<Active> {
+    let at = crate::history::timestamp(snapshot);
+    let mut out = Vec::new();
+    for rule in rules
+        .iter()
+        .filter(|r| !r.function.needs_history() && r.for_seconds == 0.0)
+    {
+        let mut judge = |subject: Subject, value: Option<f64>| {
+            if let Some(v) = value.filter(|v| rule.holds(*v, false)) {
+                out.push(Active {
+                    rule: rule.name.clone(),
+                    severity: rule.severity,
+                    subject,
+                    phase: Phase::Firing,
+                    since: at,
+                    value: Some(v),
+                    summary: summary(rule, subject, Some(v)),
+                });
+            }
+        };
+        match rule.metric {
+            Metric::Device(metric) => {
+                for device in &snapshot.devices {
+                    let occupied = snapshot.processes.iter().any(|p| p.gpu_index == device.index);
+                    if rule.holders.admits(occupied) {
+                        judge(Subject::Device(device.index), metric.read(device));
+                    }
+                }
+            }
+            Metric::Process(metric) => {
+                for process in &snapshot.processes {
+                    judge(Subject::Process(ProcessKey::of(process)), metric.read(process));
+                }
+            }
+            Metric::Host(metric) => judge(Subject::Host, metric.read(snapshot)),
+        }
+    }
+    out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.subject.cmp(&b.subject)));
+    out
+}

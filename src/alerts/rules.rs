@@ -1,0 +1,502 @@
+//! Alert rules: what is watched, over which window, against which thresholds; the built-in
+//! defaults; and how a rule reads its value from the history.
+
+use crate::config::AlertSettings;
+use crate::history::{Aggregate, DeviceMetric, HostMetric, ProcessMetric, Series};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Severity {
+    Info,
+    Warning,
+    Critical,
+}
+
+impl Severity {
+    pub const ALL: [Self; 3] = [Self::Info, Self::Warning, Self::Critical];
+
+    /// The Prometheus/Alertmanager label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Info => "info",
+            Self::Warning => "warning",
+            Self::Critical => "critical",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.label() == text)
+    }
+}
+
+/// The metric a rule watches; its scope follows from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Metric {
+    Device(DeviceMetric),
+    Process(ProcessMetric),
+    Host(HostMetric),
+}
+
+/// `(scope, metric name, metric, unit)`: the names rules are written with.
+pub const METRICS: &[(&str, &str, Metric, &str)] = &[
+    (
+        "device",
+        "utilization",
+        Metric::Device(DeviceMetric::Utilization),
+        "%",
+    ),
+    (
+        "device",
+        "memory_bandwidth",
+        Metric::Device(DeviceMetric::MemoryBandwidth),
+        "%",
+    ),
+    (
+        "device",
+        "memory_percent",
+        Metric::Device(DeviceMetric::MemoryPercent),
+        "%",
+    ),
+    (
+        "device",
+        "memory_mib",
+        Metric::Device(DeviceMetric::MemoryMib),
+        " MiB",
+    ),
+    (
+        "device",
+        "temperature",
+        Metric::Device(DeviceMetric::Temperature),
+        " °C",
+    ),
+    ("device", "power", Metric::Device(DeviceMetric::Power), " W"),
+    (
+        "process",
+        "gpu_memory_mib",
+        Metric::Process(ProcessMetric::GpuMemoryMib),
+        " MiB",
+    ),
+    ("process", "sm", Metric::Process(ProcessMetric::Sm), "%"),
+    ("process", "cpu", Metric::Process(ProcessMetric::Cpu), "%"),
+    ("host", "cpu", Metric::Host(HostMetric::Cpu), "%"),
+    (
+        "host",
+        "memory_percent",
+        Metric::Host(HostMetric::MemoryPercent),
+        "%",
+    ),
+];
+
+impl Metric {
+    fn entry(self) -> &'static (&'static str, &'static str, Metric, &'static str) {
+        METRICS
+            .iter()
+            .find(|(_, _, m, _)| *m == self)
+            .expect("every metric is in METRICS")
+    }
+
+    pub fn scope(self) -> &'static str {
+        self.entry().0
+    }
+
+    pub fn name(self) -> &'static str {
+        self.entry().1
+    }
+
+    pub fn unit(self) -> &'static str {
+        self.entry().3
+    }
+
+    pub fn parse(scope: &str, name: &str) -> Option<Self> {
+        METRICS
+            .iter()
+            .find(|(s, n, _, _)| *s == scope && *n == name)
+            .map(|(_, _, m, _)| *m)
+    }
+}
+
+/// What a rule computes from the readings in its window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Function {
+    /// Time-weighted mean (the default).
+    Mean,
+    Min,
+    Max,
+    /// The latest reading.
+    Last,
+    /// Mean of the window's last tenth minus mean of its first tenth.
+    Increase,
+    /// The increase, when the window's ten slices rise steadily (never falling, rising in
+    /// most steps); otherwise 0. Catches leaks, not one big allocation or noise.
+    SteadyIncrease,
+}
+
+impl Function {
+    pub const ALL: [(&'static str, Self); 6] = [
+        ("mean", Self::Mean),
+        ("min", Self::Min),
+        ("max", Self::Max),
+        ("last", Self::Last),
+        ("increase", Self::Increase),
+        ("steady_increase", Self::SteadyIncrease),
+    ];
+
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, f)| *f == self)
+            .map_or("mean", |(n, _)| n)
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.iter().find(|(n, _)| *n == text).map(|(_, f)| *f)
+    }
+
+    /// Whether the value needs a span of history (it cannot be judged from one reading).
+    pub fn needs_history(self) -> bool {
+        matches!(self, Self::Increase | Self::SteadyIncrease)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Comparison {
+    Above,
+    Below,
+}
+
+impl Comparison {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Self::Above => ">",
+            Self::Below => "<",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            ">" | "above" => Some(Self::Above),
+            "<" | "below" => Some(Self::Below),
+            _ => None,
+        }
+    }
+
+    pub fn holds(self, value: f64, threshold: f64) -> bool {
+        match self {
+            Self::Above => value > threshold,
+            Self::Below => value < threshold,
+        }
+    }
+}
+
+/// For device rules: whether processes must hold the GPU for the rule to apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holders {
+    Any,
+    Some,
+    None,
+}
+
+impl Holders {
+    pub const ALL: [(&'static str, Self); 3] =
+        [("any", Self::Any), ("some", Self::Some), ("none", Self::None)];
+
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, h)| *h == self)
+            .map_or("any", |(n, _)| n)
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.iter().find(|(n, _)| *n == text).map(|(_, h)| *h)
+    }
+
+    pub fn admits(self, occupied: bool) -> bool {
+        match self {
+            Self::Any => true,
+            Self::Some => occupied,
+            Self::None => !occupied,
+        }
+    }
+}
+
+/// One alert rule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    pub name: String,
+    pub metric: Metric,
+    pub function: Function,
+    pub comparison: Comparison,
+    pub threshold: f64,
+    /// Once firing, the alert stays until the value no longer passes this (hysteresis).
+    pub clear: f64,
+    /// Seconds of history the function reads.
+    pub window: f64,
+    /// Seconds the condition must hold before the alert fires.
+    pub for_seconds: f64,
+    pub severity: Severity,
+    /// Fraction of the window readings must cover; less is "no data", never OK.
+    pub min_coverage: f64,
+    pub holders: Holders,
+    /// A sentence for people; the default is generated from the rule.
+    pub summary: Option<String>,
+}
+
+/// Defaults of a rule's optional fields.
+pub const DEFAULT_WINDOW: f64 = 30.0;
+pub const DEFAULT_MIN_COVERAGE: f64 = 0.5;
+
+impl Rule {
+    /// The rule's value from a series ending at `now`: `Err(coverage)` when the readings
+    /// cover less of the window than the rule requires.
+    pub fn evaluate(&self, series: &Series, now: f64) -> Result<f64, f64> {
+        let from = now - self.window;
+        let Some(whole) = series.window(from, now) else {
+            return Err(0.0);
+        };
+        if whole.coverage < self.min_coverage {
+            return Err(whole.coverage);
+        }
+        match self.function {
+            Function::Mean => Ok(whole.mean),
+            Function::Min => Ok(whole.min),
+            Function::Max => Ok(whole.max),
+            Function::Last => Ok(whole.last),
+            Function::Increase | Function::SteadyIncrease => {
+                let slices = series.slices(from, now, 10);
+                let (Some(Some(first)), Some(Some(last))) = (slices.first(), slices.last()) else {
+                    return Err(whole.coverage);
+                };
+                if self.function == Function::Increase {
+                    return Ok(last - first);
+                }
+                Ok(steady_increase(&slices).unwrap_or(0.0))
+            }
+        }
+    }
+
+    /// Whether the value starts the alert (`firing` false) or keeps it (`firing` true).
+    pub fn holds(&self, value: f64, firing: bool) -> bool {
+        let level = if firing { self.clear } else { self.threshold };
+        self.comparison.holds(value, level)
+    }
+
+    /// The condition in words, e.g. "temperature 30 s mean > 85 °C".
+    pub fn condition(&self) -> String {
+        let unit = self.metric.unit();
+        let over = match self.function {
+            Function::Last => String::new(),
+            f => format!(" {} {}", format_seconds(self.window), f.name().replace('_', " ")),
+        };
+        let mut text = format!(
+            "{}{over} {} {}{unit}",
+            self.metric.name().replace('_', " "),
+            self.comparison.symbol(),
+            trim_number(self.threshold)
+        );
+        if self.for_seconds > 0.0 {
+            text.push_str(&format!(" for {}", format_seconds(self.for_seconds)));
+        }
+        match self.holders {
+            Holders::Any => {}
+            Holders::Some => text.push_str(" while processes hold it"),
+            Holders::None => text.push_str(" with no process on it"),
+        }
+        text
+    }
+}
+
+/// The total increase of slice means that never fall and rise in most steps.
+fn steady_increase(slices: &[Option<f64>]) -> Option<f64> {
+    let values: Vec<f64> = slices.iter().copied().collect::<Option<Vec<f64>>>()?;
+    let total = values.last()? - values.first()?;
+    if total <= 0.0 {
+        return None;
+    }
+    // Allow a wobble of 1% of the total rise, never a real fall.
+    let tolerance = total * 0.01;
+    let steps: Vec<f64> = values.windows(2).map(|w| w[1] - w[0]).collect();
+    let falls = steps.iter().any(|d| *d < -tolerance);
+    let rises = steps.iter().filter(|d| **d > tolerance).count();
+    (!falls && rises * 2 > steps.len()).then_some(total)
+}
+
+pub fn format_seconds(seconds: f64) -> String {
+    if seconds >= 3600.0 && seconds % 3600.0 == 0.0 {
+        format!("{} h", seconds / 3600.0)
+    } else if seconds >= 60.0 && seconds % 60.0 == 0.0 {
+        format!("{} min", seconds / 60.0)
+    } else {
+        format!("{} s", trim_number(seconds))
+    }
+}
+
+pub fn trim_number(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e15 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.1}")
+    }
+}
+
+/// The aggregate a chart or panel shows next to a rule.
+pub fn aggregate_of(series: &Series, now: f64, window: f64) -> Option<Aggregate> {
+    series.window(now - window, now)
+}
+
+/// The built-in rules, from the simple `[alert]` thresholds and fixed defaults.
+pub fn builtin(settings: &AlertSettings) -> Vec<Rule> {
+    let rule = |name: &str, metric, function, comparison, threshold, clear, severity| Rule {
+        name: name.to_string(),
+        metric,
+        function,
+        comparison,
+        threshold,
+        clear,
+        window: DEFAULT_WINDOW,
+        for_seconds: 0.0,
+        severity,
+        min_coverage: DEFAULT_MIN_COVERAGE,
+        holders: Holders::Any,
+        summary: None,
+    };
+    use Comparison::{Above, Below};
+    use Function::{Increase, Mean, SteadyIncrease};
+    let device = Metric::Device;
+    let memory = settings.memory_usage_threshold;
+    let temperature = settings.temperature_threshold;
+    vec![
+        Rule {
+            summary: Some(format!(
+                "GPU memory above {}% of the total: less than {}% headroom before out-of-memory",
+                trim_number(memory),
+                trim_number(100.0 - memory)
+            )),
+            ..rule(
+                "gpu_memory_high",
+                device(DeviceMetric::MemoryPercent),
+                Mean,
+                Above,
+                memory,
+                (memory - 5.0).max(0.0),
+                Severity::Warning,
+            )
+        },
+        Rule {
+            window: 300.0,
+            min_coverage: 0.9,
+            summary: Some("GPU memory use rose by more than 20% of the total within 5 minutes".into()),
+            ..rule(
+                "gpu_memory_rising",
+                device(DeviceMetric::MemoryPercent),
+                Increase,
+                Above,
+                20.0,
+                20.0,
+                Severity::Info,
+            )
+        },
+        Rule {
+            window: 60.0,
+            for_seconds: 300.0,
+            holders: Holders::Some,
+            summary: Some(
+                "GPU reserved but idle: under 20% utilization for 5 minutes while processes hold it".into(),
+            ),
+            ..rule(
+                "gpu_idle_reserved",
+                device(DeviceMetric::Utilization),
+                Mean,
+                Below,
+                20.0,
+                25.0,
+                Severity::Warning,
+            )
+        },
+        Rule {
+            window: 60.0,
+            for_seconds: 300.0,
+            holders: Holders::None,
+            summary: Some("GPU idle with no process for 5 minutes: free for work".into()),
+            ..rule(
+                "gpu_idle_free",
+                device(DeviceMetric::Utilization),
+                Mean,
+                Below,
+                20.0,
+                25.0,
+                Severity::Info,
+            )
+        },
+        Rule {
+            summary: Some(format!("GPU hotter than {} °C", trim_number(temperature))),
+            ..rule(
+                "gpu_temperature_high",
+                device(DeviceMetric::Temperature),
+                Mean,
+                Above,
+                temperature,
+                (temperature - 3.0).max(0.0),
+                Severity::Warning,
+            )
+        },
+        Rule {
+            summary: Some("GPU hotter than 85 °C: throttling and hardware damage ahead".into()),
+            ..rule(
+                "gpu_temperature_critical",
+                device(DeviceMetric::Temperature),
+                Mean,
+                Above,
+                85.0,
+                82.0,
+                Severity::Critical,
+            )
+        },
+        Rule {
+            window: 600.0,
+            min_coverage: 0.95,
+            summary: Some("GPU memory of the process grew steadily for 10 minutes: leak suspected".into()),
+            ..rule(
+                "process_memory_leak",
+                Metric::Process(ProcessMetric::GpuMemoryMib),
+                SteadyIncrease,
+                Above,
+                256.0,
+                0.0,
+                Severity::Critical,
+            )
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steady_increase_needs_most_steps_rising_and_none_falling() {
+        let ramp: Vec<Option<f64>> = (0..10).map(|i| Some(100.0 + 50.0 * f64::from(i))).collect();
+        assert_eq!(steady_increase(&ramp), Some(450.0));
+        let mut one_jump = vec![Some(100.0); 5];
+        one_jump.extend(vec![Some(900.0); 5]);
+        assert_eq!(steady_increase(&one_jump), None, "one allocation is not a leak");
+        let mut falls = ramp.clone();
+        falls[5] = Some(0.0);
+        assert_eq!(steady_increase(&falls), None);
+        let mut gap = ramp;
+        gap[3] = None;
+        assert_eq!(steady_increase(&gap), None);
+    }
+
+    #[test]
+    fn conditions_read_as_sentences() {
+        let rules = builtin(&crate::config::Settings::default().alert);
+        let texts: Vec<String> = rules.iter().map(Rule::condition).collect();
+        assert!(
+            texts.contains(&"temperature 30 s mean > 85 °C".to_string()),
+            "{texts:?}"
+        );
+        assert!(
+            texts.contains(&"utilization 1 min mean < 20% for 5 min while processes hold it".to_string())
+        );
+    }
+}

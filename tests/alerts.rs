@@ -1,0 +1,298 @@
+//! The alert engine on synthetic series fed through the history, one snapshot a second:
+//! `for` durations to the second, hysteresis, no data on gaps, change and leak rules on
+//! their shapes and not on noise, idle-while-reserved.
+
+mod common;
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use common::fixtures::{GIB, device, process, snapshot};
+use gputop::alerts::rules::{Comparison, Function, Holders, Metric, Rule, Severity, builtin};
+use gputop::alerts::{Engine, Phase, Subject, Transition};
+use gputop::config::{HistorySettings, Settings};
+use gputop::history::{DeviceMetric, History};
+use gputop::model::{Memory, Reading, Snapshot};
+
+const T0: u64 = 1_800_000_000;
+
+/// One GPU, and optionally one process on it with `process_mib` of GPU memory.
+fn machine(
+    second: u64,
+    temperature: Option<u32>,
+    util: u32,
+    memory_percent: f64,
+    process_mib: Option<f64>,
+) -> Snapshot {
+    let mut s = snapshot();
+    s.taken_at = UNIX_EPOCH + Duration::from_secs(T0 + second);
+    let mut gpu = device(0, "NVIDIA H100 80GB HBM3", 10, util, 50);
+    gpu.temperature = temperature.map_or(Reading::Failed("timeout".into()), Reading::Value);
+    let total = 80 * GIB;
+    let used = (total as f64 * memory_percent / 100.0) as u64;
+    gpu.memory = Reading::Value(Memory {
+        total,
+        used,
+        free: total - used,
+        reserved: 0,
+    });
+    s.devices = vec![gpu];
+    s.processes = process_mib
+        .map(|mib| {
+            let mut p = process(4242, 0, 1000, "alice", "python3 train.py", 1, 90);
+            p.gpu_memory_bytes = Reading::Value((mib * 1024.0 * 1024.0) as u64);
+            p
+        })
+        .into_iter()
+        .collect();
+    s
+}
+
+fn rule(
+    metric: Metric,
+    function: Function,
+    threshold: f64,
+    clear: f64,
+    window: f64,
+    for_seconds: f64,
+) -> Rule {
+    Rule {
+        name: "test_rule".into(),
+        metric,
+        function,
+        comparison: Comparison::Above,
+        threshold,
+        clear,
+        window,
+        for_seconds,
+        severity: Severity::Warning,
+        min_coverage: 0.5,
+        holders: Holders::Any,
+        summary: None,
+    }
+}
+
+struct Run {
+    history: History,
+    engine: Engine,
+    second: u64,
+    log: Vec<Transition>,
+}
+
+impl Run {
+    fn new(rules: Vec<Rule>) -> Self {
+        let settings = HistorySettings {
+            retention_time: 86_400,
+            sample_interval: 10,
+        };
+        Self {
+            history: History::new(&settings, 1.0),
+            engine: Engine::new(rules),
+            second: 0,
+            log: Vec::new(),
+        }
+    }
+
+    /// Feeds `seconds` snapshots made by `make(second)`.
+    fn feed(&mut self, seconds: u64, make: impl Fn(u64) -> Snapshot) {
+        for _ in 0..seconds {
+            self.second += 1;
+            self.history.record(&make(self.second));
+            self.log.extend(self.engine.evaluate(&self.history));
+        }
+    }
+
+    fn phase(&self, rule: &str) -> Phase {
+        self.engine
+            .active()
+            .iter()
+            .find(|a| a.rule == rule)
+            .map_or(Phase::Inactive, |a| a.phase)
+    }
+
+    fn fired(&self, rule: &str) -> Vec<u64> {
+        self.log
+            .iter()
+            .filter(|t| t.rule == rule && t.to == Phase::Firing)
+            .map(|t| t.at as u64 - T0)
+            .collect()
+    }
+}
+
+fn temperature(value: u32) -> impl Fn(u64) -> Snapshot {
+    move |s| machine(s, Some(value), 50, 10.0, None)
+}
+
+#[test]
+fn a_condition_must_hold_for_the_whole_for_duration_and_clears_only_past_the_clear_level() {
+    let metric = Metric::Device(DeviceMetric::Temperature);
+    let mut run = Run::new(vec![rule(metric, Function::Last, 80.0, 75.0, 5.0, 30.0)]);
+    run.feed(60, temperature(70));
+    // Above the threshold for 29 s: pending throughout, never firing.
+    run.feed(30, temperature(90));
+    assert_eq!(run.phase("test_rule"), Phase::Pending);
+    run.feed(5, temperature(70));
+    assert_eq!(run.phase("test_rule"), Phase::Inactive);
+    assert!(
+        run.fired("test_rule").is_empty(),
+        "29 s must not fire a 30 s rule"
+    );
+    // Above for 30 s: fires at exactly the 30th second.
+    let start = run.second + 1;
+    run.feed(31, temperature(90));
+    assert_eq!(run.fired("test_rule"), vec![start + 30]);
+    assert_eq!(run.phase("test_rule"), Phase::Firing);
+    // Below the threshold but above the clear level: still firing.
+    run.feed(20, temperature(78));
+    assert_eq!(run.phase("test_rule"), Phase::Firing);
+    run.feed(1, temperature(74));
+    assert_eq!(run.phase("test_rule"), Phase::Inactive);
+    let last = run.log.last().unwrap();
+    assert_eq!((last.from, last.to), (Phase::Firing, Phase::Resolved));
+}
+
+#[test]
+fn the_default_window_is_a_30_second_mean_and_a_spike_does_not_fire_it() {
+    let metric = Metric::Device(DeviceMetric::Temperature);
+    let mut run = Run::new(vec![rule(metric, Function::Mean, 80.0, 78.0, 30.0, 0.0)]);
+    run.feed(60, temperature(70));
+    run.feed(5, temperature(99)); // a 5 s spike: the 30 s mean stays near 75
+    run.feed(30, temperature(70));
+    assert!(run.fired("test_rule").is_empty(), "{:?}", run.log);
+    run.feed(30, temperature(86));
+    assert_eq!(run.phase("test_rule"), Phase::Firing);
+}
+
+#[test]
+fn gaps_are_no_data_never_ok() {
+    let metric = Metric::Device(DeviceMetric::Temperature);
+    let mut run = Run::new(vec![rule(metric, Function::Mean, 80.0, 78.0, 30.0, 0.0)]);
+    run.feed(40, temperature(90));
+    assert_eq!(run.phase("test_rule"), Phase::Firing);
+    // The sensor stops answering: after half the window without readings, no data.
+    run.feed(20, |s| machine(s, None, 50, 10.0, None));
+    let last = run.log.last().unwrap();
+    assert_eq!(
+        (last.from, last.to),
+        (Phase::Firing, Phase::NoData),
+        "{:?}",
+        run.log
+    );
+    assert!(
+        !run.log.iter().any(|t| t.to == Phase::Resolved),
+        "a gap must not read as resolved"
+    );
+    // And at start-up, too few readings are no data, not OK.
+    let mut fresh = Run::new(vec![rule(metric, Function::Mean, 80.0, 78.0, 30.0, 0.0)]);
+    fresh.feed(10, temperature(99));
+    assert!(
+        fresh.fired("test_rule").is_empty(),
+        "10 s cover a third of the window"
+    );
+    fresh.feed(6, temperature(99));
+    assert_eq!(
+        fresh.fired("test_rule").len(),
+        1,
+        "half the window covered: judged"
+    );
+}
+
+#[test]
+fn memory_rising_fires_on_a_rise_and_not_on_noise() {
+    let rules: Vec<Rule> = builtin(&Settings::default().alert)
+        .into_iter()
+        .filter(|r| r.name == "gpu_memory_rising")
+        .collect();
+    let mut noisy = Run::new(rules.clone());
+    // ±8 points of noise around 40%, for 20 minutes.
+    noisy.feed(1200, |s| {
+        let noise = [8.0, -8.0, 3.0, -5.0, 6.0, 0.0, -7.0][(s % 7) as usize];
+        machine(s, Some(50), 50, 40.0 + noise, None)
+    });
+    assert!(noisy.fired("gpu_memory_rising").is_empty(), "{:?}", noisy.log);
+    let mut rising = Run::new(rules);
+    rising.feed(300, |s| machine(s, Some(50), 50, 10.0, None));
+    // From 10% to 45% over three minutes.
+    rising.feed(180, |s| {
+        machine(s, Some(50), 50, 10.0 + 35.0 * (s - 300) as f64 / 180.0, None)
+    });
+    assert_eq!(rising.fired("gpu_memory_rising").len(), 1, "{:?}", rising.log);
+}
+
+#[test]
+fn a_steady_leak_is_caught_and_noise_or_one_allocation_is_not() {
+    let rules: Vec<Rule> = builtin(&Settings::default().alert)
+        .into_iter()
+        .filter(|r| r.name == "process_memory_leak")
+        .collect();
+    let run_with = |memory: &dyn Fn(u64) -> f64| {
+        let mut run = Run::new(rules.clone());
+        run.feed(1500, |s| machine(s, Some(50), 90, 50.0, Some(memory(s))));
+        run
+    };
+    // 2 GiB growing by about 1 MiB a second, in allocator-sized 16 MiB steps.
+    let leak = run_with(&|s| 2048.0 + ((s / 16) * 16) as f64);
+    let fired = leak.fired("process_memory_leak");
+    assert_eq!(fired.len(), 1, "{:?}", leak.log);
+    assert!(
+        fired[0] >= 570,
+        "needs 95% of 10 minutes of history, fired at {}",
+        fired[0]
+    );
+    assert_eq!(leak.log[0].subject.label(), "PID 4242 on GPU 0");
+    assert_eq!(leak.log[0].severity, Severity::Critical);
+    // Training: memory going up and down by 4 GiB every 90 s.
+    let sawtooth = run_with(&|s| 8192.0 + ((s % 90) as f64) * 45.0);
+    assert!(
+        sawtooth.fired("process_memory_leak").is_empty(),
+        "{:?}",
+        sawtooth.log
+    );
+    // One big allocation at minute 5, then flat.
+    let jump = run_with(&|s| if s < 300 { 1024.0 } else { 9216.0 });
+    assert!(jump.fired("process_memory_leak").is_empty(), "{:?}", jump.log);
+    // Flat with noise.
+    let flat = run_with(&|s| 4096.0 + [0.0, 30.0, -20.0, 10.0][(s % 4) as usize]);
+    assert!(flat.fired("process_memory_leak").is_empty(), "{:?}", flat.log);
+}
+
+#[test]
+fn reserved_and_idle_is_a_warning_idle_and_free_only_a_note() {
+    let rules: Vec<Rule> = builtin(&Settings::default().alert)
+        .into_iter()
+        .filter(|r| r.name.starts_with("gpu_idle"))
+        .collect();
+    let mut reserved = Run::new(rules.clone());
+    reserved.feed(420, |s| machine(s, Some(40), 2, 30.0, Some(20_000.0)));
+    let fired = reserved.fired("gpu_idle_reserved");
+    assert_eq!(fired.len(), 1, "{:?}", reserved.log);
+    // The 60 s mean is judged from 30 s on; then 5 minutes must pass.
+    assert!((330..=361).contains(&fired[0]), "fired at {}", fired[0]);
+    assert!(reserved.fired("gpu_idle_free").is_empty());
+    assert_eq!(
+        reserved.engine.severity_of(&Subject::Device(0)),
+        Some(Severity::Warning)
+    );
+    let mut free = Run::new(rules.clone());
+    free.feed(420, |s| machine(s, Some(40), 2, 1.0, None));
+    assert!(free.fired("gpu_idle_reserved").is_empty());
+    assert_eq!(free.fired("gpu_idle_free").len(), 1);
+    // Busy: neither.
+    let mut busy = Run::new(rules);
+    busy.feed(420, |s| machine(s, Some(40), 80, 30.0, Some(20_000.0)));
+    assert!(busy.log.is_empty(), "{:?}", busy.log);
+}
+
+#[test]
+fn an_ended_process_resolves_its_alerts_and_the_log_is_bounded() {
+    let metric = Metric::Process(gputop::history::ProcessMetric::GpuMemoryMib);
+    let mut run = Run::new(vec![rule(metric, Function::Last, 1000.0, 1000.0, 5.0, 0.0)]);
+    run.feed(10, |s| machine(s, Some(40), 50, 30.0, Some(2000.0)));
+    assert_eq!(run.fired("test_rule").len(), 1);
+    run.feed(1, |s| machine(s, Some(40), 50, 30.0, None));
+    assert_eq!(run.log.last().unwrap().to, Phase::Resolved);
+    // Flapping for a long time keeps the in-memory log at its bound.
+    run.feed(3000, |s| {
+        machine(s, Some(40), 50, 30.0, (s % 2 == 0).then_some(2000.0))
+    });
+    assert_eq!(run.engine.log().len(), gputop::alerts::LOG_LENGTH);
+}
