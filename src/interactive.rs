@@ -11,6 +11,7 @@ use ratatui::crossterm::event::{self, Event as TermEvent, KeyEventKind, MouseBut
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
+use crate::alerts::sink::Sink;
 use crate::app::filter::Selection;
 use crate::app::keys;
 use crate::app::state::{Action, App, Effect, Screen};
@@ -109,6 +110,7 @@ pub fn run(
     selection: Selection,
     readonly: bool,
     theme: Theme,
+    mut sink: Sink,
 ) -> std::io::Result<Ending> {
     // The demo's PIDs are invented: its tree comes from the snapshot, never from this host.
     let real_host = matches!(source, Source::Nvml(_));
@@ -171,6 +173,12 @@ pub fn run(
                                 .unwrap_or_default()
                         };
                         app.update(Action::ProcessTableRead(table));
+                    }
+                    Effect::DeliverAlerts(transitions) => {
+                        let problems = sink.deliver(&transitions);
+                        if !problems.is_empty() {
+                            app.update(Action::AlertDeliveryFailed(problems));
+                        }
                     }
                     Effect::Suspend => tui.suspend()?,
                     Effect::Redraw => tui.clear()?,

@@ -7,6 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
+use crate::alerts::Active;
 use crate::model::{Device, DeviceStatus, GpuProcess, Reading, Snapshot, Window};
 
 /// Version of the JSON document's schema; bumped on incompatible changes.
@@ -180,7 +181,7 @@ pub fn table(rows: &[Vec<String>], right: &[bool]) -> String {
 }
 
 /// The readable `--once` report: a header, the devices, then the processes.
-pub fn text_report(snapshot: &Snapshot, metrics: &[String]) -> String {
+pub fn text_report(snapshot: &Snapshot, metrics: &[String], alerts: &[Active]) -> String {
     let driver = &snapshot.driver;
     let mut out = format!(
         "{}  {}  driver {}  CUDA {}\n\n",
@@ -219,6 +220,7 @@ pub fn text_report(snapshot: &Snapshot, metrics: &[String]) -> String {
     out.push('\n');
     if snapshot.processes.is_empty() {
         out.push_str("No GPU processes.\n");
+        out.push_str(&alert_lines(alerts));
         return out;
     }
     let mut rows = vec![
@@ -233,6 +235,23 @@ pub fn text_report(snapshot: &Snapshot, metrics: &[String]) -> String {
         &rows,
         &[true, true, false, false, true, true, true, true, true, false],
     ));
+    out.push_str(&alert_lines(alerts));
+    out
+}
+
+/// "Alerts:" and one line per alert, or nothing.
+fn alert_lines(alerts: &[Active]) -> String {
+    if alerts.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\nAlerts:\n");
+    for alert in alerts {
+        out.push_str(&format!(
+            "  {:<8} {}\n",
+            alert.severity.label().to_uppercase(),
+            sanitize(&alert.summary)
+        ));
+    }
     out
 }
 
@@ -379,7 +398,7 @@ fn process_json(p: &GpuProcess) -> Value {
 }
 
 /// The `--once --json` document (schema in README.md).
-pub fn json_report(snapshot: &Snapshot) -> Value {
+pub fn json_report(snapshot: &Snapshot, alerts: &[Active]) -> Value {
     let h = &snapshot.host;
     json!({
         "version": JSON_SCHEMA_VERSION,
@@ -399,6 +418,7 @@ pub fn json_report(snapshot: &Snapshot) -> Value {
             "load_average": j_map(&h.load_average, |l| json!(l)),
             "uptime_seconds": j(&h.uptime_seconds),
         },
+        "alerts": alerts.iter().map(Active::to_json).collect::<Vec<_>>(),
     })
 }
 

@@ -6,6 +6,7 @@
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
+use crate::alerts::{self, sink::Sink};
 use crate::cli::{Cli, Command, ValidateArgs};
 use crate::collect::nvml::{NvmlSource, NvmlUnusable};
 use crate::collect::{Source, collect_once};
@@ -125,13 +126,15 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
     }
     if cli.once || cli.json || !std::io::stdout().is_terminal() {
         let snapshot = selection.apply(&collect_once(&mut source, interval));
+        // One snapshot: only level rules without a duration can be judged.
+        let alerts = alerts::instant(&effective.settings.alert.effective_rules(), &snapshot);
         let text = if cli.json {
-            let mut text = serde_json::to_string_pretty(&report::json_report(&snapshot))
+            let mut text = serde_json::to_string_pretty(&report::json_report(&snapshot, &alerts))
                 .map_err(|e| Failure::Output(e.into()))?;
             text.push('\n');
             text
         } else {
-            report::text_report(&snapshot, &effective.settings.display.default_metrics)
+            report::text_report(&snapshot, &effective.settings.display.default_metrics, &alerts)
         };
         return emit(&text);
     }
@@ -155,7 +158,15 @@ fn interactive_view(
     };
     // The demo's PIDs are invented: never signal them.
     let readonly = cli.readonly || cli.demo || effective.settings.signals.readonly;
-    match interactive::run(source, &effective.settings, cli.selection(), readonly, theme) {
+    let sink = Sink::open(&effective.settings.alert).map_err(|e| Failure::Config(ConfigError(e)))?;
+    match interactive::run(
+        source,
+        &effective.settings,
+        cli.selection(),
+        readonly,
+        theme,
+        sink,
+    ) {
         Ok(Ending::Signal(signal)) => std::process::exit(128 + signal),
         Ok(Ending::Quit | Ending::TerminalClosed) => Ok(()),
         Err(e) => Err(Failure::Output(e)),

@@ -462,7 +462,10 @@ fn json_keys_are_exactly_the_documented_schema() {
     let home = tempfile::tempdir().unwrap();
     let sleepers = Sleepers::spawn(3);
     let mut command = gputop_on(home.path(), &scenario("two-gpus-training"), 100_000);
-    command.env("GPUTOP_SIM_PIDS", sleepers.env());
+    // GPU 0 runs at 76 C: a 70 C threshold puts one alert in the report.
+    command
+        .env("GPUTOP_SIM_PIDS", sleepers.env())
+        .env("GPUTOP_ALERT_TEMPERATURE_THRESHOLD", "70");
     let doc = json(command);
     let keys = |v: &Value| {
         v.as_object()
@@ -474,8 +477,15 @@ fn json_keys_are_exactly_the_documented_schema() {
     };
     assert_eq!(
         keys(&doc),
-        "version timestamp hostname driver_version cuda_driver_version nvml_version devices processes host"
+        "version timestamp hostname driver_version cuda_driver_version nvml_version devices processes host alerts"
     );
+    assert_eq!(
+        keys(&doc["alerts"][0]),
+        "rule severity state subject gpu_index pid since value summary"
+    );
+    assert_eq!(doc["alerts"][0]["rule"], "gpu_temperature_high");
+    assert_eq!(doc["alerts"][0]["gpu_index"], 0);
+    assert_eq!(doc["alerts"].as_array().unwrap().len(), 1, "{}", doc["alerts"]);
     assert_eq!(
         keys(&doc["devices"][0]),
         "index name uuid pci_bus_id status status_reason utilization_gpu_percent \
@@ -483,7 +493,7 @@ fn json_keys_are_exactly_the_documented_schema() {
          utilization_memory_mean_percent utilization_memory_peak_percent memory_total_bytes \
          memory_used_bytes memory_free_bytes memory_reserved_bytes bar1_total_bytes bar1_used_bytes \
          temperature_celsius temperature_slowdown_celsius temperature_shutdown_celsius fan_speed_percent \
-         fan_speeds_percent power_usage_watts power_limit_watts power_enforced_limit_watts energy_joules \
+         fan_speeds_percent power_usage_watts power_usage_mean_watts power_usage_peak_watts power_limit_watts power_enforced_limit_watts energy_joules \
          performance_state clock_graphics_mhz clock_sm_mhz clock_memory_mhz clock_video_mhz \
          clock_max_graphics_mhz clock_max_sm_mhz clock_max_memory_mhz clock_max_video_mhz \
          pcie_link_generation pcie_link_width pcie_link_max_generation pcie_link_max_width \

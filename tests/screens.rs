@@ -358,3 +358,62 @@ fn layout_modes_choose_one_or_two_lines_per_gpu() {
     app.update(Action::Layout(LayoutMode::Full));
     assert!(render(&mut app, &DARK, 200, 14).contains(second_line));
 }
+
+/// Eleven minutes of history at the default 2 s refresh: GPU 0 heats from 60 to 90 C, its
+/// utilization alternates every minute, and PID 4101's GPU memory leaks steadily.
+fn app_with_history() -> App {
+    let mut app = App::new(Settings::default(), Selection::default(), false, Some(1000));
+    let base = snapshot();
+    let start = base.taken_at;
+    for step in 0..330u64 {
+        let mut s = base.clone();
+        let seconds = step * 2;
+        s.taken_at = start + std::time::Duration::from_secs(seconds);
+        let gpu = &mut s.devices[0];
+        gpu.temperature = Reading::Value(60 + (30 * seconds / 660) as u32);
+        let util = if (seconds / 60) % 2 == 0 { 95.0 } else { 40.0 };
+        gpu.utilization_gpu_window = Reading::Value(Window {
+            mean: util,
+            peak: 100.0,
+            samples: 12,
+        });
+        gpu.power_usage_window = Reading::Value(Window {
+            mean: util * 6000.0,
+            peak: 650_000.0,
+            samples: 12,
+        });
+        s.processes[0].gpu_memory_bytes = Reading::Value(40 * GIB + seconds * 16 * (1 << 20));
+        app.update(Action::Snapshot(Arc::new(s)));
+    }
+    app.status = None;
+    app
+}
+
+#[test]
+fn charts_alerts_and_the_alert_panel() {
+    let mut app = app_with_history();
+    let firing: Vec<String> = app.alerts.active().iter().map(|a| a.rule.clone()).collect();
+    assert!(
+        firing.contains(&"gpu_temperature_critical".to_string())
+            && firing.contains(&"process_memory_leak".to_string()),
+        "{firing:?}"
+    );
+    insta::assert_snapshot!("main_with_alerts_200x50", render(&mut app, &DARK, 200, 50));
+    app.update(Action::Charts);
+    for (w, h) in [(80, 24), (200, 50)] {
+        insta::assert_snapshot!(format!("charts_{w}x{h}"), render(&mut app, &DARK, w, h));
+    }
+    insta::assert_snapshot!("charts_ascii_80x24", render(&mut app, &ASCII, 80, 24));
+    app.update(Action::ChartDevice(1));
+    app.update(Action::ChartSpan);
+    insta::assert_snapshot!("charts_gpu1_1h_200x50", render(&mut app, &DARK, 200, 50));
+    app.update(Action::Back);
+    app.update(Action::AlertLog);
+    for (w, h) in [(80, 24), (200, 50)] {
+        insta::assert_snapshot!(format!("alerts_{w}x{h}"), render(&mut app, &DARK, w, h));
+    }
+    app.update(Action::Back);
+    app.update(Action::Down);
+    app.update(Action::Details);
+    insta::assert_snapshot!("details_with_charts_200x50", render(&mut app, &DARK, 200, 50));
+}

@@ -337,13 +337,13 @@ fn transition(
     }
 }
 
-/// "GPU 0: GPU hotter than 85 °C (temperature 30 s mean > 85 °C; now 87.2 °C)".
+/// "GPU 0: GPU hotter than 85 °C (temperature 30 s mean > 85 °C: 87.2 °C)".
 pub fn summary(rule: &Rule, subject: Subject, value: Option<f64>) -> String {
     let what = rule
         .summary
         .clone()
         .unwrap_or_else(|| rule.name.replace('_', " "));
-    let now = value.map_or(String::new(), |v| format!("; now {:.1}{}", v, rule.metric.unit()));
+    let now = value.map_or(String::new(), |v| format!(": {:.1}{}", v, rule.metric.unit()));
     format!("{}: {what} ({}{now})", subject.label(), rule.condition())
 }
 

@@ -163,6 +163,18 @@ pub const MAIN: &[Binding] = &[
         || Action::Tree,
     ),
     bind(
+        &[Char('g')],
+        "g",
+        "GPU history charts: utilization, memory, temperature, power",
+        || Action::Charts,
+    ),
+    bind(
+        &[Char('A')],
+        "A",
+        "alerts: active ones, the log of changes, the rules in force",
+        || Action::AlertLog,
+    ),
+    bind(
         &[Code(KeyCode::Right), Alt('l')],
         "Right Alt-l",
         "scroll the command lines right",
@@ -228,6 +240,59 @@ pub const DETAILS: &[Binding] = &[
     bind(&[Char('h'), Char('?')], "h ?", "help", || Action::Help),
 ];
 
+/// The charts screen.
+pub const CHARTS: &[Binding] = &[
+    bind(
+        &[Char('g'), Code(KeyCode::Esc), Char('q')],
+        "g Esc q",
+        "back",
+        || Action::Back,
+    ),
+    bind(
+        &[
+            Code(KeyCode::Down),
+            Code(KeyCode::Right),
+            Char('j'),
+            Code(KeyCode::Tab),
+        ],
+        "Down Right j",
+        "the next GPU",
+        || Action::ChartDevice(1),
+    ),
+    bind(
+        &[Code(KeyCode::Up), Code(KeyCode::Left), Code(KeyCode::BackTab)],
+        "Up Left",
+        "the previous GPU",
+        || Action::ChartDevice(-1),
+    ),
+    bind(&[Char('w')], "w", "time span: 10 min, 1 h, 6 h, 24 h", || {
+        Action::ChartSpan
+    }),
+    bind(&[Char('A')], "A", "alerts", || Action::AlertLog),
+    bind(&[Char('h'), Char('?')], "h ?", "help", || Action::Help),
+];
+
+/// The alerts screen.
+pub const ALERTS: &[Binding] = &[
+    bind(
+        &[Char('A'), Code(KeyCode::Esc), Char('q')],
+        "A Esc q",
+        "back",
+        || Action::Back,
+    ),
+    bind(&[Code(KeyCode::Down), Char('j')], "Down j", "scroll down", || {
+        Action::Scroll(1)
+    }),
+    bind(&[Code(KeyCode::Up)], "Up", "scroll up", || Action::Scroll(-1)),
+    bind(&[Code(KeyCode::PageDown)], "PgDn", "a page down", || {
+        Action::Scroll(10)
+    }),
+    bind(&[Code(KeyCode::PageUp)], "PgUp", "a page up", || {
+        Action::Scroll(-10)
+    }),
+    bind(&[Char('h'), Char('?')], "h ?", "help", || Action::Help),
+];
+
 /// The environment screen.
 pub const ENVIRONMENT: &[Binding] = &[
     bind(
@@ -281,6 +346,8 @@ pub fn decode(app: &App, event: &KeyEvent) -> Option<Action> {
         }),
         Screen::Details => lookup(DETAILS, event, app.readonly),
         Screen::Environment => lookup(ENVIRONMENT, event, app.readonly),
+        Screen::Charts => lookup(CHARTS, event, app.readonly),
+        Screen::Alerts => lookup(ALERTS, event, app.readonly),
         Screen::Main | Screen::Tree => {
             if event.code == KeyCode::Esc && !app.filter.is_empty() {
                 return Some(Action::FilterClear);
@@ -338,7 +405,7 @@ mod tests {
 
     #[test]
     fn no_key_is_bound_twice_in_a_table() {
-        for table in [MAIN, DIALOG, DETAILS, ENVIRONMENT] {
+        for table in [MAIN, DIALOG, DETAILS, ENVIRONMENT, CHARTS, ALERTS] {
             let keys: Vec<Key> = table.iter().flat_map(|b| b.keys.iter().copied()).collect();
             for (i, k) in keys.iter().enumerate() {
                 assert!(!keys[i + 1..].contains(k), "{k:?} is bound twice");

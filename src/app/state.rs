@@ -1,13 +1,15 @@
 //! The interactive view's state and its one update function: `Action` in, state changed,
 //! `Effect`s out for the runtime to execute (signals, reading /proc, quitting). No I/O here.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use crate::alerts::{Engine, Transition};
 use crate::app::filter::Selection;
 use crate::app::query::Query;
 use crate::app::sort::{self, SortKey};
 use crate::config::Settings;
+use crate::history::History;
 use crate::model::{GpuProcess, Snapshot};
 
 pub use crate::model::ProcessKey;
@@ -55,6 +57,10 @@ pub enum Screen {
     Details,
     Environment,
     Tree,
+    /// Device history charts.
+    Charts,
+    /// Active alerts, the transitions log and the rules in force.
+    Alerts,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,6 +119,14 @@ pub enum Action {
     EnvironmentRead(Result<Vec<String>, String>),
     ProcessTableRead(Vec<crate::collect::host::ProcessEntry>),
     SignalsSent(Vec<String>),
+    Charts,
+    /// On the charts screen: the next (or previous) GPU.
+    ChartDevice(i32),
+    /// On the charts screen: the next time span.
+    ChartSpan,
+    AlertLog,
+    /// Problems delivering alerts (log file, notification command), for the status line.
+    AlertDeliveryFailed(Vec<String>),
 }
 
 /// Work for the runtime.
@@ -130,6 +144,8 @@ pub enum Effect {
     },
     /// The tree view needs every process's parent.
     ReadProcessTable,
+    /// Alert transitions to log and notify.
+    DeliverAlerts(Vec<Transition>),
 }
 
 /// A confirmation waiting for Enter or Esc.
@@ -139,30 +155,8 @@ pub struct Confirmation {
     pub targets: Vec<Target>,
 }
 
-/// Per-process history for the details screen: (GPU memory bytes, %SM, %CPU) per refresh.
-pub const HISTORY_POINTS: usize = 600;
-
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ProcessHistory {
-    pub gpu_memory: VecDeque<f64>,
-    pub sm: VecDeque<f64>,
-    pub cpu: VecDeque<f64>,
-}
-
-impl ProcessHistory {
-    fn push(&mut self, p: &GpuProcess) {
-        for (series, value) in [
-            (&mut self.gpu_memory, p.gpu_memory_bytes.get().map(|b| b as f64)),
-            (&mut self.sm, p.sm_percent.get().map(f64::from)),
-            (&mut self.cpu, p.host.cpu_percent.get()),
-        ] {
-            if series.len() == HISTORY_POINTS {
-                series.pop_front();
-            }
-            series.push_back(value.unwrap_or(0.0));
-        }
-    }
-}
+/// Time spans the charts screen cycles through (`w`), in seconds.
+pub const CHART_SPANS: [f64; 4] = [600.0, 3600.0, 6.0 * 3600.0, 86_400.0];
 
 /// The whole interactive state.
 #[derive(Debug, Clone)]
@@ -195,13 +189,20 @@ pub struct App {
     pub text_scroll: usize,
     /// First character of the COMMAND column shown (long command lines).
     pub command_offset: usize,
-    pub history: HashMap<ProcessKey, ProcessHistory>,
+    /// Device, process and host time series.
+    pub history: History,
+    pub alerts: Engine,
+    /// The GPU the charts screen shows, and the index into [`CHART_SPANS`].
+    pub chart_device: u32,
+    pub chart_span: usize,
     /// Every process's parent and name, read for the tree view.
     pub process_table: Vec<crate::collect::host::ProcessEntry>,
 }
 
 impl App {
     pub fn new(settings: Settings, selection: Selection, readonly: bool, my_uid: Option<u32>) -> Self {
+        let history = History::new(&settings.history, settings.display.refresh_interval);
+        let alerts = Engine::new(settings.alert.effective_rules());
         Self {
             snapshot: None,
             settings,
@@ -226,7 +227,10 @@ impl App {
             environment: None,
             text_scroll: 0,
             command_offset: 0,
-            history: HashMap::new(),
+            history,
+            alerts,
+            chart_device: 0,
+            chart_span: 0,
             process_table: Vec::new(),
         }
     }
@@ -331,14 +335,11 @@ impl App {
         targets
     }
 
-    fn accept_snapshot(&mut self, snapshot: Arc<Snapshot>) {
-        let alive: BTreeSet<ProcessKey> = snapshot.processes.iter().map(ProcessKey::of).collect();
-        for p in &snapshot.processes {
-            self.history.entry(ProcessKey::of(p)).or_default().push(p);
-        }
-        // Keep the history of the process on the details screen even after it ends.
-        let keep = self.selected;
-        self.history.retain(|k, _| alive.contains(k) || Some(*k) == keep);
+    /// Takes a new snapshot: history, alerts, tags and selection follow it. Returns the
+    /// alert transitions it caused.
+    fn accept_snapshot(&mut self, snapshot: Arc<Snapshot>) -> Vec<Transition> {
+        self.history.record(&snapshot);
+        let transitions = self.alerts.evaluate(&self.history);
         let pids: BTreeSet<u32> = snapshot.processes.iter().map(|p| p.pid).collect();
         self.tagged.retain(|pid| pids.contains(pid));
         self.snapshot = Some(snapshot);
@@ -347,6 +348,7 @@ impl App {
             self.keep_visible(index);
         }
         self.scroll = self.scroll.min(keys.len().saturating_sub(1));
+        transitions
     }
 
     /// Applies one action; returns the effects to run.
@@ -360,10 +362,15 @@ impl App {
             Action::Suspend => return vec![Effect::Suspend],
             Action::Redraw => return vec![Effect::Redraw],
             Action::Snapshot(snapshot) => {
-                self.accept_snapshot(snapshot);
-                if self.screen == Screen::Tree {
-                    return vec![Effect::ReadProcessTable];
+                let transitions = self.accept_snapshot(snapshot);
+                let mut effects = Vec::new();
+                if !transitions.is_empty() {
+                    effects.push(Effect::DeliverAlerts(transitions));
                 }
+                if self.screen == Screen::Tree {
+                    effects.push(Effect::ReadProcessTable);
+                }
+                return effects;
             }
             Action::ProcessTableRead(table) => self.process_table = table,
             Action::Help => {
@@ -374,7 +381,7 @@ impl App {
                 }
             }
             Action::Back => match self.screen {
-                Screen::Help | Screen::Environment => self.screen = self.previous,
+                Screen::Help | Screen::Environment | Screen::Alerts => self.screen = self.previous,
                 _ => self.screen = Screen::Main,
             },
             Action::Up => self.move_selection(-1),
@@ -389,7 +396,9 @@ impl App {
                 let keys = self.row_keys();
                 self.select_index(&keys, usize::MAX);
             }
-            Action::Scroll(delta) if matches!(self.screen, Screen::Help | Screen::Environment) => {
+            Action::Scroll(delta)
+                if matches!(self.screen, Screen::Help | Screen::Environment | Screen::Alerts) =>
+            {
                 self.text_scroll = self.text_scroll.saturating_add_signed(delta as isize);
             }
             Action::Scroll(delta) => self.move_selection(delta as isize),
@@ -499,6 +508,33 @@ impl App {
                 };
             }
             Action::Layout(mode) => self.layout = mode,
+            Action::Charts => {
+                if self.screen == Screen::Charts {
+                    self.screen = Screen::Main;
+                } else {
+                    // Start at the selected process's GPU, if any.
+                    if let Some(p) = self.selected_process() {
+                        self.chart_device = p.gpu_index;
+                    }
+                    self.screen = Screen::Charts;
+                }
+            }
+            Action::ChartDevice(delta) => {
+                let count = self.history.device_count().max(1) as i64;
+                self.chart_device =
+                    (i64::from(self.chart_device) + i64::from(delta)).rem_euclid(count) as u32;
+            }
+            Action::ChartSpan => self.chart_span = (self.chart_span + 1) % CHART_SPANS.len(),
+            Action::AlertLog => {
+                if self.screen == Screen::Alerts {
+                    self.screen = self.previous;
+                } else {
+                    self.previous = self.screen;
+                    self.screen = Screen::Alerts;
+                    self.text_scroll = 0;
+                }
+            }
+            Action::AlertDeliveryFailed(problems) => self.status = Some(problems.join("; ")),
             Action::ScrollCommand(delta) => {
                 self.command_offset =
                     delta.map_or(0, |d| self.command_offset.saturating_add_signed(d as isize));

@@ -4,6 +4,7 @@
 //! environment) passes through `report::sanitize` before it is drawn. The renderer records the
 //! table geometry in the app state so mouse clicks can be mapped to rows and columns.
 
+mod chart;
 mod screens;
 pub mod theme;
 
@@ -13,8 +14,10 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Row, Table};
 
+use crate::alerts::rules::Severity;
+use crate::alerts::{Active, Phase, Subject};
 use crate::app::sort::SortKey;
-use crate::app::state::{App, LayoutMode, Screen};
+use crate::app::state::{App, LayoutMode, ProcessKey, Screen};
 use crate::model::{Device, DeviceStatus, GpuProcess, Reading, Snapshot};
 use crate::report::{human_bytes, human_duration, sanitize};
 use theme::{Load, Theme};
@@ -59,6 +62,8 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: &Theme) -> TableGeometry {
         Screen::Details => screens::details(frame, area, app, theme),
         Screen::Environment => screens::environment(frame, area, app, theme),
         Screen::Tree => screens::tree(frame, area, app, theme),
+        Screen::Charts => screens::charts(frame, area, app, theme),
+        Screen::Alerts => screens::alerts(frame, area, app, theme),
     }
     if let Some(confirmation) = &app.confirmation {
         screens::confirmation(frame, area, confirmation, theme);
@@ -99,6 +104,21 @@ fn header_line(snapshot: &Snapshot, app: &App, theme: &Theme) -> Line<'static> {
             na(&driver.cuda_driver_version, |v| sanitize(v)),
         )),
     ];
+    let counts = app.alerts.firing_counts();
+    if counts.iter().any(|c| *c > 0) {
+        spans.push(Span::raw(" alerts:"));
+        for severity in Severity::ALL.into_iter().rev() {
+            let count = counts[severity as usize];
+            if count > 0 {
+                spans.push(Span::raw(" "));
+                spans.push(Span::styled(
+                    format!("{count} {}", severity.label()),
+                    theme.severity(severity),
+                ));
+            }
+        }
+        spans.push(Span::raw(" "));
+    }
     let over = app.over_threshold();
     if !over.is_empty() {
         spans.push(Span::styled(
@@ -304,12 +324,23 @@ fn main_screen(
     let full = full_layout(app, devices.len(), area.height);
     let device_lines: Vec<Line> = devices
         .iter()
-        .flat_map(|d| device_lines(d, app, theme, full, area.width))
+        .flat_map(|d| {
+            let mut lines = device_lines(d, app, theme, full, area.width);
+            // A GPU with a firing alert: its index in the alert's colours.
+            if let Some(severity) = app.alerts.severity_of(&Subject::Device(d.index))
+                && let Some(first) = lines.first_mut().and_then(|l| l.spans.first_mut())
+            {
+                first.style = theme.severity(severity);
+            }
+            lines
+        })
         .collect();
-    let [header, panel, host, table_area, footer] = Layout::vertical([
+    let alert_lines = alert_panel(app, theme, area.height);
+    let [header, panel, host, alert_area, table_area, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(device_lines.len() as u16),
         Constraint::Length(1),
+        Constraint::Length(alert_lines.len() as u16),
         Constraint::Min(3),
         Constraint::Length(1),
     ])
@@ -317,6 +348,7 @@ fn main_screen(
     frame.render_widget(Paragraph::new(header_line(snapshot, app, theme)), header);
     frame.render_widget(Paragraph::new(device_lines), panel);
     frame.render_widget(Paragraph::new(host_line(snapshot)).style(theme.dim()), host);
+    frame.render_widget(Paragraph::new(alert_lines), alert_area);
 
     let rows = app.rows();
     let visible = table_area.height.saturating_sub(1) as usize;
@@ -381,6 +413,9 @@ fn main_screen(
             if over {
                 style = style.patch(theme.error());
             }
+            if let Some(severity) = app.alerts.severity_of(&Subject::Process(ProcessKey::of(p))) {
+                style = style.patch(theme.severity(severity));
+            }
             if app.tagged.contains(&p.pid) {
                 style = style.patch(theme.tagged());
             }
@@ -439,6 +474,39 @@ fn main_screen(
     }
 }
 
+/// Firing alerts, most severe first: at most three lines (one on short terminals).
+fn alert_panel(app: &App, theme: &Theme, height: u16) -> Vec<Line<'static>> {
+    let firing: Vec<Active> = app
+        .alerts
+        .active()
+        .into_iter()
+        .filter(|a| a.phase == Phase::Firing)
+        .collect();
+    let room = if height >= 30 { 3 } else { 1 };
+    let mut lines: Vec<Line> = firing
+        .iter()
+        .take(room)
+        .map(|a| {
+            Line::from(vec![
+                Span::styled(
+                    format!("{:<8}", a.severity.label().to_uppercase()),
+                    theme.severity(a.severity),
+                ),
+                Span::raw(format!(" {}", sanitize(&a.summary))),
+            ])
+        })
+        .collect();
+    if firing.len() > room
+        && let Some(last) = lines.last_mut()
+    {
+        last.spans.insert(
+            0,
+            Span::styled(format!("+{} more (A) ", firing.len() - room), theme.dim()),
+        );
+    }
+    lines
+}
+
 fn footer_line(app: &App, shown: usize, theme: &Theme) -> Paragraph<'static> {
     if app.filter_editing || !app.filter.is_empty() {
         let mut spans = vec![
@@ -459,9 +527,9 @@ fn footer_line(app: &App, shown: usize, theme: &Theme) -> Paragraph<'static> {
         return Paragraph::new(Line::from(Span::styled(sanitize(status), theme.header())));
     }
     let hint = if app.readonly {
-        "h help  / filter  o+letter sort  Enter details  t tree  q quit  (read-only)"
+        "h help  / filter  o+letter sort  Enter details  t tree  g charts  A alerts  q quit  (read-only)"
     } else {
-        "h help  / filter  o+letter sort  Space tag  T/K/I signal  Enter details  t tree  q quit"
+        "h help  / filter  o+letter sort  Space tag  T/K/I signal  Enter details  t tree  g charts  A alerts  q quit"
     };
     Paragraph::new(hint).style(theme.dim())
 }

@@ -4,12 +4,15 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::symbols;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Paragraph, Sparkline, Wrap};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 
+use super::chart::TimeChart;
 use super::theme::Theme;
 use super::{na, percent_of};
+use crate::alerts::rules::format_seconds;
 use crate::app::keys::{self, Binding};
-use crate::app::state::{App, Confirmation, ProcessKey};
+use crate::app::state::{App, CHART_SPANS, Confirmation, ProcessKey};
+use crate::history::{DeviceMetric, ProcessMetric};
 use crate::report::{human_bytes, human_duration, sanitize};
 
 fn block<'a>(title: &str, theme: &Theme) -> Block<'a> {
@@ -46,6 +49,8 @@ pub fn help(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     section("Signal confirmation", keys::DIALOG);
     section("Process details", keys::DETAILS);
     section("Environment", keys::ENVIRONMENT);
+    section("GPU history charts", keys::CHARTS);
+    section("Alerts", keys::ALERTS);
     lines.push(Line::from(
         "Mouse: click selects a process, the wheel moves the selection, a click on a header sorts.",
     ));
@@ -108,67 +113,209 @@ pub fn details(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     ];
     let [top, charts] = Layout::vertical([Constraint::Length(6), Constraint::Min(3)]).areas(inner);
     frame.render_widget(Paragraph::new(facts).wrap(Wrap { trim: false }), top);
-    let history = app.history.get(&ProcessKey::of(p));
+    let key = ProcessKey::of(p);
     let device_mib = snapshot
         .and_then(|s| s.devices.iter().find(|d| d.index == p.gpu_index))
         .and_then(|d| d.memory.get())
-        .map_or(0, |m| m.total >> 20);
-    let series: [(&str, Vec<u64>, String); 3] = [
+        .map_or(0.0, |m| (m.total >> 20) as f64);
+    let series = [
         (
+            ProcessMetric::GpuMemoryMib,
             "GPU memory",
-            history
-                .map(|h| {
-                    h.gpu_memory
-                        .iter()
-                        .map(|v| (*v / (1u64 << 20) as f64) as u64)
-                        .collect()
-                })
-                .unwrap_or_default(),
             na(&p.gpu_memory_bytes, |b| human_bytes(*b)),
+            " MiB",
+            device_mib,
         ),
         (
+            ProcessMetric::Sm,
             "%SM",
-            history
-                .map(|h| h.sm.iter().map(|v| *v as u64).collect())
-                .unwrap_or_default(),
             na(&p.sm_percent, |v| format!("{v}%")),
+            "%",
+            100.0,
         ),
         (
+            ProcessMetric::Cpu,
             "%CPU",
-            history
-                .map(|h| h.cpu.iter().map(|v| *v as u64).collect())
-                .unwrap_or_default(),
             na(&h.cpu_percent, |v| format!("{v:.1}%")),
+            "%",
+            100.0,
         ),
     ];
     let rows = Layout::vertical([Constraint::Ratio(1, 3); 3]).split(charts);
-    // Scales: GPU memory against the device's total, percentages against 100.
-    let scales = [device_mib, 100, 100];
-    for (((title, data, now), row), scale) in series.into_iter().zip(rows.iter()).zip(scales) {
-        let width = row.width.saturating_sub(2) as usize;
-        let start = data.len().saturating_sub(width);
-        let points = data.len();
-        let title = format!("{title} now {now} ({points} refreshes since gputop started)");
-        let max = data.iter().copied().max().unwrap_or(0).max(scale).max(1);
-        let mut sparkline = Sparkline::default()
-            .block(block(&title, theme))
-            .data(&data[start..])
-            .max(max);
-        if theme.ascii {
-            sparkline = sparkline.bar_set(symbols::bar::Set {
-                full: "#",
-                seven_eighths: "#",
-                three_quarters: "=",
-                five_eighths: "=",
-                half: "-",
-                three_eighths: "-",
-                one_quarter: ".",
-                one_eighth: ".",
-                empty: " ",
-            });
-        }
-        frame.render_widget(sparkline, *row);
+    let to = app.history.now().unwrap_or(0.0);
+    let from = to - CHART_SPANS[0];
+    for ((metric, title, now, unit, top), row) in series.into_iter().zip(rows.iter()) {
+        // Memory in GiB: MiB figures of a large GPU do not fit the axis.
+        let (unit, top, divisor) = if unit == " MiB" {
+            ("GiB", top / 1024.0, 1024.0)
+        } else {
+            (unit, top, 1.0)
+        };
+        let points: Vec<(f64, Option<f64>)> = app
+            .history
+            .process(&key, metric)
+            .map(|s| s.points_since(from))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(t, v)| (t, v.map(|v| v / divisor)))
+            .collect();
+        let outer = block(&format!("{title} now {now} (last 10 min)"), theme);
+        let inner = outer.inner(*row);
+        frame.render_widget(outer, *row);
+        frame.render_widget(chart(&points, from, to, top, unit, theme), inner);
     }
+}
+
+/// A chart in the theme's looks.
+fn chart<'a>(
+    points: &'a [(f64, Option<f64>)],
+    from: f64,
+    to: f64,
+    top: f64,
+    unit: &'a str,
+    theme: &Theme,
+) -> TimeChart<'a> {
+    TimeChart {
+        points,
+        from,
+        to,
+        min_top: top,
+        unit,
+        ascii: theme.ascii,
+        style: theme.ok(),
+        axis_style: theme.dim(),
+    }
+}
+
+/// History charts of one GPU: utilization, memory, temperature, power.
+pub fn charts(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
+    let span = CHART_SPANS[app.chart_span % CHART_SPANS.len()];
+    let index = app.chart_device;
+    let device = app
+        .snapshot
+        .as_ref()
+        .and_then(|s| s.devices.iter().find(|d| d.index == index));
+    let name = device.map_or_else(String::new, |d| na(&d.name, |n| sanitize(n)));
+    let title = format!(
+        "GPU {index} {name}: last {} (Up/Down: GPU, w: span, g or Esc: back)",
+        format_seconds(span)
+    );
+    let outer = block(&title, theme);
+    let inner = outer.inner(area);
+    frame.render_widget(outer, area);
+    let to = app.history.now().unwrap_or(0.0);
+    let from = to - span;
+    let power_limit = device
+        .and_then(|d| d.power_limit_mw.get())
+        .map_or(0.0, |mw| f64::from(mw) / 1000.0);
+    let temperature_top = device
+        .and_then(|d| d.temperature_slowdown.get())
+        .map_or(90.0, f64::from);
+    let panels = [
+        (
+            DeviceMetric::Utilization,
+            "utilization (interval mean)",
+            "%",
+            100.0,
+        ),
+        (DeviceMetric::MemoryPercent, "memory used", "%", 100.0),
+        (DeviceMetric::Temperature, "temperature", "C", temperature_top),
+        (
+            DeviceMetric::Power,
+            "power draw (interval mean)",
+            "W",
+            power_limit,
+        ),
+    ];
+    let columns = if inner.width >= 120 { 2 } else { 1 };
+    let rows_needed = panels.len().div_ceil(columns) as u32;
+    let rows = Layout::vertical(vec![Constraint::Ratio(1, rows_needed); rows_needed as usize]).split(inner);
+    for (i, (metric, label, unit, top)) in panels.into_iter().enumerate() {
+        let row = rows[i / columns];
+        let cell = if columns == 2 {
+            Layout::horizontal([Constraint::Ratio(1, 2); 2]).split(row)[i % 2]
+        } else {
+            row
+        };
+        let series = app.history.device(index, metric);
+        let points = series.map(|s| s.points_since(from)).unwrap_or_default();
+        let stats = series.and_then(|s| s.window(from, to)).map_or_else(
+            || "no data".to_string(),
+            |a| {
+                format!(
+                    "now {:.0}{unit}  mean {:.0}  min {:.0}  max {:.0}",
+                    a.last, a.mean, a.min, a.max
+                )
+            },
+        );
+        let outer = block(&format!("{label}: {stats}"), theme);
+        let area = outer.inner(cell);
+        frame.render_widget(outer, cell);
+        frame.render_widget(chart(&points, from, to, top, unit, theme), area);
+    }
+}
+
+/// Active alerts, the log of transitions (newest first) and the rules in force.
+pub fn alerts(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
+    let now = app.history.now().unwrap_or(0.0);
+    let ago = |at: f64| format!("{} ago", human_duration((now - at).max(0.0) as u64));
+    let mut lines = vec![Line::from(Span::styled("Active", theme.header()))];
+    let active = app.alerts.active();
+    if active.is_empty() {
+        lines.push(Line::from("  none"));
+    }
+    for alert in &active {
+        lines.push(Line::from(vec![
+            Span::styled(
+                format!("  {:<8}", alert.severity.label().to_uppercase()),
+                theme.severity(alert.severity),
+            ),
+            Span::raw(format!(
+                " {:<8} {:>10}  {}",
+                alert.phase.label(),
+                ago(alert.since),
+                sanitize(&alert.summary)
+            )),
+        ]));
+    }
+    lines.push(Line::from(""));
+    lines.push(Line::from(Span::styled("Log (newest first)", theme.header())));
+    if app.alerts.log().is_empty() {
+        lines.push(Line::from("  nothing yet"));
+    }
+    for t in app.alerts.log().iter().rev() {
+        lines.push(Line::from(vec![
+            Span::styled(
+                format!("  {:<8}", t.severity.label().to_uppercase()),
+                theme.severity(t.severity),
+            ),
+            Span::raw(format!(
+                " {:>10}  {} -> {}  {}",
+                ago(t.at),
+                t.from.label(),
+                t.to.label(),
+                sanitize(&t.summary)
+            )),
+        ]));
+    }
+    lines.push(Line::from(""));
+    lines.push(Line::from(Span::styled("Rules in force", theme.header())));
+    for rule in app.alerts.rules() {
+        lines.push(Line::from(format!(
+            "  {:<8} {:<26} {} {}",
+            rule.severity.label(),
+            sanitize(&rule.name),
+            rule.metric.scope(),
+            rule.condition()
+        )));
+    }
+    let scroll = app.text_scroll.min(lines.len().saturating_sub(1)) as u16;
+    frame.render_widget(
+        Paragraph::new(lines)
+            .block(block("alerts (A or Esc: back)", theme))
+            .scroll((scroll, 0)),
+        area,
+    );
 }
 
 /// The environment of the selected process.

@@ -95,6 +95,16 @@ impl Theme {
         }
     }
 
+    /// An alert of this severity: critical as an alert, warning yellow, info cyan.
+    pub fn severity(&self, severity: crate::alerts::rules::Severity) -> Style {
+        use crate::alerts::rules::Severity;
+        match severity {
+            Severity::Critical => self.alert(),
+            Severity::Warning => self.fg(Color::Yellow).add_modifier(Modifier::BOLD),
+            Severity::Info => self.fg(Color::Cyan),
+        }
+    }
+
     pub fn error(&self) -> Style {
         self.fg(Color::Red).add_modifier(Modifier::BOLD)
     }
