@@ -37,7 +37,7 @@ pub struct Cli {
     pub config: Option<PathBuf>,
 
     /// Seconds between refreshes (overrides display.refresh_interval)
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", global = true)]
     pub interval: Option<f64>,
 
     /// Show only these GPUs (by index)
@@ -81,7 +81,7 @@ pub struct Cli {
     pub nvml_lib: Option<PathBuf>,
 
     /// Show a built-in simulated machine instead of the real GPUs
-    #[arg(long, conflicts_with = "nvml_lib")]
+    #[arg(long, conflicts_with = "nvml_lib", global = true)]
     pub demo: bool,
 }
 
@@ -91,6 +91,87 @@ pub enum Command {
     /// Cross-check gputop's readings against nvidia-smi on this machine
     #[command(after_help = VALIDATE_EXIT_CODES)]
     Validate(ValidateArgs),
+    /// Record snapshots to FILE (JSON lines, mode 0600) until stopped; replay them later
+    Record(RecordArgs),
+    /// Play a recording in the interactive view (p pause, { } seek, s S speed), or print one frame
+    Replay(ReplayArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RecordArgs {
+    /// The recording to create (never an existing file)
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// Most bytes the recording holds (FILE and FILE.1 together); K, M and G suffixes
+    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = size)]
+    pub max_size: u64,
+
+    /// Oldest data kept, in seconds (FILE and FILE.1 together)
+    #[arg(long, value_name = "SECS", default_value_t = 604_800.0, value_parser = positive)]
+    pub max_age: f64,
+
+    /// Stop after this many seconds (default: until SIGINT or SIGTERM)
+    #[arg(long, value_name = "SECS", value_parser = positive)]
+    pub duration: Option<f64>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ReplayArgs {
+    /// The recording to play
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// Playback speed (0.125 to 64)
+    #[arg(long, value_name = "X", default_value_t = 1.0, value_parser = positive)]
+    pub speed: f64,
+
+    /// Print the frame at --at (default: the last) instead of playing
+    #[arg(short = '1', long)]
+    pub once: bool,
+
+    /// With --once: the frame as JSON
+    #[arg(long)]
+    pub json: bool,
+
+    /// With --once: seconds from the start of the recording
+    #[arg(long, value_name = "SECS")]
+    pub at: Option<f64>,
+
+    /// Print the number of frames, the time span and skipped lines, and exit
+    #[arg(long)]
+    pub info: bool,
+}
+
+fn positive(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err("expected a number above 0".into()),
+    }
+}
+
+/// "64M", "512K", "1G" or plain bytes.
+fn size(text: &str) -> Result<u64, String> {
+    let (digits, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => text.split_at(i),
+        None => (text, ""),
+    };
+    let factor = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        _ => return Err(format!("unknown unit '{unit}': use K, M or G")),
+    };
+    let bytes = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(factor))
+        .ok_or_else(|| "expected a size such as 64M".to_string())?;
+    if bytes < 64 << 10 {
+        return Err("a recording needs at least 64K".into());
+    }
+    Ok(bytes)
 }
 
 #[derive(Debug, Clone, Args)]
@@ -144,11 +225,11 @@ impl Cli {
     /// Parses the command line; exits with a usage error (status 2) on a bad one.
     pub fn parse_checked() -> Self {
         let cli = Self::parse();
-        if cli.demo && cli.command.is_some() {
+        if cli.demo && matches!(cli.command, Some(Command::Validate(_) | Command::Replay(_))) {
             Self::command()
                 .error(
                     clap::error::ErrorKind::ArgumentConflict,
-                    "--demo cannot be used with a subcommand: validate compares real NVML readings",
+                    "--demo cannot be used with validate (it compares real NVML readings) or replay (it plays a file)",
                 )
                 .exit();
         }

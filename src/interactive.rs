@@ -15,6 +15,7 @@ use crate::alerts::sink::Sink;
 use crate::app::filter::Selection;
 use crate::app::keys;
 use crate::app::state::{Action, App, Effect, Screen};
+use crate::collect::replay::{Played, Player, Recording};
 use crate::collect::{Collector, Source};
 use crate::config::Settings;
 use crate::model::Snapshot;
@@ -22,9 +23,18 @@ use crate::signal;
 use crate::tui::Tui;
 use crate::ui::{self, TableGeometry, theme::Theme};
 
+/// Where the snapshots come from.
+#[derive(Debug)]
+pub enum Feed {
+    Live(Source),
+    /// A recording, played at this speed.
+    Replay(Recording, f64),
+}
+
 /// What wakes the loop.
 enum Event {
     Snapshot(Arc<Snapshot>),
+    Replayed(Played),
     Terminal(TermEvent),
     /// The terminal is gone (read failed): quit instead of spinning.
     TerminalClosed,
@@ -105,23 +115,37 @@ fn mouse_action(
 
 /// Runs the interactive view until the user quits, a signal arrives or the terminal goes.
 pub fn run(
-    source: Source,
+    feed: Feed,
     settings: &Settings,
     selection: Selection,
     readonly: bool,
     theme: Theme,
     mut sink: Sink,
 ) -> std::io::Result<Ending> {
-    // The demo's PIDs are invented: its tree comes from the snapshot, never from this host.
-    let real_host = matches!(source, Source::Nvml(_));
+    // The demo's (and a recording's) PIDs are not this host's: their tree comes from the
+    // snapshot, never from /proc.
+    let real_host = matches!(feed, Feed::Live(Source::Nvml(_)));
     let interval = Duration::from_secs_f64(settings.display.refresh_interval);
     let (events, inbox) = mpsc::channel();
     let snapshots = events.clone();
-    let collector = Collector::spawn_with(
-        source,
-        interval,
-        Box::new(move |snapshot| snapshots.send(Event::Snapshot(snapshot)).is_ok()),
-    )?;
+    let (collector, player) = match feed {
+        Feed::Live(source) => {
+            let collector = Collector::spawn_with(
+                source,
+                interval,
+                Box::new(move |snapshot| snapshots.send(Event::Snapshot(snapshot)).is_ok()),
+            )?;
+            (Some(collector), None)
+        }
+        Feed::Replay(recording, speed) => {
+            let player = Player::spawn(
+                recording,
+                speed,
+                Box::new(move |played| snapshots.send(Event::Replayed(played)).is_ok()),
+            )?;
+            (None, Some(player))
+        }
+    };
     let signal_handle = spawn_signals(events.clone())?;
     let mut tui = Tui::enter()?;
     spawn_input(events);
@@ -136,6 +160,15 @@ pub fn run(
         };
         let actions: Vec<Action> = match event {
             Event::Snapshot(snapshot) => vec![Action::Snapshot(snapshot)],
+            Event::Replayed(played) => {
+                let mut actions = Vec::new();
+                if played.rewound {
+                    actions.push(Action::HistoryRestart);
+                }
+                actions.push(Action::ReplayStatus(played.status));
+                actions.push(Action::Snapshot(played.snapshot));
+                actions
+            }
             Event::Terminal(TermEvent::Key(key)) if key.kind == KeyEventKind::Press => {
                 keys::decode(&app, &key).into_iter().collect()
             }
@@ -180,6 +213,11 @@ pub fn run(
                             app.update(Action::AlertDeliveryFailed(problems));
                         }
                     }
+                    Effect::Replay(command) => {
+                        if let Some(player) = &player {
+                            player.send(command);
+                        }
+                    }
                     Effect::Suspend => tui.suspend()?,
                     Effect::Redraw => tui.clear()?,
                 }
@@ -194,5 +232,6 @@ pub fn run(
     drop(tui);
     signal_handle.close();
     drop(collector);
+    drop(player);
     Ok(ending)
 }

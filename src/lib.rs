@@ -16,6 +16,7 @@ pub mod config;
 pub mod history;
 pub mod interactive;
 pub mod model;
+pub mod record;
 pub mod report;
 pub mod run;
 pub mod signal;

@@ -7,12 +7,23 @@ use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use crate::alerts::{self, sink::Sink};
-use crate::cli::{Cli, Command, ValidateArgs};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+
+use crate::cli::{Cli, Command, RecordArgs, ReplayArgs, ValidateArgs};
+use crate::collect::Collector;
 use crate::collect::nvml::{NvmlSource, NvmlUnusable};
+use crate::collect::replay::Recording;
 use crate::collect::{Source, collect_once};
 use crate::config::{self, ConfigError, Effective};
+use crate::interactive::Feed;
 use crate::interactive::{self, Ending};
+use crate::record::{Limits, Recorder};
 use crate::report;
+use crate::report::sanitize;
 use crate::ui::theme::Theme;
 use crate::validate::{self, SmiFailure};
 
@@ -26,12 +37,14 @@ pub enum Failure {
     Smi(SmiFailure),
     /// `gputop validate`: this many readings differ beyond the tolerance.
     Disagreement(usize),
+    /// `gputop record` / `replay`: the file cannot be created, written or read.
+    Record(String),
 }
 
 impl Failure {
     pub fn exit_code(&self) -> i32 {
         match self {
-            Self::Output(_) | Self::Disagreement(_) => 1,
+            Self::Output(_) | Self::Disagreement(_) | Self::Record(_) => 1,
             Self::Smi(_) => 9,
             Self::Config(_) => 3,
             Self::Nvml(NvmlUnusable::LibraryMissing(_)) => 4,
@@ -51,6 +64,7 @@ impl std::fmt::Display for Failure {
         match self {
             Self::Config(e) => write!(f, "configuration error: {e}"),
             Self::Output(e) => write!(f, "cannot write the output: {e}"),
+            Self::Record(reason) => f.write_str(reason),
             Self::Smi(SmiFailure(reason)) => write!(f, "validate: {reason}"),
             Self::Disagreement(n) => write!(
                 f,
@@ -114,8 +128,11 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
     if cli.dump_config {
         return emit(&config::dump(&effective));
     }
-    if let Some(Command::Validate(args)) = &cli.command {
-        return run_validate(cli, args);
+    match &cli.command {
+        Some(Command::Validate(args)) => return run_validate(cli, args),
+        Some(Command::Replay(args)) => return run_replay(cli, args, &effective, env),
+        Some(Command::Record(args)) => return run_record(cli, args, &effective),
+        None => {}
     }
     let mut source = open_source(cli)?;
     let interval = Duration::from_secs_f64(effective.settings.display.refresh_interval);
@@ -128,15 +145,7 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
         let snapshot = selection.apply(&collect_once(&mut source, interval));
         // One snapshot: only level rules without a duration can be judged.
         let alerts = alerts::instant(&effective.settings.alert.effective_rules(), &snapshot);
-        let text = if cli.json {
-            let mut text = serde_json::to_string_pretty(&report::json_report(&snapshot, &alerts))
-                .map_err(|e| Failure::Output(e.into()))?;
-            text.push('\n');
-            text
-        } else {
-            report::text_report(&snapshot, &effective.settings.display.default_metrics, &alerts)
-        };
-        return emit(&text);
+        return emit(&once_report(&snapshot, &alerts, cli.json, &effective)?);
     }
     interactive_view(source, &effective, cli, env)
 }
@@ -151,16 +160,12 @@ fn interactive_view(
     if let Source::Nvml(nvml) = &mut source {
         nvml.start_pcie_thread(Duration::from_secs_f64(effective.settings.collect.pcie_interval));
     }
-    let theme = Theme {
-        color: !cli.no_color && env("NO_COLOR").is_none_or(|v| v.is_empty()),
-        ascii: cli.ascii,
-        light: cli.light,
-    };
+    let theme = theme_of(cli, env);
     // The demo's PIDs are invented: never signal them.
     let readonly = cli.readonly || cli.demo || effective.settings.signals.readonly;
     let sink = Sink::open(&effective.settings.alert).map_err(|e| Failure::Config(ConfigError(e)))?;
     match interactive::run(
-        source,
+        Feed::Live(source),
         &effective.settings,
         cli.selection(),
         readonly,
@@ -172,6 +177,112 @@ fn interactive_view(
         Err(e) => Err(Failure::Output(e)),
     }
 }
+fn theme_of(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Theme {
+    Theme {
+        color: !cli.no_color && env("NO_COLOR").is_none_or(|v| v.is_empty()),
+        ascii: cli.ascii,
+        light: cli.light,
+    }
+}
+
+/// `gputop record FILE`: snapshots to a recording until SIGINT/SIGTERM/SIGHUP or --duration.
+fn run_record(cli: &Cli, args: &RecordArgs, effective: &Effective) -> Result<(), Failure> {
+    let source = open_source(cli)?;
+    let settings = &effective.settings;
+    let limits = Limits {
+        max_bytes: args.max_size,
+        max_age_seconds: args.max_age,
+    };
+    let interval = settings.display.refresh_interval;
+    let hostname = crate::collect::host::HostCollector::new().hostname().to_string();
+    let mut recorder = Recorder::create(&args.file, limits, interval, &hostname)
+        .map_err(|e| Failure::Record(e.to_string()))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [SIGINT, SIGTERM, SIGHUP] {
+        signal_hook::flag::register(signal, Arc::clone(&stop)).map_err(Failure::Output)?;
+    }
+    let collector = Collector::spawn(source, Duration::from_secs_f64(interval)).map_err(Failure::Output)?;
+    let started = Instant::now();
+    let deadline = args.duration.map(Duration::from_secs_f64);
+    while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| started.elapsed() < d) {
+        if let Some(snapshot) = collector.next(Duration::from_millis(200)) {
+            recorder
+                .push(&snapshot)
+                .map_err(|e| Failure::Record(e.to_string()))?;
+        }
+    }
+    drop(collector);
+    eprintln!(
+        "gputop: recorded {} frames to {}",
+        recorder.frames,
+        args.file.display()
+    );
+    Ok(())
+}
+
+/// `gputop replay FILE`: the interactive view over a recording, or one frame with --once.
+fn run_replay(
+    cli: &Cli,
+    args: &ReplayArgs,
+    effective: &Effective,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), Failure> {
+    let recording = Recording::open(&args.file).map_err(Failure::Record)?;
+    if args.info {
+        return emit(&format!(
+            "{}: {} frames over {:.1} s from {}; {} damaged line(s) skipped\n",
+            args.file.display(),
+            recording.len(),
+            recording.span(),
+            sanitize(&recording.hostname),
+            recording.skipped
+        ));
+    }
+    if args.once || args.json || !std::io::stdout().is_terminal() {
+        let index = args.at.map_or(recording.len() - 1, |at| recording.index_at(at));
+        let snapshot = cli
+            .selection()
+            .apply(&recording.frame(index).map_err(Failure::Record)?);
+        let alerts = alerts::instant(&effective.settings.alert.effective_rules(), &snapshot);
+        return emit(&once_report(&snapshot, &alerts, args.json, effective)?);
+    }
+    let sink = Sink::open(&effective.settings.alert).map_err(|e| Failure::Config(ConfigError(e)))?;
+    // A recording's processes are not this machine's: signals are always off.
+    match interactive::run(
+        Feed::Replay(recording, args.speed),
+        &effective.settings,
+        cli.selection(),
+        true,
+        theme_of(cli, env),
+        sink,
+    ) {
+        Ok(Ending::Signal(signal)) => std::process::exit(128 + signal),
+        Ok(Ending::Quit | Ending::TerminalClosed) => Ok(()),
+        Err(e) => Err(Failure::Output(e)),
+    }
+}
+
+/// The `--once` report, as text or JSON.
+fn once_report(
+    snapshot: &crate::model::Snapshot,
+    alerts: &[alerts::Active],
+    json: bool,
+    effective: &Effective,
+) -> Result<String, Failure> {
+    if json {
+        let mut text = serde_json::to_string_pretty(&report::json_report(snapshot, alerts))
+            .map_err(|e| Failure::Output(e.into()))?;
+        text.push('\n');
+        Ok(text)
+    } else {
+        Ok(report::text_report(
+            snapshot,
+            &effective.settings.display.default_metrics,
+            alerts,
+        ))
+    }
+}
+
 /// `gputop validate`: rounds of aligned reads, then the comparison.
 fn run_validate(cli: &Cli, args: &ValidateArgs) -> Result<(), Failure> {
     let mut source = NvmlSource::open(cli.nvml_lib.as_deref()).map_err(Failure::Nvml)?;

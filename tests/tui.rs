@@ -698,3 +698,76 @@ fn when_the_terminal_goes_away_gputop_exits_instead_of_spinning() {
     let _ = sleeper.kill();
     let _ = sleeper.wait();
 }
+
+/// Seconds into the replay, from the header's "REPLAY h:mm:ss / h:mm:ss".
+fn replay_position(screen: &str) -> Option<u64> {
+    let after = screen.split("REPLAY ").nth(1)?;
+    let clock = after.split_whitespace().next()?;
+    let parts: Vec<u64> = clock.split(':').map(|p| p.parse().ok()).collect::<Option<_>>()?;
+    Some(parts.iter().fold(0, |acc, p| acc * 60 + p))
+}
+
+#[test]
+fn a_recording_replays_with_pause_seek_and_speed_and_no_signals() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("two-minutes.rec");
+    let limits = gputop::record::Limits {
+        max_bytes: 64 << 20,
+        max_age_seconds: 86_400.0,
+    };
+    let mut recorder = gputop::record::Recorder::create(&file, limits, 1.0, "recorded-host").unwrap();
+    let base = common::fixtures::snapshot();
+    for second in 0..120u64 {
+        let mut frame = base.clone();
+        frame.taken_at = base.taken_at + Duration::from_secs(second);
+        frame.hostname = "recorded-host".into();
+        recorder.push(&frame).unwrap();
+    }
+    drop(recorder);
+    let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_gputop"));
+    command.env("HOME", home.path());
+    command.env("TERM", "xterm-256color");
+    command.env_remove("GPUTOP_CONFIG");
+    command.arg("replay");
+    command.arg(&file);
+    let mut pty = Pty::spawn(command, 160, 40);
+    let screen = pty.wait_for("REPLAY");
+    assert!(
+        screen.contains("recorded-host") && screen.contains("train.py"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("read-only"),
+        "signals are off in a replay: {screen}"
+    );
+    pty.keys("p");
+    let screen = pty.wait_for("paused");
+    let paused_at = replay_position(&screen).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        replay_position(&pty.screen()),
+        Some(paused_at),
+        "paused means paused"
+    );
+    pty.keys("}");
+    pty.wait_until("ten seconds later", 10, |s| {
+        replay_position(s) == Some(paused_at + 10)
+    });
+    pty.keys("S");
+    pty.wait_for("x2 paused");
+    pty.keys("{{");
+    pty.wait_until("back twenty seconds", 10, |s| {
+        replay_position(s) == Some(paused_at.saturating_sub(10))
+    });
+    pty.keys("p");
+    pty.wait_for("x2 playing");
+    pty.keys("K");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !pty.screen().contains("SIGKILL"),
+        "no signal dialog: {}",
+        pty.screen()
+    );
+    pty.keys("q");
+    assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
+}

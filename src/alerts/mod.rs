@@ -347,6 +347,21 @@ pub fn summary(rule: &Rule, subject: Subject, value: Option<f64>) -> String {
     format!("{}: {what} ({}{now})", subject.label(), rule.condition())
 }
 
+/// "GPU 0: GPU hotter than 80 °C (now 84.0 °C; threshold 80 °C)": one reading, no window.
+fn instant_summary(rule: &Rule, subject: Subject, value: f64) -> String {
+    let what = rule
+        .summary
+        .clone()
+        .unwrap_or_else(|| rule.name.replace('_', " "));
+    let unit = rule.metric.unit();
+    format!(
+        "{}: {what} (now {value:.1}{unit}; threshold {} {}{unit})",
+        subject.label(),
+        rule.comparison.symbol(),
+        rules::trim_number(rule.threshold)
+    )
+}
+
 /// Alerts judged from one snapshot, for `--once`: level rules without a `for` duration,
 /// compared with the current reading. Rules that need a span of history are left out.
 pub fn instant(rules: &[Rule], snapshot: &Snapshot) -> Vec<Active> {
@@ -365,7 +380,7 @@ pub fn instant(rules: &[Rule], snapshot: &Snapshot) -> Vec<Active> {
                     phase: Phase::Firing,
                     since: at,
                     value: Some(v),
-                    summary: summary(rule, subject, Some(v)),
+                    summary: instant_summary(rule, subject, v),
                 });
             }
         };

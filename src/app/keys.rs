@@ -5,6 +5,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::app::sort::SortKey;
 use crate::app::state::{Action, App, LayoutMode, Screen, Signal};
+use crate::collect::replay::PlayerCommand;
 
 /// A key as the tables name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,6 +241,31 @@ pub const DETAILS: &[Binding] = &[
     bind(&[Char('h'), Char('?')], "h ?", "help", || Action::Help),
 ];
 
+/// Replaying a recording (on the main, tree and charts screens).
+pub const REPLAY: &[Binding] = &[
+    bind(&[Char('p')], "p", "pause or resume the replay", || {
+        Action::Replay(PlayerCommand::TogglePause)
+    }),
+    bind(&[Char('{')], "{", "replay: back 10 seconds", || {
+        Action::Replay(PlayerCommand::Seek(-10.0))
+    }),
+    bind(&[Char('}')], "}", "replay: forward 10 seconds", || {
+        Action::Replay(PlayerCommand::Seek(10.0))
+    }),
+    bind(&[Char('(')], "(", "replay: back 5 minutes", || {
+        Action::Replay(PlayerCommand::Seek(-300.0))
+    }),
+    bind(&[Char(')')], ")", "replay: forward 5 minutes", || {
+        Action::Replay(PlayerCommand::Seek(300.0))
+    }),
+    bind(&[Char('s')], "s", "replay: half the speed", || {
+        Action::Replay(PlayerCommand::Speed(0.5))
+    }),
+    bind(&[Char('S')], "S", "replay: double the speed", || {
+        Action::Replay(PlayerCommand::Speed(2.0))
+    }),
+];
+
 /// The charts screen.
 pub const CHARTS: &[Binding] = &[
     bind(
@@ -312,6 +338,10 @@ fn lookup(table: &[Binding], event: &KeyEvent, readonly: bool) -> Option<Action>
         .map(|b| (b.action)())
 }
 
+fn replay_key(app: &App, event: &KeyEvent) -> Option<Action> {
+    app.replay.and_then(|_| lookup(REPLAY, event, false))
+}
+
 /// The action a key means in the app's current state.
 pub fn decode(app: &App, event: &KeyEvent) -> Option<Action> {
     if app.confirmation.is_some() {
@@ -346,13 +376,13 @@ pub fn decode(app: &App, event: &KeyEvent) -> Option<Action> {
         }),
         Screen::Details => lookup(DETAILS, event, app.readonly),
         Screen::Environment => lookup(ENVIRONMENT, event, app.readonly),
-        Screen::Charts => lookup(CHARTS, event, app.readonly),
+        Screen::Charts => replay_key(app, event).or_else(|| lookup(CHARTS, event, app.readonly)),
         Screen::Alerts => lookup(ALERTS, event, app.readonly),
         Screen::Main | Screen::Tree => {
             if event.code == KeyCode::Esc && !app.filter.is_empty() {
                 return Some(Action::FilterClear);
             }
-            lookup(MAIN, event, app.readonly)
+            replay_key(app, event).or_else(|| lookup(MAIN, event, app.readonly))
         }
     }
 }
@@ -405,7 +435,7 @@ mod tests {
 
     #[test]
     fn no_key_is_bound_twice_in_a_table() {
-        for table in [MAIN, DIALOG, DETAILS, ENVIRONMENT, CHARTS, ALERTS] {
+        for table in [MAIN, DIALOG, DETAILS, ENVIRONMENT, CHARTS, ALERTS, REPLAY] {
             let keys: Vec<Key> = table.iter().flat_map(|b| b.keys.iter().copied()).collect();
             for (i, k) in keys.iter().enumerate() {
                 assert!(!keys[i + 1..].contains(k), "{k:?} is bound twice");

@@ -8,6 +8,7 @@ use crate::alerts::{Engine, Transition};
 use crate::app::filter::Selection;
 use crate::app::query::Query;
 use crate::app::sort::{self, SortKey};
+use crate::collect::replay::{PlayerCommand, ReplayStatus};
 use crate::config::Settings;
 use crate::history::History;
 use crate::model::{GpuProcess, Snapshot};
@@ -125,6 +126,12 @@ pub enum Action {
     /// On the charts screen: the next time span.
     ChartSpan,
     AlertLog,
+    /// Replay: where playback stands.
+    ReplayStatus(ReplayStatus),
+    /// Replay: pause or resume, seek, change speed.
+    Replay(PlayerCommand),
+    /// Replay moved backwards: history and alerts start over.
+    HistoryRestart,
     /// Problems delivering alerts (log file, notification command), for the status line.
     AlertDeliveryFailed(Vec<String>),
 }
@@ -146,6 +153,8 @@ pub enum Effect {
     ReadProcessTable,
     /// Alert transitions to log and notify.
     DeliverAlerts(Vec<Transition>),
+    /// Replay: a command for the player.
+    Replay(PlayerCommand),
 }
 
 /// A confirmation waiting for Enter or Esc.
@@ -195,6 +204,8 @@ pub struct App {
     /// The GPU the charts screen shows, and the index into [`CHART_SPANS`].
     pub chart_device: u32,
     pub chart_span: usize,
+    /// Set while playing a recording.
+    pub replay: Option<ReplayStatus>,
     /// Every process's parent and name, read for the tree view.
     pub process_table: Vec<crate::collect::host::ProcessEntry>,
 }
@@ -231,6 +242,7 @@ impl App {
             alerts,
             chart_device: 0,
             chart_span: 0,
+            replay: None,
             process_table: Vec::new(),
         }
     }
@@ -535,6 +547,16 @@ impl App {
                 }
             }
             Action::AlertDeliveryFailed(problems) => self.status = Some(problems.join("; ")),
+            Action::ReplayStatus(status) => self.replay = Some(status),
+            Action::Replay(command) => {
+                if self.replay.is_some() {
+                    return vec![Effect::Replay(command)];
+                }
+            }
+            Action::HistoryRestart => {
+                self.history = History::new(&self.settings.history, self.settings.display.refresh_interval);
+                self.alerts = Engine::new(self.settings.alert.effective_rules());
+            }
             Action::ScrollCommand(delta) => {
                 self.command_offset =
                     delta.map_or(0, |d| self.command_offset.saturating_add_signed(d as isize));

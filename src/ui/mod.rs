@@ -14,7 +14,7 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Row, Table};
 
-use crate::alerts::rules::Severity;
+use crate::alerts::rules::{Severity, trim_number};
 use crate::alerts::{Active, Phase, Subject};
 use crate::app::sort::SortKey;
 use crate::app::state::{App, LayoutMode, ProcessKey, Screen};
@@ -104,6 +104,19 @@ fn header_line(snapshot: &Snapshot, app: &App, theme: &Theme) -> Line<'static> {
             na(&driver.cuda_driver_version, |v| sanitize(v)),
         )),
     ];
+    if let Some(replay) = &app.replay {
+        let state = if replay.paused { "paused" } else { "playing" };
+        spans.push(Span::styled(
+            format!(
+                " REPLAY {} / {} x{} {state} ",
+                human_duration(replay.position as u64),
+                human_duration(replay.length as u64),
+                trim_number(replay.speed)
+            ),
+            theme.sorted_header(),
+        ));
+        spans.push(Span::raw(" "));
+    }
     let counts = app.alerts.firing_counts();
     if counts.iter().any(|c| *c > 0) {
         spans.push(Span::raw(" alerts:"));

@@ -45,6 +45,9 @@ pub fn help(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         }
         lines.push(Line::from(""));
     };
+    if app.replay.is_some() {
+        section("Replay", keys::REPLAY);
+    }
     section("Main screen and tree view", keys::MAIN);
     section("Signal confirmation", keys::DIALOG);
     section("Process details", keys::DETAILS);
