@@ -296,3 +296,126 @@ fn an_ended_process_resolves_its_alerts_and_the_log_is_bounded() {
     });
     assert_eq!(run.engine.log().len(), gputop::alerts::LOG_LENGTH);
 }
+
+mod sink {
+    use super::*;
+    use gputop::alerts::sink::Sink;
+    use gputop::config::AlertSettings;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+
+    fn critical(rule: &str) -> Transition {
+        Transition {
+            at: 1_800_000_000.0,
+            rule: rule.into(),
+            severity: Severity::Critical,
+            subject: Subject::Device(0),
+            from: Phase::Pending,
+            to: Phase::Firing,
+            value: Some(91.5),
+            summary: "GPU 0: hot \u{1b}[2J".into(),
+        }
+    }
+
+    fn settings(dir: &Path, command: &[&str], min_interval: f64, timeout: f64) -> AlertSettings {
+        AlertSettings {
+            log_file: dir.join("alerts.log").display().to_string(),
+            notify_critical: command.iter().map(|s| s.to_string()).collect(),
+            notify_min_interval: min_interval,
+            notify_timeout: timeout,
+            ..Settings::default().alert
+        }
+    }
+
+    fn wait_for(path: &Path, lines: usize) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            if text.lines().count() >= lines || std::time::Instant::now() > deadline {
+                return text;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn the_log_is_appended_0600_json_lines_and_never_followed_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("alerts.log");
+        std::fs::write(&log, "kept\n").unwrap();
+        std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let mut sink = Sink::open(&settings(dir.path(), &[], 0.0, 1.0)).unwrap();
+        assert!(sink.deliver(&[critical("a"), critical("b")]).is_empty());
+        let text = std::fs::read_to_string(&log).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "kept", "appended, never truncated");
+        let entry: serde_json::Value = serde_json::from_str(lines[2]).unwrap();
+        assert_eq!(entry["rule"], "b");
+        assert_eq!(entry["state"], "firing");
+        assert_eq!(entry["severity"], "critical");
+        assert!(!text.contains('\u{1b}'), "escape sequences are not logged raw");
+
+        let fresh = tempfile::tempdir().unwrap();
+        drop(Sink::open(&settings(fresh.path(), &[], 0.0, 1.0)).unwrap());
+        let mode = std::fs::metadata(fresh.path().join("alerts.log"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+
+        let linked = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(&log, linked.path().join("alerts.log")).unwrap();
+        let error = Sink::open(&settings(linked.path(), &[], 0.0, 1.0)).unwrap_err();
+        assert!(error.contains("alert.log_file"), "{error}");
+    }
+
+    #[test]
+    fn notifications_run_without_a_shell_are_rate_limited_and_time_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("notified");
+        // The program is run directly; this test's program happens to be sh, to record the
+        // environment it was given.
+        let script = format!(
+            "echo \"$GPUTOP_ALERT_RULE $GPUTOP_ALERT_SEVERITY $GPUTOP_ALERT_SUBJECT $GPUTOP_ALERT_SUPPRESSED\" >> {}",
+            out.display()
+        );
+        let mut limited = Sink::open(&settings(dir.path(), &["sh", "-c", &script], 300.0, 5.0)).unwrap();
+        limited.deliver(&[critical("first")]);
+        limited.deliver(&[critical("second"), critical("third")]);
+        let text = wait_for(&out, 1);
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(
+            std::fs::read_to_string(&out).unwrap(),
+            "first critical GPU 0 0\n",
+            "{text}"
+        );
+
+        let mut open = Sink::open(&settings(dir.path(), &["sh", "-c", &script], 0.0, 5.0)).unwrap();
+        open.deliver(&[critical("fourth"), critical("fifth")]);
+        let text = wait_for(&out, 3);
+        assert!(text.contains("fourth") && text.contains("fifth"), "{text}");
+
+        // A command that hangs is killed after the timeout.
+        let pid_file = dir.path().join("pid");
+        let hang = format!("echo $$ > {}; exec sleep 30", pid_file.display());
+        let mut slow = Sink::open(&settings(dir.path(), &["sh", "-c", &hang], 0.0, 0.3)).unwrap();
+        slow.deliver(&[critical("slow")]);
+        let pid = wait_for(&pid_file, 1).trim().to_string();
+        assert!(!pid.is_empty());
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while Path::new(&format!("/proc/{pid}")).exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the notification command was not killed"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+
+        let mut missing = Sink::open(&settings(dir.path(), &["/nonexistent/notify"], 0.0, 1.0)).unwrap();
+        let problems = missing.deliver(&[critical("x")]);
+        assert!(
+            problems[0].contains("cannot run /nonexistent/notify"),
+            "{problems:?}"
+        );
+    }
+}

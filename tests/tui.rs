@@ -771,3 +771,53 @@ fn a_recording_replays_with_pause_seek_and_speed_and_no_signals() {
     pty.keys("q");
     assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
 }
+
+#[test]
+fn an_alert_fires_on_screen_in_the_log_file_and_charts_and_the_alert_screen_open() {
+    let home = tempfile::tempdir().unwrap();
+    let log = home.path().join("alerts.log");
+    let config = home.path().join("alerts.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[alert]\nlog_file = \"{}\"\n\n[[alert.rules]]\nname = \"memory_in_use\"\nmetric = \"memory_mib\"\n\
+             threshold = 1024\nwindow = 2\nseverity = \"critical\"\nsummary = \"more than 1 GiB in use\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    let sleepers = common::Sleepers::spawn(3);
+    let command = gputop_command(
+        home.path(),
+        &scenario(home.path()),
+        &sleepers.env(),
+        &["--config", config.to_str().unwrap()],
+    );
+    let mut pty = Pty::spawn(command, 160, 40);
+    let screen = pty.wait_for("alerts: 2 critical");
+    assert!(
+        screen.contains("CRITICAL GPU 0: more than 1 GiB in use"),
+        "{screen}"
+    );
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(logged.lines().count(), 2, "{logged}");
+    assert!(logged.contains("\"state\":\"firing\"") && logged.contains("memory_in_use"));
+    pty.keys("A");
+    let screen = pty.wait_for("Rules in force");
+    assert!(
+        screen.contains("memory_in_use") && screen.contains("gpu_temperature_critical"),
+        "{screen}"
+    );
+    pty.keys("A");
+    pty.keys("g");
+    let screen = pty.wait_for("utilization (interval mean)");
+    assert!(
+        screen.contains("GPU 0 Sim Zero") && screen.contains("now"),
+        "{screen}"
+    );
+    pty.keys("j");
+    pty.wait_for("GPU 1 Sim One");
+    pty.keys("q");
+    pty.keys("q");
+    assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
+}

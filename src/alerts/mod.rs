@@ -236,10 +236,16 @@ impl Engine {
 
     /// The most severe firing alert about `subject`.
     pub fn severity_of(&self, subject: &Subject) -> Option<Severity> {
-        self.states
+        // One lookup per rule: the screen asks this for every visible row.
+        self.rules
             .iter()
-            .filter(|((_, s), state)| s == subject && state.phase == Phase::Firing)
-            .map(|((index, _), _)| self.rules[*index].severity)
+            .enumerate()
+            .filter(|(index, _)| {
+                self.states
+                    .get(&(*index, *subject))
+                    .is_some_and(|state| state.phase == Phase::Firing)
+            })
+            .map(|(_, rule)| rule.severity)
             .max()
     }
 

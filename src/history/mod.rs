@@ -5,8 +5,8 @@
 //! coarser buckets for older data: tier k holds buckets `sample_interval × 10^k` seconds
 //! wide, [`BUCKETS_PER_TIER`] of them, until the tiers reach `retention_time`. Memory is
 //! fixed by the settings, never by how long gputop runs. [`History`] owns one series per
-//! device metric, per process metric (raw tier only: processes come and go) and per host
-//! metric; charts and the alert engine read it, nothing else writes it.
+//! device metric, per process metric ([`PROCESS_BUCKET`] aggregates only: processes can be
+//! many) and per host metric; charts and the alert engine read it, nothing else writes it.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::UNIX_EPOCH;
@@ -20,6 +20,9 @@ pub const RAW_SPAN: f64 = 900.0;
 pub const RAW_POINTS_MAX: usize = 4096;
 /// Buckets per aggregate tier.
 pub const BUCKETS_PER_TIER: usize = 720;
+/// Seconds per bucket of a process's series: processes can be many, so they keep
+/// [`RAW_SPAN`] seconds of 10-second aggregates, not every reading.
+pub const PROCESS_BUCKET: f64 = 10.0;
 /// A process's series outlive the process by this long (its details screen may be open).
 pub const PROCESS_GRACE: f64 = 120.0;
 
@@ -71,7 +74,9 @@ pub struct Series {
     /// The expected seconds between readings; a longer gap counts as missing data.
     nominal: f64,
     raw: VecDeque<Point>,
+    /// 0 for a series with aggregate tiers only.
     raw_capacity: usize,
+    last: Option<Point>,
     tiers: Vec<Tier>,
     retention: f64,
 }
@@ -102,27 +107,40 @@ impl Series {
             nominal,
             raw: VecDeque::new(),
             raw_capacity,
+            last: None,
             tiers,
             retention,
         }
     }
 
+    /// A series without raw readings: buckets `width` seconds wide over `span` seconds.
+    pub fn coarse(nominal: f64, width: f64, span: f64) -> Self {
+        Self {
+            raw_capacity: 0,
+            ..Self::new(nominal, Some(width), span)
+        }
+    }
+
     /// Adds the reading at `t` (seconds); `None` is a gap. Readings must move forward in time.
     pub fn push(&mut self, t: f64, value: Option<f64>) {
-        let previous = self.raw.back().map(|p| p.t);
+        let previous = self.last.map(|p| p.t);
         if previous.is_some_and(|p| t <= p) || !t.is_finite() {
             return;
         }
         let covers = previous.map_or(self.nominal, |p| (t - p).min(2.0 * self.nominal));
         let value = value.filter(|v| v.is_finite());
-        if self.raw.len() == self.raw_capacity {
-            self.raw.pop_front();
-        }
-        self.raw.push_back(Point {
+        let point = Point {
             t,
             value: value.map_or(f32::NAN, |v| v as f32),
             covers: covers as f32,
-        });
+        };
+        self.last = Some(point);
+        if self.raw_capacity > 0 {
+            if self.raw.len() == self.raw_capacity {
+                self.raw.pop_front();
+            }
+            self.raw.push_back(point);
+        }
         while self
             .raw
             .front()
@@ -168,15 +186,12 @@ impl Series {
 
     /// The time of the latest reading.
     pub fn latest_time(&self) -> Option<f64> {
-        self.raw.back().map(|p| p.t)
+        self.last.map(|p| p.t)
     }
 
     /// The latest reading, if it was available.
     pub fn latest(&self) -> Option<f64> {
-        self.raw
-            .back()
-            .map(|p| f64::from(p.value))
-            .filter(|v| v.is_finite())
+        self.last.map(|p| f64::from(p.value)).filter(|v| v.is_finite())
     }
 
     /// Aggregates over `(from, to]`, from the finest data that reaches back to `from`;
@@ -251,11 +266,13 @@ impl Series {
         };
         // Older than the raw tier: bucket means of the tier that reaches back.
         let raw_start = self.raw.front().map_or(f64::INFINITY, |p| p.t);
+        let latest = self.last.map_or(f64::INFINITY, |p| p.t);
         let mut out: Vec<(f64, Option<f64>)> = tier
             .buckets
             .iter()
             .filter(|b| b.start + tier.width > from && b.start + tier.width <= raw_start)
-            .map(|b| (b.start + tier.width, bucket_mean(b)))
+            // The newest bucket is still filling: draw it at its latest reading.
+            .map(|b| ((b.start + tier.width).min(latest), bucket_mean(b)))
             .collect();
         out.extend(raw);
         out
@@ -515,7 +532,7 @@ impl History {
                 .or_insert_with(|| ProcessSeries {
                     series: ProcessMetric::ALL
                         .iter()
-                        .map(|_| Series::new(refresh, None, RAW_SPAN))
+                        .map(|_| Series::coarse(refresh, PROCESS_BUCKET, RAW_SPAN))
                         .collect(),
                     last_seen: t,
                     present: true,
@@ -574,14 +591,18 @@ impl History {
     /// Heap bytes held by every series.
     pub fn memory_bytes(&self) -> usize {
         let devices: usize = self.devices.iter().flatten().map(Series::memory_bytes).sum();
-        let processes: usize = self
-            .processes
+        let processes = self.process_memory_bytes();
+        let host: usize = self.host.iter().map(Series::memory_bytes).sum();
+        devices + processes + host
+    }
+
+    /// Heap bytes held by the processes' series.
+    pub fn process_memory_bytes(&self) -> usize {
+        self.processes
             .values()
             .flat_map(|p| &p.series)
             .map(Series::memory_bytes)
-            .sum();
-        let host: usize = self.host.iter().map(Series::memory_bytes).sum();
-        devices + processes + host
+            .sum()
     }
 
     /// Heap bytes held by one device's series.
