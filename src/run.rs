@@ -247,10 +247,13 @@ fn run_replay(
         return emit(&once_report(&snapshot, &alerts, args.json, effective)?);
     }
     let sink = Sink::open(&effective.settings.alert).map_err(|e| Failure::Config(ConfigError(e)))?;
+    // History expects snapshots at the recording's own interval.
+    let mut settings = effective.settings.clone();
+    settings.display.refresh_interval = recording.interval;
     // A recording's processes are not this machine's: signals are always off.
     match interactive::run(
         Feed::Replay(recording, args.speed),
-        &effective.settings,
+        &settings,
         cli.selection(),
         true,
         theme_of(cli, env),

@@ -419,3 +419,31 @@ mod sink {
         );
     }
 }
+
+#[test]
+fn history_memory_stays_bounded_over_hours_with_processes_coming_and_going() {
+    let settings = HistorySettings {
+        retention_time: 3600,
+        sample_interval: 1,
+    };
+    let mut history = History::new(&settings, 1.0);
+    let mut engine = Engine::new(builtin(&Settings::default().alert));
+    let mut sizes = Vec::new();
+    // Four hours at one snapshot a second; a new process every minute, each living 5 minutes.
+    for second in 1..=4 * 3600u64 {
+        let mut s = machine(second, Some(60), 50, 40.0, Some(1000.0));
+        s.processes[0].pid = 10_000 + (second / 300) as u32;
+        let mut other = s.processes[0].clone();
+        other.pid = 20_000 + (second / 60) as u32;
+        s.processes.push(other);
+        history.record(&s);
+        engine.evaluate(&history);
+        if second % 3600 == 0 {
+            sizes.push(history.memory_bytes());
+        }
+    }
+    // Past the retention time the history no longer grows.
+    assert_eq!(sizes[1], sizes[3], "{sizes:?}");
+    assert!(sizes[3] < 1 << 20, "{sizes:?}");
+    assert!(engine.log().len() <= gputop::alerts::LOG_LENGTH);
+}

@@ -33,6 +33,8 @@ pub struct Recording {
     /// them that depended on them.
     pub skipped: usize,
     pub hostname: String,
+    /// Seconds between snapshots when it was recorded.
+    pub interval: f64,
 }
 
 impl Recording {
@@ -69,6 +71,10 @@ impl Recording {
             frames: Vec::new(),
             skipped: 0,
             hostname: main["hostname"].as_str().unwrap_or("").to_string(),
+            interval: main["interval_seconds"]
+                .as_f64()
+                .filter(|i| *i > 0.0)
+                .unwrap_or(2.0),
         };
         for segment in 0..recording.segments.len() {
             recording.index_segment(segment)?;
