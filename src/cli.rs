@@ -91,10 +91,36 @@ pub enum Command {
     /// Cross-check gputop's readings against nvidia-smi on this machine
     #[command(after_help = VALIDATE_EXIT_CODES)]
     Validate(ValidateArgs),
+    /// Serve Prometheus metrics (/metrics), readiness (/-/ready) and the JSON snapshot (/snapshot)
+    Export(ExportArgs),
+    /// Print Prometheus alerting rules made from the alert configuration
+    Rules(RulesArgs),
     /// Record snapshots to FILE (JSON lines, mode 0600) until stopped; replay them later
     Record(RecordArgs),
     /// Play a recording in the interactive view (p pause, { } seek, s S speed), or print one frame
     Replay(ReplayArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ExportArgs {
+    /// Address to listen on (loopback by default; 0.0.0.0:PORT to serve every interface)
+    #[arg(long, value_name = "ADDR:PORT", default_value = crate::export::DEFAULT_ADDRESS)]
+    pub web_listen_address: String,
+
+    /// Also export per-process series (labels gpu, uuid, pid, user)
+    #[arg(long)]
+    pub processes: bool,
+
+    /// With --processes: add the command line as a label (it may contain secrets)
+    #[arg(long, requires = "processes")]
+    pub process_commands: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RulesArgs {
+    /// Prometheus's scrape interval for gputop, in seconds: windows are at least four of them
+    #[arg(long, value_name = "SECS", default_value_t = 15.0, value_parser = positive)]
+    pub scrape_interval: f64,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -13,6 +13,7 @@ pub mod app;
 pub mod cli;
 pub mod collect;
 pub mod config;
+pub mod export;
 pub mod history;
 pub mod interactive;
 pub mod model;

@@ -37,14 +37,14 @@ pub enum Failure {
     Smi(SmiFailure),
     /// `gputop validate`: this many readings differ beyond the tolerance.
     Disagreement(usize),
-    /// `gputop record` / `replay`: the file cannot be created, written or read.
-    Record(String),
+    /// A failure its one line explains (record, replay, export).
+    Message(String),
 }
 
 impl Failure {
     pub fn exit_code(&self) -> i32 {
         match self {
-            Self::Output(_) | Self::Disagreement(_) | Self::Record(_) => 1,
+            Self::Output(_) | Self::Disagreement(_) | Self::Message(_) => 1,
             Self::Smi(_) => 9,
             Self::Config(_) => 3,
             Self::Nvml(NvmlUnusable::LibraryMissing(_)) => 4,
@@ -64,7 +64,7 @@ impl std::fmt::Display for Failure {
         match self {
             Self::Config(e) => write!(f, "configuration error: {e}"),
             Self::Output(e) => write!(f, "cannot write the output: {e}"),
-            Self::Record(reason) => f.write_str(reason),
+            Self::Message(reason) => f.write_str(reason),
             Self::Smi(SmiFailure(reason)) => write!(f, "validate: {reason}"),
             Self::Disagreement(n) => write!(
                 f,
@@ -132,6 +132,25 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
         Some(Command::Validate(args)) => return run_validate(cli, args),
         Some(Command::Replay(args)) => return run_replay(cli, args, &effective, env),
         Some(Command::Record(args)) => return run_record(cli, args, &effective),
+        Some(Command::Rules(args)) => {
+            let rules = effective.settings.alert.effective_rules();
+            return emit(&crate::export::rules::prometheus_rules(
+                &rules,
+                args.scrape_interval,
+            ));
+        }
+        Some(Command::Export(args)) => {
+            let mut source = open_source(cli)?;
+            if let Source::Nvml(nvml) = &mut source {
+                nvml.start_pcie_thread(Duration::from_secs_f64(effective.settings.collect.pcie_interval));
+            }
+            let options = crate::export::metrics::Options {
+                processes: args.processes,
+                commands: args.process_commands,
+            };
+            return crate::export::run(source, &effective.settings, options, &args.web_listen_address)
+                .map_err(Failure::Message);
+        }
         None => {}
     }
     let mut source = open_source(cli)?;
@@ -196,7 +215,7 @@ fn run_record(cli: &Cli, args: &RecordArgs, effective: &Effective) -> Result<(),
     let interval = settings.display.refresh_interval;
     let hostname = crate::collect::host::HostCollector::new().hostname().to_string();
     let mut recorder = Recorder::create(&args.file, limits, interval, &hostname)
-        .map_err(|e| Failure::Record(e.to_string()))?;
+        .map_err(|e| Failure::Message(e.to_string()))?;
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [SIGINT, SIGTERM, SIGHUP] {
         signal_hook::flag::register(signal, Arc::clone(&stop)).map_err(Failure::Output)?;
@@ -208,7 +227,7 @@ fn run_record(cli: &Cli, args: &RecordArgs, effective: &Effective) -> Result<(),
         if let Some(snapshot) = collector.next(Duration::from_millis(200)) {
             recorder
                 .push(&snapshot)
-                .map_err(|e| Failure::Record(e.to_string()))?;
+                .map_err(|e| Failure::Message(e.to_string()))?;
         }
     }
     drop(collector);
@@ -227,7 +246,7 @@ fn run_replay(
     effective: &Effective,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(), Failure> {
-    let recording = Recording::open(&args.file).map_err(Failure::Record)?;
+    let recording = Recording::open(&args.file).map_err(Failure::Message)?;
     if args.info {
         return emit(&format!(
             "{}: {} frames over {:.1} s from {}; {} damaged line(s) skipped\n",
@@ -242,7 +261,7 @@ fn run_replay(
         let index = args.at.map_or(recording.len() - 1, |at| recording.index_at(at));
         let snapshot = cli
             .selection()
-            .apply(&recording.frame(index).map_err(Failure::Record)?);
+            .apply(&recording.frame(index).map_err(Failure::Message)?);
         let alerts = alerts::instant(&effective.settings.alert.effective_rules(), &snapshot);
         return emit(&once_report(&snapshot, &alerts, args.json, effective)?);
     }

@@ -1,0 +1,379 @@
+//! The Prometheus text exposition (format 0.0.4) of a snapshot: `gputop_` names in base
+//! units, one family per metric with its HELP and TYPE once, labels `gpu`, `uuid` and
+//! `name`; a value that is not supported or failed is an absent series, never NaN.
+
+use std::fmt::Write;
+
+use crate::model::{Device, DeviceStatus, GpuProcess, Reading, Snapshot};
+use crate::report::sanitize;
+
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// What the exposition includes beyond the device figures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Per-process series (PIDs and users are high-cardinality labels).
+    pub processes: bool,
+    /// The command line as a label of per-process series (it may hold secrets).
+    pub commands: bool,
+}
+
+/// Longest label value written; longer values are cut.
+const LABEL_MAX: usize = 256;
+
+/// A label value: sanitized, cut to [`LABEL_MAX`] bytes, and escaped for the format.
+pub fn label_value(text: &str) -> String {
+    let clean = sanitize(text);
+    let mut cut = clean.as_str();
+    if cut.len() > LABEL_MAX {
+        let mut end = LABEL_MAX;
+        while !cut.is_char_boundary(end) {
+            end -= 1;
+        }
+        cut = &cut[..end];
+    }
+    cut.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// One metric family under construction.
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    kind: &'static str,
+    samples: Vec<(String, f64)>,
+}
+
+impl Family {
+    fn new(name: &'static str, kind: &'static str, help: &'static str) -> Self {
+        Self {
+            name,
+            help,
+            kind,
+            samples: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, labels: &str, value: Option<f64>) {
+        if let Some(v) = value.filter(|v| v.is_finite()) {
+            self.samples.push((labels.to_string(), v));
+        }
+    }
+
+    /// Writes the family; one without samples is left out whole.
+    fn write(&self, out: &mut String) {
+        if self.samples.is_empty() {
+            return;
+        }
+        let _ = writeln!(out, "# HELP {} {}", self.name, self.help);
+        let _ = writeln!(out, "# TYPE {} {}", self.name, self.kind);
+        for (labels, value) in &self.samples {
+            if labels.is_empty() {
+                let _ = writeln!(out, "{} {}", self.name, number(*value));
+            } else {
+                let _ = writeln!(out, "{}{{{labels}}} {}", self.name, number(*value));
+            }
+        }
+    }
+}
+
+fn number(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e15 {
+        format!("{value:.0}")
+    } else {
+        format!("{value}")
+    }
+}
+
+fn get<T: Copy + Into<f64>>(reading: &Reading<T>) -> Option<f64> {
+    reading.get().map(Into::into)
+}
+
+fn device_labels(d: &Device) -> String {
+    format!(
+        "gpu=\"{}\",uuid=\"{}\",name=\"{}\"",
+        d.index,
+        label_value(d.uuid.value().map_or("", String::as_str)),
+        label_value(d.name.value().map_or("", String::as_str))
+    )
+}
+
+/// `(name, help, reading)` of each device gauge.
+type DeviceGauge = (&'static str, &'static str, fn(&Device) -> Option<f64>);
+
+const DEVICE_GAUGES: &[DeviceGauge] = &[
+    (
+        "gputop_gpu_utilization_ratio",
+        "GPU utilization over the last interval, from the driver's sample buffer (0 to 1).",
+        |d| {
+            d.utilization_gpu_window
+                .value()
+                .map(|w| w.mean)
+                .or_else(|| get(&d.utilization_gpu))
+                .map(|p| p / 100.0)
+        },
+    ),
+    (
+        "gputop_gpu_utilization_peak_ratio",
+        "Highest GPU utilization sample in the last interval (0 to 1).",
+        |d| d.utilization_gpu_window.value().map(|w| w.peak / 100.0),
+    ),
+    (
+        "gputop_gpu_memory_utilization_ratio",
+        "Memory-bandwidth utilization over the last interval (0 to 1).",
+        |d| {
+            d.utilization_memory_window
+                .value()
+                .map(|w| w.mean)
+                .or_else(|| get(&d.utilization_memory))
+                .map(|p| p / 100.0)
+        },
+    ),
+    ("gputop_gpu_memory_used_bytes", "GPU memory in use.", |d| {
+        d.memory.value().map(|m| m.used as f64)
+    }),
+    ("gputop_gpu_memory_total_bytes", "GPU memory in all.", |d| {
+        d.memory.value().map(|m| m.total as f64)
+    }),
+    ("gputop_gpu_memory_free_bytes", "GPU memory free.", |d| {
+        d.memory.value().map(|m| m.free as f64)
+    }),
+    (
+        "gputop_gpu_memory_reserved_bytes",
+        "GPU memory reserved by the driver and firmware.",
+        |d| d.memory.value().map(|m| m.reserved as f64),
+    ),
+    ("gputop_gpu_temperature_celsius", "GPU core temperature.", |d| {
+        get(&d.temperature)
+    }),
+    (
+        "gputop_gpu_slowdown_temperature_celsius",
+        "Temperature at which the GPU slows down.",
+        |d| get(&d.temperature_slowdown),
+    ),
+    (
+        "gputop_gpu_fan_speed_ratio",
+        "Speed of the first fan (0 to 1).",
+        |d| get(&d.fan_speed()).map(|p| p / 100.0),
+    ),
+    (
+        "gputop_gpu_power_watts",
+        "Power draw over the last interval (the sample buffer's mean, else the current reading).",
+        |d| {
+            d.power_usage_window
+                .value()
+                .map(|w| w.mean)
+                .or_else(|| get(&d.power_usage_mw))
+                .map(|mw| mw / 1000.0)
+        },
+    ),
+    ("gputop_gpu_power_limit_watts", "Power management limit.", |d| {
+        get(&d.power_limit_mw).map(|mw| mw / 1000.0)
+    }),
+    (
+        "gputop_gpu_performance_state",
+        "Performance state, 0 (highest) to 15.",
+        |d| get(&d.performance_state),
+    ),
+    (
+        "gputop_gpu_pcie_transmit_bytes_per_second",
+        "PCIe transmit throughput.",
+        |d| get(&d.pcie_tx_kbps).map(|kb| kb * 1024.0),
+    ),
+    (
+        "gputop_gpu_pcie_receive_bytes_per_second",
+        "PCIe receive throughput.",
+        |d| get(&d.pcie_rx_kbps).map(|kb| kb * 1024.0),
+    ),
+    (
+        "gputop_gpu_encoder_utilization_ratio",
+        "Video encoder utilization (0 to 1).",
+        |d| get(&d.encoder).map(|p| p / 100.0),
+    ),
+    (
+        "gputop_gpu_decoder_utilization_ratio",
+        "Video decoder utilization (0 to 1).",
+        |d| get(&d.decoder).map(|p| p / 100.0),
+    ),
+];
+
+/// The exposition of `snapshot`; `None` before the first collection (`gputop_up 0`).
+pub fn exposition(snapshot: Option<&Snapshot>, options: Options) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    let mut up = Family::new("gputop_up", "gauge", "1 once gputop has collected a snapshot.");
+    up.add("", Some(if snapshot.is_some() { 1.0 } else { 0.0 }));
+    up.write(&mut out);
+    let mut build = Family::new(
+        "gputop_build_info",
+        "gauge",
+        "gputop's version, as a label; the value is always 1.",
+    );
+    build.add(&format!("version=\"{}\"", env!("CARGO_PKG_VERSION")), Some(1.0));
+    build.write(&mut out);
+    let Some(snapshot) = snapshot else { return out };
+
+    let mut collected = Family::new(
+        "gputop_last_collect_timestamp_seconds",
+        "gauge",
+        "When the snapshot served was taken, in seconds since the Unix epoch.",
+    );
+    collected.add("", Some(crate::history::timestamp(snapshot)));
+    collected.write(&mut out);
+
+    let driver = label_value(snapshot.driver.driver_version.value().map_or("", String::as_str));
+    let mut info = Family::new(
+        "gputop_gpu_info",
+        "gauge",
+        "Identity of each GPU, as labels; the value is always 1.",
+    );
+    let mut gpu_up = Family::new(
+        "gputop_gpu_up",
+        "gauge",
+        "1 if the GPU answers, 0 if it is lost or failing.",
+    );
+    for d in &snapshot.devices {
+        let labels = device_labels(d);
+        gpu_up.add(
+            &labels,
+            Some(if d.status == DeviceStatus::Ok { 1.0 } else { 0.0 }),
+        );
+        info.add(
+            &format!(
+                "{labels},pci_bus_id=\"{}\",driver_version=\"{driver}\"",
+                label_value(d.pci_bus_id.value().map_or("", String::as_str))
+            ),
+            Some(1.0),
+        );
+    }
+    gpu_up.write(&mut out);
+    info.write(&mut out);
+
+    let ok: Vec<&Device> = snapshot
+        .devices
+        .iter()
+        .filter(|d| d.status == DeviceStatus::Ok)
+        .collect();
+    for (name, help, read) in DEVICE_GAUGES {
+        let mut family = Family::new(name, "gauge", help);
+        for d in &ok {
+            family.add(&device_labels(d), read(d));
+        }
+        family.write(&mut out);
+    }
+    let mut clocks = Family::new(
+        "gputop_gpu_clock_hertz",
+        "gauge",
+        "Current clock, by clock domain.",
+    );
+    for d in &ok {
+        let labels = device_labels(d);
+        for (domain, reading) in [
+            ("graphics", &d.clocks.graphics),
+            ("sm", &d.clocks.sm),
+            ("memory", &d.clocks.memory),
+            ("video", &d.clocks.video),
+        ] {
+            clocks.add(
+                &format!("{labels},clock=\"{domain}\""),
+                get(reading).map(|mhz| mhz * 1e6),
+            );
+        }
+    }
+    clocks.write(&mut out);
+    let mut energy = Family::new(
+        "gputop_gpu_energy_joules_total",
+        "counter",
+        "Energy used since the driver loaded.",
+    );
+    let mut ecc = Family::new(
+        "gputop_gpu_ecc_uncorrected_errors_total",
+        "counter",
+        "Uncorrected ECC errors since the driver loaded.",
+    );
+    let mut count = Family::new("gputop_gpu_processes", "gauge", "Processes holding the GPU.");
+    for d in &ok {
+        let labels = device_labels(d);
+        energy.add(&labels, d.energy_mj.get().map(|mj| mj as f64 / 1000.0));
+        ecc.add(&labels, d.ecc_uncorrected_volatile.get().map(|n| n as f64));
+        let held = snapshot
+            .processes
+            .iter()
+            .filter(|p| p.gpu_index == d.index)
+            .count();
+        count.add(&labels, Some(held as f64));
+    }
+    energy.write(&mut out);
+    ecc.write(&mut out);
+    count.write(&mut out);
+    if options.processes {
+        process_families(snapshot, options, &mut out);
+    }
+    out
+}
+
+fn process_families(snapshot: &Snapshot, options: Options, out: &mut String) {
+    let labels = |p: &GpuProcess| {
+        let mut text = format!(
+            "gpu=\"{}\",uuid=\"{}\",pid=\"{}\",user=\"{}\"",
+            p.gpu_index,
+            label_value(p.gpu_uuid.value().map_or("", String::as_str)),
+            p.pid,
+            label_value(p.host.user.value().map_or("", String::as_str)),
+        );
+        if options.commands {
+            let command = p.host.command.value().map_or("", String::as_str);
+            let _ = write!(text, ",command=\"{}\"", label_value(command));
+        }
+        text
+    };
+    let mut memory = Family::new(
+        "gputop_process_gpu_memory_bytes",
+        "gauge",
+        "GPU memory a process holds on a GPU.",
+    );
+    let mut sm = Family::new(
+        "gputop_process_sm_utilization_ratio",
+        "gauge",
+        "Share of the GPU's SM time a process used in the last sample (0 to 1).",
+    );
+    let mut cpu = Family::new(
+        "gputop_process_cpu_ratio",
+        "gauge",
+        "CPU time a process used over the last interval, in CPUs (1 = one full core).",
+    );
+    for p in &snapshot.processes {
+        let labels = labels(p);
+        memory.add(&labels, p.gpu_memory_bytes.get().map(|b| b as f64));
+        sm.add(&labels, get(&p.sm_percent).map(|s| s / 100.0));
+        cpu.add(&labels, p.host.cpu_percent.get().map(|c| c / 100.0));
+    }
+    memory.write(out);
+    sm.write(out);
+    cpu.write(out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped_sanitized_and_cut() {
+        assert_eq!(label_value("a\"b\\c"), "a\\\"b\\\\c");
+        assert_eq!(
+            label_value("x\ny"),
+            "x\\\\ny",
+            "a newline is shown as text, then escaped"
+        );
+        assert!(!label_value("evil\u{1b}[2J").contains('\u{1b}'));
+        assert!(label_value(&"é".repeat(300)).len() <= LABEL_MAX);
+    }
+
+    #[test]
+    fn before_the_first_snapshot_only_up_zero_and_build_info() {
+        let text = exposition(None, Options::default());
+        assert!(text.contains("\ngputop_up 0\n"), "{text}");
+        assert!(text.contains("gputop_build_info{version="));
+        assert!(text.ends_with('\n'));
+    }
+}

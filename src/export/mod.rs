@@ -1,0 +1,57 @@
+//! `gputop export`: the collector thread renders each snapshot once into the pages the
+//! HTTP server answers with (`/metrics`, `/-/ready`, `/snapshot`), so scrapes never touch
+//! NVML and never wait for it. [`rules`] turns the alert rules into Prometheus rules.
+
+pub mod metrics;
+pub mod rules;
+pub mod server;
+
+use std::net::TcpListener;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use crate::alerts;
+use crate::collect::{Collector, Source};
+use crate::config::Settings;
+use metrics::Options;
+use server::{Pages, SharedPages};
+
+/// Port of `gputop export` by default: not Prometheus's 9090, node_exporter's 9100 or
+/// dcgm-exporter's 9400.
+pub const DEFAULT_ADDRESS: &str = "127.0.0.1:9835";
+
+/// Binds `address`, starts collecting, and serves until the process is stopped.
+pub fn run(source: Source, settings: &Settings, options: Options, address: &str) -> Result<(), String> {
+    let listener = TcpListener::bind(address).map_err(|e| format!("cannot listen on {address}: {e}"))?;
+    let bound = listener
+        .local_addr()
+        .map_or_else(|_| address.to_string(), |a| a.to_string());
+    eprintln!("gputop export: serving http://{bound}/metrics");
+    let pages: SharedPages = Arc::new(RwLock::new(Arc::new(Pages {
+        ready: false,
+        metrics: metrics::exposition(None, options),
+        snapshot_json: String::new(),
+    })));
+    let shared = Arc::clone(&pages);
+    let rules = settings.alert.effective_rules();
+    let interval = Duration::from_secs_f64(settings.display.refresh_interval);
+    let _collector = Collector::spawn_with(
+        source,
+        interval,
+        Box::new(move |snapshot| {
+            let active = alerts::instant(&rules, &snapshot);
+            let json = crate::report::json_report(&snapshot, &active).to_string();
+            let page = Pages {
+                ready: true,
+                metrics: metrics::exposition(Some(&snapshot), options),
+                snapshot_json: json,
+            };
+            *shared.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(page);
+            true
+        }),
+    )
+    .map_err(|e| format!("cannot start the collector: {e}"))?;
+    server::serve(listener, pages, Arc::new(AtomicBool::new(false)));
+    Ok(())
+}

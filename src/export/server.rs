@@ -1,0 +1,213 @@
+//! A small HTTP/1.1 server for the exporter: GET (and HEAD) of `/metrics`, `/-/ready` and
+//! `/snapshot`, answered from pages rendered once per snapshot, so a scrape never calls
+//! NVML. Each connection has its own small thread, up to [`MAX_CONNECTIONS`] at once (so a
+//! few slow clients cannot hold up the others); beyond that a connection gets 503 at once.
+//! Every connection has read and write timeouts,
+//! request heads are capped at 8 KiB, and every answer closes the connection. Malformed
+//! requests get 400 and a log line; nothing a client sends can stop the server.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+use std::thread;
+use std::time::Duration;
+
+use super::metrics::CONTENT_TYPE;
+
+/// Connections served at once; beyond this they get 503.
+pub const MAX_CONNECTIONS: usize = 256;
+/// Stack of a connection's thread: it only copies a page out.
+const STACK: usize = 128 * 1024;
+/// Longest request head read.
+pub const HEAD_MAX: usize = 8 * 1024;
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the server answers with, replaced whole on every snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct Pages {
+    pub ready: bool,
+    pub metrics: String,
+    pub snapshot_json: String,
+}
+
+pub type SharedPages = Arc<RwLock<Arc<Pages>>>;
+
+/// Serves `pages` on `listener` until `stop` is set (checked between connections).
+pub fn serve(listener: TcpListener, pages: SharedPages, stop: Arc<AtomicBool>) {
+    let active = Arc::new(AtomicUsize::new(0));
+    for stream in listener.incoming() {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let Ok(mut stream) = stream else { continue };
+        if active.load(Ordering::Acquire) >= MAX_CONNECTIONS {
+            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+            let _ = respond(
+                &mut stream,
+                503,
+                "text/plain; charset=utf-8",
+                b"busy, try again\n",
+                false,
+            );
+            continue;
+        }
+        active.fetch_add(1, Ordering::AcqRel);
+        let (pages, count) = (Arc::clone(&pages), Arc::clone(&active));
+        let spawned = thread::Builder::new()
+            .name("gputop-http".into())
+            .stack_size(STACK)
+            .spawn(move || {
+                handle(stream, &pages);
+                count.fetch_sub(1, Ordering::AcqRel);
+            });
+        if spawned.is_err() {
+            active.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+fn handle(mut stream: TcpStream, pages: &SharedPages) {
+    let _ = stream.set_read_timeout(Some(READ_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    let peer = stream
+        .peer_addr()
+        .map_or_else(|_| "?".to_string(), |a: SocketAddr| a.to_string());
+    let head = match read_head(&mut stream) {
+        Ok(head) => head,
+        Err(problem) => {
+            if let Some(problem) = problem {
+                eprintln!("gputop export: {peer}: {problem}");
+                let _ = respond(
+                    &mut stream,
+                    400,
+                    "text/plain; charset=utf-8",
+                    b"bad request\n",
+                    false,
+                );
+            }
+            return;
+        }
+    };
+    let mut parts = head.lines().next().unwrap_or("").split(' ');
+    let (method, target, version) = (parts.next(), parts.next(), parts.next());
+    let (Some(method), Some(target), Some(version)) = (method, target, version) else {
+        eprintln!("gputop export: {peer}: malformed request line");
+        let _ = respond(
+            &mut stream,
+            400,
+            "text/plain; charset=utf-8",
+            b"bad request\n",
+            false,
+        );
+        return;
+    };
+    if !version.starts_with("HTTP/1.") {
+        let _ = respond(
+            &mut stream,
+            505,
+            "text/plain; charset=utf-8",
+            b"HTTP/1.x only\n",
+            false,
+        );
+        return;
+    }
+    let head_only = method == "HEAD";
+    if method != "GET" && !head_only {
+        let _ = respond(
+            &mut stream,
+            405,
+            "text/plain; charset=utf-8",
+            b"GET only\n",
+            false,
+        );
+        return;
+    }
+    let path = target.split('?').next().unwrap_or("");
+    let pages = Arc::clone(&pages.read().unwrap_or_else(|e| e.into_inner()));
+    let _ = match path {
+        "/metrics" => respond(&mut stream, 200, CONTENT_TYPE, pages.metrics.as_bytes(), head_only),
+        "/-/ready" if pages.ready => respond(&mut stream, 200, "text/plain; charset=utf-8", b"ready\n", head_only),
+        "/-/ready" => respond(&mut stream, 503, "text/plain; charset=utf-8", b"not ready\n", head_only),
+        "/snapshot" if pages.ready => respond(
+            &mut stream,
+            200,
+            "application/json",
+            pages.snapshot_json.as_bytes(),
+            head_only,
+        ),
+        "/snapshot" => respond(&mut stream, 503, "text/plain; charset=utf-8", b"not ready\n", head_only),
+        "/" => respond(
+            &mut stream,
+            200,
+            "text/html; charset=utf-8",
+            b"<html><body><h1>gputop</h1><p><a href=\"/metrics\">/metrics</a> <a href=\"/snapshot\">/snapshot</a> <a href=\"/-/ready\">/-/ready</a></p></body></html>\n",
+            head_only,
+        ),
+        _ => respond(&mut stream, 404, "text/plain; charset=utf-8", b"not found\n", head_only),
+    };
+}
+
+/// Reads up to the blank line ending the request head. `Err(None)`: the client went away
+/// or timed out without a word (nothing to answer); `Err(Some(why))`: a malformed request.
+fn read_head(stream: &mut TcpStream) -> Result<String, Option<String>> {
+    let mut head = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    loop {
+        let n = match stream.read(&mut buf) {
+            Ok(0) if head.is_empty() => return Err(None),
+            Ok(0) => return Err(Some("connection closed inside the request head".into())),
+            Ok(n) => n,
+            Err(_) if head.is_empty() => return Err(None),
+            Err(e) => return Err(Some(format!("reading the request: {e}"))),
+        };
+        head.extend_from_slice(&buf[..n]);
+        if let Some(end) = find(&head, b"\r\n\r\n").or_else(|| find(&head, b"\n\n")) {
+            head.truncate(end);
+            return String::from_utf8(head).map_err(|_| Some("request head is not UTF-8".into()));
+        }
+        if head.len() > HEAD_MAX {
+            return Err(Some(format!("request head longer than {HEAD_MAX} bytes")));
+        }
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+fn respond(
+    stream: &mut TcpStream,
+    status: u16,
+    content_type: &str,
+    body: &[u8],
+    head_only: bool,
+) -> std::io::Result<()> {
+    let reason = match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
+        _ => "Error",
+    };
+    let mut head = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
+         Connection: close\r\nCache-Control: no-store\r\n",
+        body.len()
+    );
+    if status == 503 {
+        head.push_str("Retry-After: 1\r\n");
+    }
+    if status == 405 {
+        head.push_str("Allow: GET, HEAD\r\n");
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes())?;
+    if !head_only {
+        stream.write_all(body)?;
+    }
+    stream.flush()
+}

@@ -1,0 +1,460 @@
+//! `gputop export` and `gputop rules` through the real binary on the simulator: a real
+//! Prometheus server scrapes it and answers the scenario's values; promtool checks the
+//! exposition and the rules (and runs the rules' unit tests); concurrent, malformed and
+//! slow clients neither stop the exporter nor the collector; the Grafana dashboard uses
+//! only names the exporter serves.
+//!
+//! Needs `prometheus` and `promtool` (Debian package `prometheus`, installed by .ci/run).
+//! Without them these tests fail and say so; GPUTOP_SKIP_PROMETHEUS=1 skips only the parts
+//! that run those programs, by explicit choice.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Sleepers, gputop, scenario};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Whether the Prometheus tools are to be used: they must be there unless skipped on purpose.
+fn prometheus_tools() -> bool {
+    if std::env::var("GPUTOP_SKIP_PROMETHEUS").is_ok_and(|v| v == "1") {
+        eprintln!("GPUTOP_SKIP_PROMETHEUS=1: not running prometheus/promtool");
+        return false;
+    }
+    for tool in ["prometheus", "promtool"] {
+        let found = Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(
+            found,
+            "{tool} is missing: install the Debian package `prometheus` (.ci/run does), \
+             or set GPUTOP_SKIP_PROMETHEUS=1 to skip these checks knowingly"
+        );
+    }
+    true
+}
+
+/// A GET (or any raw request) and its status, headers and body.
+fn request(port: u16, raw: &str) -> (u16, String, String) {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return (0, String::new(), String::new());
+    };
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    stream.write_all(raw.as_bytes()).unwrap();
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    (status, head.to_string(), body)
+}
+
+/// The body of a chunked response (Prometheus's API answers so).
+fn dechunk(mut rest: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || after.len() < size {
+            break;
+        }
+        out.push_str(&after[..size]);
+        rest = after[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+fn get(port: u16, path: &str) -> (u16, String, String) {
+    request(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"),
+    )
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `gputop export` on `scenario_path` at scenario time 100 s, frozen.
+fn exporter(home: &Path, scenario_path: &Path, pids: &str, extra: &[&str]) -> (Killed, u16) {
+    let port = free_port();
+    let child = gputop(home)
+        .arg("--nvml-lib")
+        .arg(common::sim_lib())
+        .env("GPUTOP_SIM_SCENARIO", scenario_path)
+        .env("GPUTOP_SIM_CLOCK", "manual")
+        .env("GPUTOP_SIM_TIME_MS", "100000")
+        .env("GPUTOP_SIM_PIDS", pids)
+        .args([
+            "export",
+            "--web-listen-address",
+            &format!("127.0.0.1:{port}"),
+            "--interval",
+            "0.2",
+        ])
+        .args(extra)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let exporter = Killed(child);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return (exporter, port);
+        }
+        assert!(Instant::now() < deadline, "the exporter did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn wait_ready(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while get(port, "/-/ready").0 != 200 {
+        assert!(Instant::now() < deadline, "never ready");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Metric names in an exposition.
+fn names(exposition: &str) -> Vec<String> {
+    exposition
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect()
+}
+
+fn sample(exposition: &str, name: &str, gpu: &str) -> Option<f64> {
+    exposition
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}{{gpu=\"{gpu}\"")))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn a_real_prometheus_scrapes_the_scenario_values_and_loads_the_rules() {
+    if !prometheus_tools() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let sleepers = Sleepers::spawn(3);
+    let (_exporter, port) = exporter(
+        home.path(),
+        &scenario("two-gpus-training"),
+        &sleepers.env(),
+        &["--processes"],
+    );
+    wait_ready(port);
+    let rules = home.path().join("gputop-rules.yml");
+    let generated = gputop(home.path())
+        .args(["rules", "--scrape-interval", "1"])
+        .output()
+        .unwrap();
+    std::fs::write(&rules, &generated.stdout).unwrap();
+    let config = home.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\n\
+             scrape_configs:\n  - job_name: gputop\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n",
+            rules.display()
+        ),
+    )
+    .unwrap();
+    let web = free_port();
+    let _prometheus = Killed(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                home.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{web}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let query = |q: &str| -> Vec<serde_json::Value> {
+        let (status, _, body) = get(web, &format!("/api/v1/query?query={q}"));
+        if status != 200 {
+            return Vec::new();
+        }
+        let doc: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        doc["data"]["result"].as_array().cloned().unwrap_or_default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let temperatures = loop {
+        let result = query("gputop_gpu_temperature_celsius");
+        if result.len() == 2 {
+            break result;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never had the temperatures: {result:?}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    let by_gpu = |result: &[serde_json::Value]| -> BTreeMap<String, f64> {
+        result
+            .iter()
+            .map(|r| {
+                (
+                    r["metric"]["gpu"].as_str().unwrap().to_string(),
+                    r["value"][1].as_str().unwrap().parse::<f64>().unwrap(),
+                )
+            })
+            .collect()
+    };
+    // The scenario's values at t = 100 s.
+    assert_eq!(
+        by_gpu(&temperatures),
+        BTreeMap::from([("0".into(), 76.0), ("1".into(), 58.0)])
+    );
+    assert_eq!(
+        by_gpu(&query("gputop_gpu_power_watts")),
+        BTreeMap::from([("0".into(), 312.0), ("1".into(), 201.5)])
+    );
+    assert_eq!(
+        by_gpu(&query("gputop_gpu_memory_total_bytes")),
+        BTreeMap::from([
+            ("0".into(), 40.0 * 1073741824.0),
+            ("1".into(), 40.0 * 1073741824.0)
+        ])
+    );
+    let snapshot: serde_json::Value = serde_json::from_str(&get(port, "/snapshot").2).unwrap();
+    let used = by_gpu(&query("gputop_gpu_memory_used_bytes"));
+    assert_eq!(
+        used["0"],
+        snapshot["devices"][0]["memory_used_bytes"].as_f64().unwrap()
+    );
+    assert_eq!(query("gputop_process_gpu_memory_bytes").len(), 3);
+    assert_eq!(query("gputop_up")[0]["value"][1], "1");
+    // The target is healthy (the content type is accepted) and every rule loaded.
+    let (_, _, targets) = get(web, "/api/v1/targets");
+    assert!(targets.contains("\"health\":\"up\""), "{targets}");
+    let (_, _, loaded) = get(web, "/api/v1/rules");
+    let doc: serde_json::Value = serde_json::from_str(&loaded).unwrap();
+    let count = doc["data"]["groups"][0]["rules"].as_array().map_or(0, Vec::len);
+    assert_eq!(count, 7, "{loaded}");
+}
+
+#[test]
+fn promtool_passes_the_exposition_the_rules_and_their_unit_tests() {
+    let home = tempfile::tempdir().unwrap();
+    let sleepers = Sleepers::spawn(2);
+    let mut evil = Command::new("sh")
+        .args(["-c", "read x", "evil\"\\\x1b[2J\nname\u{202e}"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pids = format!("{} {}", sleepers.env(), evil.id());
+    let (_exporter, port) = exporter(
+        home.path(),
+        &scenario("two-gpus-training"),
+        &pids,
+        &["--processes", "--process-commands"],
+    );
+    wait_ready(port);
+    let (status, head, body) = get(port, "/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        head.contains("Content-Type: text/plain; version=0.0.4; charset=utf-8"),
+        "{head}"
+    );
+    assert!(!body.contains('\u{1b}') && !body.contains("NaN"));
+    assert!(
+        body.contains("read x evil\\\"\\\\\\\\u{1b}[2J\\\\nname\\\\u{202e}\"}"),
+        "{body}"
+    );
+    // The committed rules file is what `gputop rules` writes with the defaults.
+    let rules = gputop(home.path()).arg("rules").output().unwrap();
+    let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/prometheus/gputop-rules.yml");
+    assert_eq!(
+        String::from_utf8_lossy(&rules.stdout),
+        std::fs::read_to_string(&committed).unwrap(),
+        "regenerate config/prometheus/gputop-rules.yml with `gputop rules`"
+    );
+    if prometheus_tools() {
+        let mut check = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        check.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+        let checked = check.wait_with_output().unwrap();
+        assert!(
+            checked.status.success() && checked.stdout.is_empty() && checked.stderr.is_empty(),
+            "promtool check metrics: {}{}",
+            String::from_utf8_lossy(&checked.stdout),
+            String::from_utf8_lossy(&checked.stderr)
+        );
+        let dir = committed.parent().unwrap();
+        for args in [
+            vec!["check", "rules", "gputop-rules.yml"],
+            vec!["test", "rules", "gputop-rules.test.yml"],
+        ] {
+            let out = Command::new("promtool")
+                .args(&args)
+                .current_dir(dir)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "promtool {args:?}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+    }
+    let _ = evil.kill();
+    let _ = evil.wait();
+}
+
+fn last_collect(body: &str) -> f64 {
+    body.lines()
+        .find_map(|l| l.strip_prefix("gputop_last_collect_timestamp_seconds "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn a_hundred_concurrent_scrapes_are_all_answered_while_collection_goes_on() {
+    let home = tempfile::tempdir().unwrap();
+    let sleepers = Sleepers::spawn(3);
+    let (_exporter, port) = exporter(home.path(), &scenario("two-gpus-training"), &sleepers.env(), &[]);
+    wait_ready(port);
+    let before = last_collect(&get(port, "/metrics").2);
+    let scrapes: Vec<_> = (0..100)
+        .map(|_| std::thread::spawn(move || get(port, "/metrics")))
+        .collect();
+    let results: Vec<(u16, String, String)> = scrapes.into_iter().map(|s| s.join().unwrap()).collect();
+    for (status, _, body) in &results {
+        assert_eq!(*status, 200);
+        assert!(body.contains("\ngputop_up 1\n") && body.ends_with('\n'));
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while last_collect(&get(port, "/metrics").2) <= before {
+        assert!(Instant::now() < deadline, "the collector stopped publishing");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn malformed_and_slow_clients_are_answered_or_dropped_and_never_stop_the_exporter() {
+    let home = tempfile::tempdir().unwrap();
+    // Every process call takes 1.5 s: the first snapshot comes late, so readiness shows.
+    let slow = home.path().join("slow.toml");
+    std::fs::write(
+        &slow,
+        "[meta]\nversion = 1\n[sim]\nlatency_us = { processes = 1500000 }\n[[gpu]]\nname = \"Slow\"\n",
+    )
+    .unwrap();
+    let (mut exporter, port) = exporter(home.path(), &slow, "", &[]);
+    let (status, head, _) = get(port, "/-/ready");
+    assert_eq!(status, 503, "not ready before the first snapshot");
+    assert!(head.contains("Retry-After: 1"));
+    let (status, _, body) = get(port, "/metrics");
+    assert_eq!(status, 200);
+    assert!(body.contains("\ngputop_up 0\n"), "{body}");
+    // Thirty clients that connect and say nothing hold no one else up.
+    let idle: Vec<TcpStream> = (0..30)
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    wait_ready(port);
+    assert_eq!(get(port, "/metrics").0, 200);
+    assert_eq!(request(port, "GARBAGE\r\n\r\n").0, 400);
+    assert_eq!(
+        request(
+            port,
+            &format!("GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(20_000))
+        )
+        .0,
+        400
+    );
+    assert_eq!(request(port, "POST /metrics HTTP/1.1\r\n\r\n").0, 405);
+    assert_eq!(request(port, "GET /metrics HTTP/2.0\r\n\r\n").0, 505);
+    assert_eq!(get(port, "/nope").0, 404);
+    assert_eq!(
+        request(port, "HEAD /metrics HTTP/1.1\r\n\r\n").2,
+        "",
+        "HEAD has no body"
+    );
+    {
+        let mut torn = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        torn.write_all(b"GET /met").unwrap();
+    }
+    drop(idle);
+    assert_eq!(get(port, "/metrics").0, 200);
+    assert!(exporter.0.try_wait().unwrap().is_none(), "still running");
+}
+
+#[test]
+fn the_grafana_dashboard_uses_only_names_the_exporter_serves() {
+    let home = tempfile::tempdir().unwrap();
+    let sleepers = Sleepers::spawn(3);
+    let (_exporter, port) = exporter(
+        home.path(),
+        &scenario("two-gpus-training"),
+        &sleepers.env(),
+        &["--processes"],
+    );
+    wait_ready(port);
+    let served = names(&get(port, "/metrics").2);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/grafana/gputop.json");
+    let dashboard: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut used = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            let mut rest = expr;
+            while let Some(at) = rest.find("gputop_") {
+                let name: String = rest[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                rest = &rest[at + name.len()..];
+                used.push(name);
+            }
+        }
+    }
+    assert!(used.len() > 15, "{used:?}");
+    for name in &used {
+        assert!(
+            served.contains(name),
+            "the dashboard uses {name}, which the exporter does not serve"
+        );
+    }
+    // And the exposition sanity: no family twice.
+    let mut sorted = served.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), served.len());
+    let _ = sample("", "", "");
+}
