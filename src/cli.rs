@@ -80,6 +80,14 @@ pub struct Cli {
     #[arg(long, value_name = "PATH", global = true)]
     pub nvml_lib: Option<PathBuf>,
 
+    /// Watch other machines' `gputop export` (http://HOST:PORT, HOST:PORT or HOST; port 9835)
+    #[arg(long, value_name = "URL", num_args = 1.., value_delimiter = ',', conflicts_with_all = ["demo", "nvml_lib"])]
+    pub remote: Vec<String>,
+
+    /// Watch the nodes listed in PATH (one address per line, # comments)
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["demo", "nvml_lib"])]
+    pub hosts_file: Option<PathBuf>,
+
     /// Show a built-in simulated machine instead of the real GPUs
     #[arg(long, conflicts_with = "nvml_lib", global = true)]
     pub demo: bool,

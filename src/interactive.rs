@@ -15,6 +15,7 @@ use crate::alerts::sink::Sink;
 use crate::app::filter::Selection;
 use crate::app::keys;
 use crate::app::state::{Action, App, Effect, Screen};
+use crate::collect::remote::{Cluster, Node, Poller};
 use crate::collect::replay::{Played, Player, Recording};
 use crate::collect::{Collector, Source};
 use crate::config::Settings;
@@ -29,12 +30,15 @@ pub enum Feed {
     Live(Source),
     /// A recording, played at this speed.
     Replay(Recording, f64),
+    /// Other machines' `gputop export`.
+    Remote(Vec<Node>),
 }
 
 /// What wakes the loop.
 enum Event {
     Snapshot(Arc<Snapshot>),
     Replayed(Played),
+    Cluster(Arc<Cluster>),
     Terminal(TermEvent),
     /// The terminal is gone (read failed): quit instead of spinning.
     TerminalClosed,
@@ -128,6 +132,8 @@ pub fn run(
     let interval = Duration::from_secs_f64(settings.display.refresh_interval);
     let (events, inbox) = mpsc::channel();
     let snapshots = events.clone();
+    let mut poller = None;
+    let remote = matches!(feed, Feed::Remote(_));
     let (collector, player) = match feed {
         Feed::Live(source) => {
             let collector = Collector::spawn_with(
@@ -145,6 +151,14 @@ pub fn run(
             )?;
             (None, Some(player))
         }
+        Feed::Remote(nodes) => {
+            poller = Some(Poller::spawn(
+                nodes,
+                interval,
+                Box::new(move |cluster| snapshots.send(Event::Cluster(cluster)).is_ok()),
+            )?);
+            (None, None)
+        }
     };
     let signal_handle = spawn_signals(events.clone())?;
     let mut tui = Tui::enter()?;
@@ -153,6 +167,9 @@ pub fn run(
     // SAFETY: getuid has no preconditions.
     let my_uid = Some(unsafe { libc::getuid() });
     let mut app = App::new(settings.clone(), selection, readonly, my_uid);
+    if remote {
+        app.screen = Screen::Cluster;
+    }
     let mut geometry = tui.draw(|frame| ui::draw(frame, &mut app, &theme))?;
     let ending = 'events: loop {
         let Ok(event) = inbox.recv() else {
@@ -160,6 +177,7 @@ pub fn run(
         };
         let actions: Vec<Action> = match event {
             Event::Snapshot(snapshot) => vec![Action::Snapshot(snapshot)],
+            Event::Cluster(cluster) => vec![Action::Cluster(cluster)],
             Event::Replayed(played) => {
                 let mut actions = Vec::new();
                 if played.rewound {
@@ -233,5 +251,6 @@ pub fn run(
     signal_handle.close();
     drop(collector);
     drop(player);
+    drop(poller);
     Ok(ending)
 }

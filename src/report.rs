@@ -8,7 +8,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 use crate::alerts::Active;
-use crate::model::{Device, DeviceStatus, GpuProcess, Reading, Snapshot, Window};
+use crate::model::{
+    Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, HostStats, Memory, ProcessType, Reading,
+    Snapshot, Window,
+};
 
 /// Version of the JSON document's schema; bumped on incompatible changes.
 pub const JSON_SCHEMA_VERSION: u32 = 1;
@@ -419,6 +422,155 @@ pub fn json_report(snapshot: &Snapshot, alerts: &[Active]) -> Value {
             "uptime_seconds": j(&h.uptime_seconds),
         },
         "alerts": alerts.iter().map(Active::to_json).collect::<Vec<_>>(),
+    })
+}
+
+/// A snapshot read back from a `--once --json` document (a remote node's `/snapshot`):
+/// the figures the views show; what the document does not carry is not supported. The
+/// snapshot's time is `received`, when it arrived.
+pub fn snapshot_from_json(doc: &Value, received: SystemTime) -> Result<Snapshot, String> {
+    fn reading<T>(value: &Value, read: impl FnOnce(&Value) -> Option<T>) -> Reading<T> {
+        if value.is_null() {
+            Reading::NotSupported
+        } else {
+            read(value).map_or_else(
+                || Reading::Failed("unreadable in the remote report".into()),
+                Reading::Value,
+            )
+        }
+    }
+    let text = |v: &Value| reading(v, |v| v.as_str().map(str::to_string));
+    let int = |v: &Value| reading(v, |v| v.as_u64().and_then(|n| u32::try_from(n).ok()));
+    let big = |v: &Value| reading(v, Value::as_u64);
+    let float = |v: &Value| reading(v, Value::as_f64);
+    let milli = |v: &Value| reading(v, |v| v.as_f64().map(|w| (w * 1000.0).round() as u32));
+    let window = |mean: &Value, peak: &Value, scale: f64| {
+        reading(mean, |m| {
+            Some(Window {
+                mean: m.as_f64()? * scale,
+                peak: peak.as_f64().unwrap_or(m.as_f64()?) * scale,
+                samples: 1,
+            })
+        })
+    };
+    if doc["version"].as_u64() != Some(u64::from(JSON_SCHEMA_VERSION)) {
+        return Err(format!("not a gputop report of version {JSON_SCHEMA_VERSION}"));
+    }
+    let devices = doc["devices"]
+        .as_array()
+        .ok_or("the report has no devices")?
+        .iter()
+        .map(|d| {
+            let index = d["index"].as_u64().unwrap_or(0) as u32;
+            let reason = d["status_reason"].as_str().unwrap_or("").to_string();
+            let status = match d["status"].as_str() {
+                Some("ok") => DeviceStatus::Ok,
+                Some("lost") => DeviceStatus::Lost(reason.clone()),
+                _ => DeviceStatus::Failed(reason.clone()),
+            };
+            let mut device = Device::unavailable(index, status, "not in the remote report");
+            device.name = text(&d["name"]);
+            device.uuid = text(&d["uuid"]);
+            device.pci_bus_id = text(&d["pci_bus_id"]);
+            if device.status != DeviceStatus::Ok {
+                return device;
+            }
+            device.utilization_gpu = int(&d["utilization_gpu_percent"]);
+            device.utilization_memory = int(&d["utilization_memory_percent"]);
+            device.utilization_gpu_window = window(
+                &d["utilization_gpu_mean_percent"],
+                &d["utilization_gpu_peak_percent"],
+                1.0,
+            );
+            device.utilization_memory_window = window(
+                &d["utilization_memory_mean_percent"],
+                &d["utilization_memory_peak_percent"],
+                1.0,
+            );
+            device.memory = reading(&d["memory_total_bytes"], |total| {
+                Some(Memory {
+                    total: total.as_u64()?,
+                    used: d["memory_used_bytes"].as_u64()?,
+                    free: d["memory_free_bytes"].as_u64()?,
+                    reserved: d["memory_reserved_bytes"].as_u64().unwrap_or(0),
+                })
+            });
+            device.temperature = int(&d["temperature_celsius"]);
+            device.temperature_slowdown = int(&d["temperature_slowdown_celsius"]);
+            device.fan_speeds = reading(&d["fan_speeds_percent"], |f| {
+                f.as_array()?
+                    .iter()
+                    .map(|v| v.as_u64().map(|n| n as u32))
+                    .collect()
+            });
+            device.power_usage_mw = milli(&d["power_usage_watts"]);
+            device.power_usage_window =
+                window(&d["power_usage_mean_watts"], &d["power_usage_peak_watts"], 1000.0);
+            device.power_limit_mw = milli(&d["power_limit_watts"]);
+            device.energy_mj = reading(&d["energy_joules"], |j| j.as_f64().map(|j| (j * 1000.0) as u64));
+            device.performance_state = int(&d["performance_state"]);
+            device.clocks.graphics = int(&d["clock_graphics_mhz"]);
+            device.clocks.sm = int(&d["clock_sm_mhz"]);
+            device.clocks.memory = int(&d["clock_memory_mhz"]);
+            device.encoder = int(&d["encoder_utilization_percent"]);
+            device.decoder = int(&d["decoder_utilization_percent"]);
+            device.ecc_uncorrected_volatile = big(&d["ecc_uncorrected_volatile_errors"]);
+            device
+        })
+        .collect();
+    let processes = doc["processes"]
+        .as_array()
+        .ok_or("the report has no processes")?
+        .iter()
+        .map(|p| GpuProcess {
+            pid: p["pid"].as_u64().unwrap_or(0) as u32,
+            gpu_index: p["gpu_index"].as_u64().unwrap_or(0) as u32,
+            gpu_uuid: text(&p["gpu_uuid"]),
+            kind: match p["type"].as_str() {
+                Some("G") => ProcessType::Graphics,
+                Some("C+G") => ProcessType::ComputeGraphics,
+                _ => ProcessType::Compute,
+            },
+            gpu_memory_bytes: big(&p["gpu_memory_bytes"]),
+            sm_percent: int(&p["sm_percent"]),
+            memory_bandwidth_percent: int(&p["memory_bandwidth_percent"]),
+            encoder_percent: int(&p["encoder_percent"]),
+            decoder_percent: int(&p["decoder_percent"]),
+            host: HostFacts {
+                user: text(&p["user"]),
+                uid: Reading::NotSupported,
+                parent_pid: Reading::NotSupported,
+                command: text(&p["command"]),
+                cpu_percent: float(&p["cpu_percent"]),
+                memory_bytes: big(&p["host_memory_bytes"]),
+                start_time: big(&p["start_time_unix_seconds"]),
+                running_seconds: big(&p["running_seconds"]),
+            },
+        })
+        .collect();
+    let h = &doc["host"];
+    Ok(Snapshot {
+        taken_at: received,
+        hostname: doc["hostname"].as_str().unwrap_or("").to_string(),
+        driver: DriverInfo {
+            driver_version: text(&doc["driver_version"]),
+            nvml_version: text(&doc["nvml_version"]),
+            cuda_driver_version: text(&doc["cuda_driver_version"]),
+        },
+        devices,
+        processes,
+        host: HostStats {
+            cpu_percent: float(&h["cpu_percent"]),
+            memory_total_bytes: big(&h["memory_total_bytes"]),
+            memory_used_bytes: big(&h["memory_used_bytes"]),
+            swap_total_bytes: big(&h["swap_total_bytes"]),
+            swap_used_bytes: big(&h["swap_used_bytes"]),
+            load_average: reading(&h["load_average"], |l| {
+                let l = l.as_array()?;
+                Some([l.first()?.as_f64()?, l.get(1)?.as_f64()?, l.get(2)?.as_f64()?])
+            }),
+            uptime_seconds: big(&h["uptime_seconds"]),
+        },
     })
 }
 

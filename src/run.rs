@@ -16,6 +16,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use crate::cli::{Cli, Command, RecordArgs, ReplayArgs, ValidateArgs};
 use crate::collect::Collector;
 use crate::collect::nvml::{NvmlSource, NvmlUnusable};
+use crate::collect::remote::{Node, parse_hosts_file};
 use crate::collect::replay::Recording;
 use crate::collect::{Source, collect_once};
 use crate::config::{self, ConfigError, Effective};
@@ -153,6 +154,9 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
         }
         None => {}
     }
+    if !cli.remote.is_empty() || cli.hosts_file.is_some() {
+        return run_remote(cli, &effective, env);
+    }
     let mut source = open_source(cli)?;
     let interval = Duration::from_secs_f64(effective.settings.display.refresh_interval);
     let selection = cli.selection();
@@ -273,6 +277,46 @@ fn run_replay(
     match interactive::run(
         Feed::Replay(recording, args.speed),
         &settings,
+        cli.selection(),
+        true,
+        theme_of(cli, env),
+        sink,
+    ) {
+        Ok(Ending::Signal(signal)) => std::process::exit(128 + signal),
+        Ok(Ending::Quit | Ending::TerminalClosed) => Ok(()),
+        Err(e) => Err(Failure::Output(e)),
+    }
+}
+
+/// `--remote` / `--hosts-file`: the cluster view of other machines' exporters.
+fn run_remote(cli: &Cli, effective: &Effective, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failure> {
+    let mut nodes = Vec::new();
+    for address in &cli.remote {
+        nodes.push(Node::parse(address).map_err(|e| Failure::Message(format!("--remote {e}")))?);
+    }
+    if let Some(path) = &cli.hosts_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Failure::Message(format!("{}: cannot read the hosts file: {e}", path.display())))?;
+        let listed =
+            parse_hosts_file(&text).map_err(|e| Failure::Message(format!("{}: {e}", path.display())))?;
+        nodes.extend(listed);
+    }
+    if nodes.is_empty() {
+        return Err(Failure::Message(
+            "no nodes to watch: give --remote URL or a hosts file with addresses".into(),
+        ));
+    }
+    if !std::io::stdout().is_terminal() {
+        return Err(Failure::Message(
+            "the remote view needs a terminal; for one node's report use curl http://NODE:9835/snapshot"
+                .into(),
+        ));
+    }
+    let sink = Sink::open(&effective.settings.alert).map_err(|e| Failure::Config(ConfigError(e)))?;
+    // Remote processes are not this machine's: signals are always off.
+    match interactive::run(
+        Feed::Remote(nodes),
+        &effective.settings,
         cli.selection(),
         true,
         theme_of(cli, env),

@@ -821,3 +821,93 @@ fn an_alert_fires_on_screen_in_the_log_file_and_charts_and_the_alert_screen_open
     pty.keys("q");
     assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
 }
+
+#[test]
+fn the_remote_view_watches_fifty_exporters_some_dead_and_opens_one() {
+    let home = tempfile::tempdir().unwrap();
+    let sleepers = common::Sleepers::spawn(3);
+    let free_port = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let mut exporters = Vec::new();
+    let mut addresses = Vec::new();
+    for _ in 0..50 {
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_gputop"))
+            .env("HOME", home.path())
+            .env("GPUTOP_SIM_SCENARIO", common::scenario("two-gpus-training"))
+            .env("GPUTOP_SIM_CLOCK", "manual")
+            .env("GPUTOP_SIM_TIME_MS", "100000")
+            .env("GPUTOP_SIM_PIDS", sleepers.env())
+            .arg("--nvml-lib")
+            .arg(common::sim_lib())
+            .args([
+                "export",
+                "--web-listen-address",
+                &format!("127.0.0.1:{port}"),
+                "--interval",
+                "1",
+            ])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        exporters.push(child);
+        addresses.push(format!("http://127.0.0.1:{port}/"));
+    }
+    // Three addresses where nothing listens, and two that accept and never answer.
+    for _ in 0..3 {
+        addresses.push(format!("127.0.0.1:{}", free_port()));
+    }
+    let black_holes: Vec<std::net::TcpListener> = (0..2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    for hole in &black_holes {
+        addresses.push(hole.local_addr().unwrap().to_string());
+    }
+    let hosts = home.path().join("hosts");
+    std::fs::write(&hosts, format!("# the lab\n{}\n", addresses[25..].join("\n"))).unwrap();
+    let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_gputop"));
+    command.env("HOME", home.path());
+    command.env("TERM", "xterm-256color");
+    command.args(["--interval", "1", "--remote", &addresses[..25].join(",")]);
+    command.arg("--hosts-file");
+    command.arg(&hosts);
+    let mut pty = Pty::spawn(command, 200, 80);
+    let screen = pty.wait_until("every node judged", 60, |s| {
+        s.contains("55 nodes: 50 up, 5 down, 0 waiting")
+    });
+    assert!(screen.contains("GPUs 100"), "{screen}");
+    let user = std::process::Command::new("id").arg("-un").output().unwrap();
+    let user = String::from_utf8_lossy(&user.stdout).trim().to_string();
+    let totals = screen
+        .lines()
+        .find(|l| l.starts_with(&format!("{user} ")))
+        .unwrap_or_else(|| panic!("no totals for {user}: {screen}"));
+    let numbers: Vec<&str> = totals.split_whitespace().collect();
+    assert_eq!(
+        &numbers[1..4],
+        ["50", "100", "150"],
+        "nodes, GPUs, processes of {user}: {totals}"
+    );
+    assert!(
+        screen.contains("DOWN (") && screen.contains("cannot connect"),
+        "{screen}"
+    );
+    // The view answers while nodes time out: open the first node and come back.
+    pty.keys("\r");
+    let node = pty.wait_for("NVIDIA A100-SXM4-40GB");
+    assert!(node.contains("read-only"), "{node}");
+    pty.keys("\x7f");
+    pty.wait_for("USER (all nodes)");
+    pty.keys("q");
+    assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
+    for mut child in exporters {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}

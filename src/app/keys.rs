@@ -266,6 +266,27 @@ pub const REPLAY: &[Binding] = &[
     }),
 ];
 
+/// The cluster screen of the remote view.
+pub const CLUSTER: &[Binding] = &[
+    bind(&[Char('q'), Char('Q'), Ctrl('c')], "q", "quit", || Action::Quit),
+    bind(&[Code(KeyCode::Up), Alt('k')], "Up", "the previous node", || {
+        Action::Up
+    }),
+    bind(
+        &[Code(KeyCode::Down), Char('j')],
+        "Down j",
+        "the next node",
+        || Action::Down,
+    ),
+    bind(
+        &[Code(KeyCode::Enter)],
+        "Enter",
+        "open the node: its GPUs and processes (Esc or Backspace: back here)",
+        || Action::Details,
+    ),
+    bind(&[Char('h'), Char('?')], "h ?", "help", || Action::Help),
+];
+
 /// The charts screen.
 pub const CHARTS: &[Binding] = &[
     bind(
@@ -378,9 +399,18 @@ pub fn decode(app: &App, event: &KeyEvent) -> Option<Action> {
         Screen::Environment => lookup(ENVIRONMENT, event, app.readonly),
         Screen::Charts => replay_key(app, event).or_else(|| lookup(CHARTS, event, app.readonly)),
         Screen::Alerts => lookup(ALERTS, event, app.readonly),
+        Screen::Cluster => lookup(CLUSTER, event, app.readonly),
         Screen::Main | Screen::Tree => {
             if event.code == KeyCode::Esc && !app.filter.is_empty() {
                 return Some(Action::FilterClear);
+            }
+            // In the remote view, Esc (with nothing to clear) and Backspace lead back to the
+            // cluster.
+            let nothing_to_clear = app.tagged.is_empty() && app.selected.is_none();
+            if app.cluster.is_some()
+                && (event.code == KeyCode::Backspace || (event.code == KeyCode::Esc && nothing_to_clear))
+            {
+                return Some(Action::Back);
             }
             replay_key(app, event).or_else(|| lookup(MAIN, event, app.readonly))
         }
@@ -435,7 +465,16 @@ mod tests {
 
     #[test]
     fn no_key_is_bound_twice_in_a_table() {
-        for table in [MAIN, DIALOG, DETAILS, ENVIRONMENT, CHARTS, ALERTS, REPLAY] {
+        for table in [
+            MAIN,
+            DIALOG,
+            DETAILS,
+            ENVIRONMENT,
+            CHARTS,
+            ALERTS,
+            REPLAY,
+            CLUSTER,
+        ] {
             let keys: Vec<Key> = table.iter().flat_map(|b| b.keys.iter().copied()).collect();
             for (i, k) in keys.iter().enumerate() {
                 assert!(!keys[i + 1..].contains(k), "{k:?} is bound twice");

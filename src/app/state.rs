@@ -8,6 +8,7 @@ use crate::alerts::{Engine, Transition};
 use crate::app::filter::Selection;
 use crate::app::query::Query;
 use crate::app::sort::{self, SortKey};
+use crate::collect::remote::Cluster;
 use crate::collect::replay::{PlayerCommand, ReplayStatus};
 use crate::config::Settings;
 use crate::history::History;
@@ -62,6 +63,8 @@ pub enum Screen {
     Charts,
     /// Active alerts, the transitions log and the rules in force.
     Alerts,
+    /// Remote nodes: the cluster summary and per-user totals.
+    Cluster,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,6 +135,8 @@ pub enum Action {
     Replay(PlayerCommand),
     /// Replay moved backwards: history and alerts start over.
     HistoryRestart,
+    /// Remote nodes: the latest state of every node.
+    Cluster(Arc<Cluster>),
     /// Problems delivering alerts (log file, notification command), for the status line.
     AlertDeliveryFailed(Vec<String>),
 }
@@ -206,6 +211,11 @@ pub struct App {
     pub chart_span: usize,
     /// Set while playing a recording.
     pub replay: Option<ReplayStatus>,
+    /// Set in the remote view: every node's latest state.
+    pub cluster: Option<Arc<Cluster>>,
+    /// The node row selected on the cluster screen, and the node shown on the main screen.
+    pub cluster_selected: usize,
+    pub node: Option<usize>,
     /// Every process's parent and name, read for the tree view.
     pub process_table: Vec<crate::collect::host::ProcessEntry>,
 }
@@ -243,6 +253,9 @@ impl App {
             chart_device: 0,
             chart_span: 0,
             replay: None,
+            cluster: None,
+            cluster_selected: 0,
+            node: None,
             process_table: Vec::new(),
         }
     }
@@ -392,10 +405,22 @@ impl App {
                     self.text_scroll = 0;
                 }
             }
+            Action::Back if self.cluster.is_some() && matches!(self.screen, Screen::Main | Screen::Tree) => {
+                self.screen = Screen::Cluster;
+                self.node = None;
+            }
             Action::Back => match self.screen {
                 Screen::Help | Screen::Environment | Screen::Alerts => self.screen = self.previous,
                 _ => self.screen = Screen::Main,
             },
+            Action::Up | Action::Down if self.screen == Screen::Cluster => {
+                let count = self.cluster.as_ref().map_or(0, |c| c.nodes.len());
+                let step: isize = if action == Action::Up { -1 } else { 1 };
+                self.cluster_selected = self
+                    .cluster_selected
+                    .saturating_add_signed(step)
+                    .min(count.saturating_sub(1));
+            }
             Action::Up => self.move_selection(-1),
             Action::Down => self.move_selection(1),
             Action::PageUp => self.move_selection(-(self.table_rows.max(1) as isize)),
@@ -492,6 +517,22 @@ impl App {
                 self.status = Some("Cancelled".into());
             }
             Action::SignalsSent(outcomes) => self.status = Some(outcomes.join("; ")),
+            Action::Details if self.screen == Screen::Cluster => {
+                let snapshot = self
+                    .cluster
+                    .as_ref()
+                    .and_then(|c| c.nodes.get(self.cluster_selected))
+                    .and_then(|n| n.snapshot.clone());
+                if let Some(snapshot) = snapshot {
+                    self.node = Some(self.cluster_selected);
+                    self.restart_history();
+                    self.selected = None;
+                    self.tagged.clear();
+                    self.screen = Screen::Main;
+                    return self.update(Action::Snapshot(snapshot));
+                }
+                self.status = Some("No snapshot from this node yet".into());
+            }
             Action::Details => {
                 if self.selected_process().is_some() {
                     self.screen = Screen::Details;
@@ -553,9 +594,18 @@ impl App {
                     return vec![Effect::Replay(command)];
                 }
             }
-            Action::HistoryRestart => {
-                self.history = History::new(&self.settings.history, self.settings.display.refresh_interval);
-                self.alerts = Engine::new(self.settings.alert.effective_rules());
+            Action::HistoryRestart => self.restart_history(),
+            Action::Cluster(cluster) => {
+                let shown = self
+                    .node
+                    .and_then(|i| cluster.nodes.get(i))
+                    .and_then(|n| n.snapshot.clone());
+                self.cluster = Some(cluster);
+                if let Some(snapshot) = shown
+                    && self.snapshot.as_ref().is_none_or(|s| !Arc::ptr_eq(s, &snapshot))
+                {
+                    return self.update(Action::Snapshot(snapshot));
+                }
             }
             Action::ScrollCommand(delta) => {
                 self.command_offset =
@@ -563,6 +613,11 @@ impl App {
             }
         }
         Vec::new()
+    }
+
+    fn restart_history(&mut self) {
+        self.history = History::new(&self.settings.history, self.settings.display.refresh_interval);
+        self.alerts = Engine::new(self.settings.alert.effective_rules());
     }
 
     fn check_filter(&mut self) {

@@ -7,6 +7,7 @@
 pub mod demo;
 pub mod host;
 pub mod nvml;
+pub mod remote;
 pub mod replay;
 
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};

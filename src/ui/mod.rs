@@ -51,6 +51,16 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: &Theme) -> TableGeometry {
         );
         return TableGeometry::default();
     }
+    if app.screen == Screen::Cluster
+        || (app.screen == Screen::Help && app.cluster.is_some() && app.snapshot.is_none())
+    {
+        if app.screen == Screen::Cluster {
+            screens::cluster(frame, area, app, theme);
+        } else {
+            screens::help(frame, area, app, theme);
+        }
+        return TableGeometry::default();
+    }
     let Some(snapshot) = app.snapshot.clone() else {
         frame.render_widget(Paragraph::new("gputop: reading the GPUs..."), area);
         return TableGeometry::default();
@@ -64,6 +74,7 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: &Theme) -> TableGeometry {
         Screen::Tree => screens::tree(frame, area, app, theme),
         Screen::Charts => screens::charts(frame, area, app, theme),
         Screen::Alerts => screens::alerts(frame, area, app, theme),
+        Screen::Cluster => screens::cluster(frame, area, app, theme),
     }
     if let Some(confirmation) = &app.confirmation {
         screens::confirmation(frame, area, confirmation, theme);

@@ -12,7 +12,9 @@ use super::{na, percent_of};
 use crate::alerts::rules::format_seconds;
 use crate::app::keys::{self, Binding};
 use crate::app::state::{App, CHART_SPANS, Confirmation, ProcessKey};
+use crate::collect::remote::NodeStatus;
 use crate::history::{DeviceMetric, ProcessMetric};
+use crate::model::{Device, Snapshot};
 use crate::report::{human_bytes, human_duration, sanitize};
 
 fn block<'a>(title: &str, theme: &Theme) -> Block<'a> {
@@ -47,6 +49,9 @@ pub fn help(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     };
     if app.replay.is_some() {
         section("Replay", keys::REPLAY);
+    }
+    if app.cluster.is_some() {
+        section("Remote view: the cluster", keys::CLUSTER);
     }
     section("Main screen and tree view", keys::MAIN);
     section("Signal confirmation", keys::DIALOG);
@@ -319,6 +324,210 @@ pub fn alerts(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             .scroll((scroll, 0)),
         area,
     );
+}
+
+/// The remote view: every node with its state and load, then GPU use per user across nodes.
+pub fn cluster(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
+    let Some(cluster) = &app.cluster else {
+        frame.render_widget(Paragraph::new("gputop: asking the nodes..."), area);
+        return;
+    };
+    let up = cluster
+        .nodes
+        .iter()
+        .filter(|n| n.status == NodeStatus::Up)
+        .count();
+    let down = cluster
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.status, NodeStatus::Down { .. }))
+        .count();
+    let snapshots: Vec<&Snapshot> = cluster
+        .nodes
+        .iter()
+        .filter(|n| n.status == NodeStatus::Up)
+        .filter_map(|n| n.snapshot.as_deref())
+        .collect();
+    let gpus: Vec<&Device> = snapshots.iter().flat_map(|s| &s.devices).collect();
+    let (used, total) = gpus
+        .iter()
+        .filter_map(|d| d.memory.get())
+        .fold((0u64, 0u64), |(u, t), m| (u + m.used, t + m.total));
+    let utils: Vec<f64> = gpus.iter().filter_map(|d| utilization(d)).collect();
+    let mean_util = if utils.is_empty() {
+        "N/A".to_string()
+    } else {
+        format!("{:.0}%", utils.iter().sum::<f64>() / utils.len() as f64)
+    };
+    let alerts: usize = cluster
+        .nodes
+        .iter()
+        .filter(|n| n.status == NodeStatus::Up)
+        .map(|n| n.alerts)
+        .sum();
+    let mut lines = vec![
+        Line::from(vec![
+            Span::styled("gputop cluster ", theme.title()),
+            Span::raw(format!(
+                "{} nodes: {up} up, {down} down, {} waiting   GPUs {}   memory {} / {}   mean utilization {mean_util}   ",
+                cluster.nodes.len(),
+                cluster.nodes.len() - up - down,
+                gpus.len(),
+                human_bytes(used),
+                human_bytes(total),
+            )),
+            Span::styled(
+                format!("alerts {alerts}"),
+                if alerts > 0 { theme.alert() } else { theme.dim() },
+            ),
+        ]),
+        Line::from(""),
+        Line::from(Span::styled(
+            format!(
+                "{:<28} {:<34} {:>4} {:>21} {:>5} {:>5} {:>6}",
+                "NODE", "STATE", "GPUS", "MEMORY", "UTIL", "PROCS", "ALERTS"
+            ),
+            theme.header(),
+        )),
+    ];
+    for (i, n) in cluster.nodes.iter().enumerate() {
+        let name = n
+            .snapshot
+            .as_ref()
+            .map(|s| sanitize(&s.hostname))
+            .filter(|h| !h.is_empty())
+            .map_or_else(|| n.node.label(), |h| format!("{h} ({})", n.node.label()));
+        let (state, style) = match &n.status {
+            NodeStatus::Waiting => ("waiting".to_string(), theme.dim()),
+            NodeStatus::Up => ("up".to_string(), theme.ok()),
+            NodeStatus::Down { reason, failures } => {
+                (format!("DOWN ({failures}x): {}", sanitize(reason)), theme.error())
+            }
+        };
+        let figures = n
+            .snapshot
+            .as_deref()
+            .filter(|_| n.status == NodeStatus::Up)
+            .map(|s| {
+                let (u, t) = s
+                    .devices
+                    .iter()
+                    .filter_map(|d| d.memory.get())
+                    .fold((0u64, 0u64), |(u, t), m| (u + m.used, t + m.total));
+                let utils: Vec<f64> = s.devices.iter().filter_map(utilization).collect();
+                let util = if utils.is_empty() {
+                    "N/A".into()
+                } else {
+                    format!("{:.0}%", utils.iter().sum::<f64>() / utils.len() as f64)
+                };
+                (
+                    s.devices.len(),
+                    format!("{}/{}", human_bytes(u), human_bytes(t)),
+                    util,
+                    s.processes.len(),
+                )
+            });
+        let row = match figures {
+            Some((gpus, memory, util, procs)) => format!(
+                "{:<28} {:<34} {gpus:>4} {memory:>21} {util:>5} {procs:>5} {:>6}",
+                cut(&name, 28),
+                cut(&state, 34),
+                n.alerts
+            ),
+            None => format!("{:<28} {:<34}", cut(&name, 28), cut(&state, 34)),
+        };
+        let mut style = style;
+        if i == app.cluster_selected {
+            style = style.patch(theme.selected());
+        }
+        lines.push(Line::from(Span::styled(row, style)));
+    }
+    lines.push(Line::from(""));
+    lines.push(Line::from(Span::styled(
+        format!(
+            "{:<20} {:>5} {:>5} {:>9} {:>12}",
+            "USER (all nodes)", "NODES", "GPUS", "PROCESSES", "GPU-MEM"
+        ),
+        theme.header(),
+    )));
+    for (user, totals) in user_totals(&cluster.nodes) {
+        lines.push(Line::from(format!(
+            "{:<20} {:>5} {:>5} {:>9} {:>12}",
+            cut(&sanitize(&user), 20),
+            totals.nodes,
+            totals.gpus,
+            totals.processes,
+            human_bytes(totals.memory)
+        )));
+    }
+    lines.push(Line::from(""));
+    lines.push(Line::from(Span::styled(
+        "Up/Down select a node, Enter opens it (Esc or Backspace: back), q quits. Remote views are read-only.",
+        theme.dim(),
+    )));
+    frame.render_widget(Paragraph::new(lines), area);
+}
+
+fn utilization(d: &Device) -> Option<f64> {
+    d.utilization_gpu_window
+        .value()
+        .map(|w| w.mean)
+        .or_else(|| d.utilization_gpu.get().map(f64::from))
+}
+
+fn cut(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        text.to_string()
+    } else {
+        let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
+        out.push('~');
+        out
+    }
+}
+
+/// GPU use of one user across nodes.
+#[derive(Debug, Default)]
+struct UserTotals {
+    nodes: usize,
+    gpus: usize,
+    processes: usize,
+    memory: u64,
+}
+
+/// Per user, over the nodes that are up: largest GPU memory first.
+fn user_totals(nodes: &[crate::collect::remote::NodeState]) -> Vec<(String, UserTotals)> {
+    let mut totals: std::collections::BTreeMap<
+        String,
+        (UserTotals, std::collections::BTreeSet<(usize, u32)>),
+    > = std::collections::BTreeMap::new();
+    for (n, node) in nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.status == NodeStatus::Up)
+    {
+        let Some(snapshot) = &node.snapshot else { continue };
+        for p in &snapshot.processes {
+            let user = p.host.user.value().cloned().unwrap_or_else(|| "?".into());
+            let entry = totals.entry(user).or_default();
+            entry.0.processes += 1;
+            entry.0.memory += p.gpu_memory_bytes.get().unwrap_or(0);
+            entry.1.insert((n, p.gpu_index));
+        }
+    }
+    let mut out: Vec<(String, UserTotals)> = totals
+        .into_iter()
+        .map(|(user, (mut t, gpus))| {
+            t.gpus = gpus.len();
+            t.nodes = gpus
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<std::collections::BTreeSet<_>>()
+                .len();
+            (user, t)
+        })
+        .collect();
+    out.sort_by(|a, b| b.1.memory.cmp(&a.1.memory).then(a.0.cmp(&b.0)));
+    out
 }
 
 /// The environment of the selected process.
