@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{
@@ -20,6 +20,7 @@ use nvml_wrapper::enums::device::{SampleValue, UsedGpuMemory};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::{Device as NvmlDevice, cuda_driver_version_major, cuda_driver_version_minor};
+use nvml_wrapper_sys::bindings::nvmlDevice_t;
 
 use super::{ProcessReadout, Readout};
 use crate::model::{
@@ -105,6 +106,81 @@ struct PcieThroughput {
     rx_kbps: Reading<u32>,
 }
 
+/// How often readings that change rarely are read again (power limits, ECC, modes, PCIe
+/// link, BAR1, encoder/decoder, throttle reasons, energy, graphics and video clocks): read
+/// every refresh they would be more than half of gputop's NVML calls.
+pub const SLOW_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The rarely changing readings of one device, and when they were read.
+#[derive(Debug, Clone)]
+struct SlowFacts {
+    read_at: Instant,
+    bar1: Reading<Bar1>,
+    power_limit_mw: Reading<u32>,
+    power_enforced_limit_mw: Reading<u32>,
+    energy_mj: Reading<u64>,
+    graphics_clock: Reading<u32>,
+    video_clock: Reading<u32>,
+    link_generation: Reading<u32>,
+    link_width: Reading<u32>,
+    encoder: Reading<u32>,
+    decoder: Reading<u32>,
+    ecc_enabled: Reading<bool>,
+    ecc_uncorrected_volatile: Reading<u64>,
+    compute_mode: Reading<String>,
+    persistence_mode: Reading<bool>,
+    mig_enabled: Reading<bool>,
+    throttle_reasons: Reading<Vec<String>>,
+}
+
+impl SlowFacts {
+    fn read(device: &NvmlDevice<'_>) -> Self {
+        let ecc_enabled = reading(device.is_ecc_enabled().map(|e| e.currently_enabled));
+        let ecc_uncorrected_volatile = match ecc_enabled {
+            Reading::Value(true) => {
+                reading(device.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile))
+            }
+            Reading::Value(false) => Reading::NotSupported,
+            ref other => other.clone().map(|_| 0),
+        };
+        Self {
+            read_at: Instant::now(),
+            bar1: reading(device.bar1_memory_info().map(|b| Bar1 {
+                total: b.total,
+                used: b.used,
+            })),
+            power_limit_mw: reading(device.power_management_limit()),
+            power_enforced_limit_mw: reading(device.enforced_power_limit()),
+            energy_mj: reading(device.total_energy_consumption()),
+            graphics_clock: reading(device.clock_info(Clock::Graphics)),
+            video_clock: reading(device.clock_info(Clock::Video)),
+            link_generation: reading(device.current_pcie_link_gen()),
+            link_width: reading(device.current_pcie_link_width()),
+            encoder: reading(device.encoder_utilization().map(|u| u.utilization)),
+            decoder: reading(device.decoder_utilization().map(|u| u.utilization)),
+            ecc_enabled,
+            ecc_uncorrected_volatile,
+            compute_mode: reading(device.compute_mode().map(|mode| {
+                match mode {
+                    ComputeMode::Default => "default",
+                    ComputeMode::ExclusiveThread => "exclusive_thread",
+                    ComputeMode::Prohibited => "prohibited",
+                    ComputeMode::ExclusiveProcess => "exclusive_process",
+                }
+                .to_string()
+            })),
+            persistence_mode: reading(device.is_in_persistent_mode()),
+            mig_enabled: reading(device.mig_mode().map(|m| m.current == 1)),
+            throttle_reasons: reading(device.current_throttle_reasons().map(|reasons| {
+                reasons
+                    .iter_names()
+                    .map(|(name, _)| name.to_ascii_lowercase())
+                    .collect()
+            })),
+        }
+    }
+}
+
 /// Per-device watermarks: the newest sample timestamp already consumed.
 #[derive(Debug, Clone, Copy, Default)]
 struct Watermarks {
@@ -114,6 +190,14 @@ struct Watermarks {
     processes: u64,
 }
 
+/// A device handle kept between refreshes.
+#[derive(Debug, Clone, Copy)]
+struct Handle(nvmlDevice_t);
+
+// SAFETY: an NVML device handle is an opaque identifier that NVML (thread-safe) accepts
+// from any thread; gputop never dereferences it.
+unsafe impl Send for Handle {}
+
 /// An open NVML library and what gputop remembers between reads.
 pub struct NvmlSource {
     nvml: Arc<Nvml>,
@@ -121,6 +205,9 @@ pub struct NvmlSource {
     driver: DriverInfo,
     device_count: u32,
     statics: Vec<Option<StaticFacts>>,
+    slow: Vec<Option<SlowFacts>>,
+    /// Device handles, valid for as long as NVML is initialised: asked for once.
+    handles: Vec<Option<Handle>>,
     watermarks: Vec<Watermarks>,
     pcie: Option<Arc<Mutex<Vec<PcieThroughput>>>>,
     /// Dropping it stops the PCIe thread.
@@ -174,6 +261,8 @@ impl NvmlSource {
             driver,
             device_count,
             statics: vec![None; count],
+            slow: vec![None; count],
+            handles: vec![None; count],
             watermarks: vec![Watermarks::default(); count],
             pcie: None,
             _pcie_stop: None,
@@ -208,12 +297,21 @@ impl NvmlSource {
         let mut processes = Vec::new();
         for index in 0..self.device_count {
             let slot = index as usize;
-            let device = match nvml.device_by_index(index) {
-                Ok(device) => device,
-                Err(error) => {
-                    devices.push(unavailable(index, &error, self.statics[slot].as_ref()));
-                    continue;
-                }
+            let device = match self.handles[slot] {
+                // SAFETY: the handle came from nvmlDeviceGetHandleByIndex on this same, still
+                // initialised, library; NVML handles stay valid until shutdown.
+                Some(Handle(handle)) => unsafe { NvmlDevice::new(handle, &nvml) },
+                None => match nvml.device_by_index(index) {
+                    Ok(device) => {
+                        // SAFETY: reading the raw handle has no preconditions.
+                        self.handles[slot] = Some(Handle(unsafe { device.handle() }));
+                        device
+                    }
+                    Err(error) => {
+                        devices.push(unavailable(index, &error, self.statics[slot].as_ref()));
+                        continue;
+                    }
+                },
             };
             let statics = self.statics[slot]
                 .get_or_insert_with(|| StaticFacts::read(&device))
@@ -229,7 +327,8 @@ impl NvmlSource {
                 },
             };
             let marks = &mut self.watermarks[slot];
-            match read_device(&device, index, &statics, throughput, marks, window) {
+            let slow = &mut self.slow[slot];
+            match read_device(&device, index, &statics, slow, throughput, marks, window) {
                 Ok(read) => devices.push(read),
                 Err(error) => {
                     devices.push(unavailable(index, &error, Some(&statics)));
@@ -330,6 +429,7 @@ fn read_device(
     device: &NvmlDevice<'_>,
     index: u32,
     statics: &StaticFacts,
+    slow: &mut Option<SlowFacts>,
     throughput: PcieThroughput,
     marks: &mut Watermarks,
     window: Duration,
@@ -360,6 +460,12 @@ fn read_device(
         (_, value) => value,
     };
     let clock = |clock| reading(device.clock_info(clock));
+    if slow.as_ref().is_none_or(|s| s.read_at.elapsed() >= SLOW_INTERVAL) {
+        *slow = Some(SlowFacts::read(device));
+    }
+    let slow = slow.clone().expect("read above");
+    let power_usage_window = sample_window(device, Sampling::Power, &mut marks.power, window);
+    let power_usage_mw = reading(device.power_usage());
     let fan_speeds = match &statics.fan_count {
         Reading::Value(count) => {
             let speeds: Result<Vec<u32>, NvmlError> = (0..*count).map(|fan| device.fan_speed(fan)).collect();
@@ -367,14 +473,6 @@ fn read_device(
         }
         Reading::NotSupported => Reading::NotSupported,
         Reading::Failed(reason) => Reading::Failed(reason.clone()),
-    };
-    let ecc_enabled = reading(device.is_ecc_enabled().map(|e| e.currently_enabled));
-    let ecc_uncorrected_volatile = match ecc_enabled {
-        Reading::Value(true) => {
-            reading(device.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile))
-        }
-        Reading::Value(false) => Reading::NotSupported,
-        ref other => other.clone().map(|_| 0),
     };
     Ok(Device {
         index,
@@ -392,56 +490,40 @@ fn read_device(
             window,
         ),
         memory,
-        bar1: reading(device.bar1_memory_info().map(|b| Bar1 {
-            total: b.total,
-            used: b.used,
-        })),
+        bar1: slow.bar1,
         temperature: reading(device.temperature(TemperatureSensor::Gpu)),
         temperature_slowdown: statics.temperature_slowdown.clone(),
         temperature_shutdown: statics.temperature_shutdown.clone(),
         fan_speeds,
-        power_usage_mw: reading(device.power_usage()),
-        power_usage_window: sample_window(device, Sampling::Power, &mut marks.power, window),
-        power_limit_mw: reading(device.power_management_limit()),
-        power_enforced_limit_mw: reading(device.enforced_power_limit()),
-        energy_mj: reading(device.total_energy_consumption()),
+        power_usage_mw,
+        power_usage_window,
+        power_limit_mw: slow.power_limit_mw,
+        power_enforced_limit_mw: slow.power_enforced_limit_mw,
+        energy_mj: slow.energy_mj,
         performance_state: reading(device.performance_state().map(|p| p.as_c())),
         clocks: Clocks {
-            graphics: clock(Clock::Graphics),
+            graphics: slow.graphics_clock,
             sm: clock(Clock::SM),
             memory: clock(Clock::Memory),
-            video: clock(Clock::Video),
+            video: slow.video_clock,
         },
         max_clocks: statics.max_clocks.clone(),
         pcie_link: PcieLink {
-            generation: reading(device.current_pcie_link_gen()),
-            width: reading(device.current_pcie_link_width()),
+            generation: slow.link_generation,
+            width: slow.link_width,
             max_generation: statics.max_link_generation.clone(),
             max_width: statics.max_link_width.clone(),
         },
         pcie_tx_kbps: throughput.tx_kbps,
         pcie_rx_kbps: throughput.rx_kbps,
-        encoder: reading(device.encoder_utilization().map(|u| u.utilization)),
-        decoder: reading(device.decoder_utilization().map(|u| u.utilization)),
-        ecc_enabled,
-        ecc_uncorrected_volatile,
-        compute_mode: reading(device.compute_mode().map(|mode| {
-            match mode {
-                ComputeMode::Default => "default",
-                ComputeMode::ExclusiveThread => "exclusive_thread",
-                ComputeMode::Prohibited => "prohibited",
-                ComputeMode::ExclusiveProcess => "exclusive_process",
-            }
-            .to_string()
-        })),
-        persistence_mode: reading(device.is_in_persistent_mode()),
-        mig_enabled: reading(device.mig_mode().map(|m| m.current == 1)),
-        throttle_reasons: reading(device.current_throttle_reasons().map(|reasons| {
-            reasons
-                .iter_names()
-                .map(|(name, _)| name.to_ascii_lowercase())
-                .collect()
-        })),
+        encoder: slow.encoder,
+        decoder: slow.decoder,
+        ecc_enabled: slow.ecc_enabled,
+        ecc_uncorrected_volatile: slow.ecc_uncorrected_volatile,
+        compute_mode: slow.compute_mode,
+        persistence_mode: slow.persistence_mode,
+        mig_enabled: slow.mig_enabled,
+        throttle_reasons: slow.throttle_reasons,
     })
 }
 
