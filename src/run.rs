@@ -119,7 +119,7 @@ fn open_source(cli: &Cli) -> Result<Source, Failure> {
         return Ok(Source::Demo(Box::default()));
     }
     NvmlSource::open(cli.nvml_lib.as_deref())
-        .map(Source::Nvml)
+        .map(|nvml| Source::Nvml(Box::new(nvml)))
         .map_err(Failure::Nvml)
 }
 

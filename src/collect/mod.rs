@@ -39,7 +39,7 @@ pub struct ProcessReadout {
 /// Where device and process readings come from.
 #[derive(Debug)]
 pub enum Source {
-    Nvml(NvmlSource),
+    Nvml(Box<NvmlSource>),
     Demo(Box<DemoSource>),
 }
 
