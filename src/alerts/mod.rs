@@ -6,7 +6,7 @@
 pub mod rules;
 pub mod sink;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde_json::{Value, json};
 
@@ -135,11 +135,14 @@ pub struct Engine {
     rules: Vec<Rule>,
     states: BTreeMap<(usize, Subject), State>,
     log: VecDeque<Transition>,
+    /// Per rule, when it was last judged.
+    evaluated: Vec<f64>,
 }
 
 impl Engine {
     pub fn new(rules: Vec<Rule>) -> Self {
         Self {
+            evaluated: vec![f64::MIN; rules.len()],
             rules,
             states: BTreeMap::new(),
             log: VecDeque::new(),
@@ -157,10 +160,17 @@ impl Engine {
             return Vec::new();
         };
         let mut out = Vec::new();
-        let mut seen = Vec::new();
+        let mut seen = BTreeSet::new();
         for (index, rule) in self.rules.iter().enumerate() {
+            // A long window changes slowly: it is judged every thirtieth of its length.
+            let cadence = rule.window / 30.0;
+            if now - self.evaluated[index] < cadence {
+                seen.extend(self.states.keys().filter(|(i, _)| *i == index).copied());
+                continue;
+            }
+            self.evaluated[index] = now;
             for (subject, series, admitted) in subjects(rule, history) {
-                seen.push((index, subject));
+                seen.insert((index, subject));
                 let value = series.map_or(Err(0.0), |s| rule.evaluate(s, now));
                 let state = self.states.entry((index, subject)).or_insert(State {
                     phase: Phase::Inactive,
