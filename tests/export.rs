@@ -458,3 +458,53 @@ fn the_grafana_dashboard_uses_only_names_the_exporter_serves() {
     assert_eq!(sorted.len(), served.len());
     let _ = sample("", "", "");
 }
+
+#[test]
+fn the_exporter_judges_the_alert_rules_without_a_terminal() {
+    let home = tempfile::tempdir().unwrap();
+    let sleepers = Sleepers::spawn(3);
+    let log = home.path().join("alerts.log");
+    let config = home.path().join("rules.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[alert]\nlog_file = \"{}\"\n[[alert.rules]]\nname = \"busy_memory\"\nmetric = \"memory_mib\"\n\
+             threshold = 1024\nwindow = 1\nseverity = \"critical\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    let (_exporter, port) = exporter(
+        home.path(),
+        &scenario("two-gpus-training"),
+        &sleepers.env(),
+        &["--config", config.to_str().unwrap()],
+    );
+    wait_ready(port);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let alerts = loop {
+        let doc: serde_json::Value = serde_json::from_str(&get(port, "/snapshot").2).unwrap_or_default();
+        let firing: Vec<serde_json::Value> = doc["alerts"]
+            .as_array()
+            .map(|a| a.iter().filter(|x| x["state"] == "firing").cloned().collect())
+            .unwrap_or_default();
+        if !firing.is_empty() {
+            break firing;
+        }
+        assert!(Instant::now() < deadline, "no firing alerts in /snapshot: {doc}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // GPU 0 holds 24 GiB, GPU 1 324 MiB: one alert.
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
+    assert_eq!(alerts[0]["subject"], "GPU 0");
+    assert_eq!(alerts[0]["severity"], "critical");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        logged
+            .lines()
+            .filter(|l| l.contains("\"state\":\"firing\""))
+            .count(),
+        1,
+        "{logged}"
+    );
+}

@@ -1,6 +1,8 @@
 //! `gputop export`: the collector thread renders each snapshot once into the pages the
 //! HTTP server answers with (`/metrics`, `/-/ready`, `/snapshot`), so scrapes never touch
-//! NVML and never wait for it. [`rules`] turns the alert rules into Prometheus rules.
+//! NVML and never wait for it. The alert rules are judged over the exporter's own history
+//! (for `/snapshot`, the alert log and notifications); [`rules`] turns the same rules into
+//! Prometheus rules.
 
 pub mod metrics;
 pub mod rules;
@@ -11,9 +13,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use crate::alerts;
+use crate::alerts::Engine;
+use crate::alerts::sink::Sink;
 use crate::collect::{Collector, Source};
 use crate::config::Settings;
+use crate::history::History;
 use metrics::Options;
 use server::{Pages, SharedPages};
 
@@ -34,13 +38,23 @@ pub fn run(source: Source, settings: &Settings, options: Options, address: &str)
         snapshot_json: String::new(),
     })));
     let shared = Arc::clone(&pages);
-    let rules = settings.alert.effective_rules();
+    // The exporter keeps history and judges the alert rules as the view does: /snapshot
+    // lists the pending and firing alerts, and the alert log and notifications work
+    // without a terminal.
+    let mut history = History::new(&settings.history, settings.display.refresh_interval);
+    let mut engine = Engine::new(settings.alert.effective_rules());
+    let mut sink = Sink::open(&settings.alert)?;
     let interval = Duration::from_secs_f64(settings.display.refresh_interval);
     let _collector = Collector::spawn_with(
         source,
         interval,
         Box::new(move |snapshot| {
-            let active = alerts::instant(&rules, &snapshot);
+            history.record(&snapshot);
+            let transitions = engine.evaluate(&history);
+            for problem in sink.deliver(&transitions) {
+                eprintln!("gputop export: {problem}");
+            }
+            let active = engine.active();
             let json = crate::report::json_report(&snapshot, &active).to_string();
             let page = Pages {
                 ready: true,
