@@ -168,9 +168,20 @@ class Terminal:
                     self.first_output = now
 
     def cpu_seconds(self):
-        with open(f"/proc/{self.process.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / TICK
+        """CPU time of the process and all its threads: the scheduler's exact runtime
+        (/proc/PID/task/*/schedstat, nanoseconds) where the kernel has it, else the clock-tick
+        counts of /proc/PID/stat, which miss short bursts that start on a tick and end before
+        the next (a periodic program's wake-ups do just that)."""
+        try:
+            total = 0
+            for task in os.listdir(f"/proc/{self.process.pid}/task"):
+                with open(f"/proc/{self.process.pid}/task/{task}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            return total / 1e9
+        except (OSError, ValueError, IndexError):
+            with open(f"/proc/{self.process.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / TICK
 
     def rss_kib(self):
         with open(f"/proc/{self.process.pid}/status") as f:

@@ -1,28 +1,75 @@
-//! Host facts through sysinfo (procfs): the only module that names `sysinfo`.
+//! Host facts: the only module that reads procfs for processes and names `sysinfo`.
 //!
-//! Per PID: user, command line, CPU %, resident memory, start and running time. Only the PIDs
-//! NVML reported are refreshed, never the whole process table.
+//! Per PID: user, command line, CPU %, resident memory, start and running time, read
+//! straight from `/proc/PID/stat` (one small read) and the owner of `/proc/PID` (one stat),
+//! with the command line read once per process. Only the PIDs NVML reported are read, never
+//! the whole process table. The host's own CPU, memory, load and uptime come from sysinfo.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use sysinfo::{MemoryRefreshKind, Pid, ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind, Users};
+use sysinfo::{MemoryRefreshKind, System, Users};
 
 use crate::model::{HostFacts, HostStats, Reading};
 
-/// Reads the host; keeps sysinfo state between refreshes so CPU percentages are deltas.
+/// What is kept of a process between refreshes.
+#[derive(Debug, Clone)]
+struct Known {
+    /// In clock ticks since boot: with the PID, the process's identity.
+    start_ticks: u64,
+    uid: u32,
+    user: String,
+    command: String,
+    /// CPU ticks used, and when they were read: the next %CPU is the delta.
+    cpu_ticks: u64,
+    read_at: Instant,
+}
+
+/// The fields of `/proc/PID/stat` gputop uses.
+#[derive(Debug, Clone, PartialEq)]
+struct Stat {
+    name: String,
+    parent_pid: u32,
+    cpu_ticks: u64,
+    start_ticks: u64,
+    rss_pages: u64,
+}
+
+fn parse_stat(text: &str) -> Option<Stat> {
+    // The name sits in parentheses and may itself hold spaces and parentheses.
+    let (head, rest) = text.rsplit_once(')')?;
+    let name = head.split_once('(')?.1.to_string();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Counting from field 3 (state) at index 0.
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
+    Some(Stat {
+        name,
+        parent_pid: field(4)? as u32,
+        cpu_ticks: field(14)? + field(15)?,
+        start_ticks: field(22)?,
+        rss_pages: field(24)?,
+    })
+}
+
+/// Reads the host; keeps what it learnt of each process between refreshes.
 pub struct HostCollector {
     system: System,
     hostname: String,
     users: Users,
-    /// PIDs refreshed last time: their CPU % is a delta over the interval.
-    seen: HashSet<u32>,
+    known: HashMap<u32, Known>,
+    boot_time: u64,
+    ticks_per_second: u64,
+    page_size: u64,
+    buffer: Vec<u8>,
     cpu_refreshed: bool,
 }
 
 impl std::fmt::Debug for HostCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostCollector")
-            .field("seen", &self.seen.len())
+            .field("known", &self.known.len())
             .finish()
     }
 }
@@ -35,84 +82,114 @@ impl Default for HostCollector {
 
 impl HostCollector {
     pub fn new() -> Self {
+        // SAFETY: sysconf has no preconditions.
+        let (ticks, page) = unsafe {
+            (
+                libc::sysconf(libc::_SC_CLK_TCK),
+                libc::sysconf(libc::_SC_PAGESIZE),
+            )
+        };
         Self {
             system: System::new(),
             hostname: System::host_name().unwrap_or_else(|| "localhost".into()),
             users: Users::new_with_refreshed_list(),
-            seen: HashSet::new(),
+            known: HashMap::new(),
+            boot_time: System::boot_time(),
+            ticks_per_second: ticks.max(1) as u64,
+            page_size: page.max(1) as u64,
+            buffer: Vec::with_capacity(1024),
             cpu_refreshed: false,
         }
+    }
+
+    fn read_stat(&mut self, pid: u32) -> Option<Stat> {
+        read_small(&format!("/proc/{pid}/stat"), &mut self.buffer).ok()?;
+        parse_stat(&String::from_utf8_lossy(&self.buffer))
     }
 
     /// Facts for each PID. A PID the host does not know (exited between the NVML call and
     /// now, or in another PID namespace) gets readings that say so.
     pub fn facts(&mut self, pids: &[u32]) -> HashMap<u32, HostFacts> {
-        // Each PID once: sysinfo drops a process that is refreshed twice in one call.
-        let mut wanted: Vec<Pid> = pids.iter().map(|&p| Pid::from_u32(p)).collect();
-        wanted.sort_unstable();
-        wanted.dedup();
-        let kind = ProcessRefreshKind::nothing()
-            .with_cpu()
-            .with_memory()
-            .with_cmd(UpdateKind::OnlyIfNotSet)
-            .with_user(UpdateKind::OnlyIfNotSet);
-        self.system
-            .refresh_processes_specifics(ProcessesToUpdate::Some(&wanted), true, kind);
         let mut out = HashMap::with_capacity(pids.len());
-        let mut now_seen = HashSet::with_capacity(pids.len());
+        let now = Instant::now();
+        let now_epoch = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let mut known = std::mem::take(&mut self.known);
+        let mut kept = HashMap::with_capacity(pids.len());
         for &pid in pids {
-            let Some(process) = self.system.process(Pid::from_u32(pid)) else {
+            if out.contains_key(&pid) {
+                continue; // one process on several GPUs
+            }
+            let Some(stat) = self.read_stat(pid) else {
                 out.insert(pid, HostFacts::gone("no such process"));
                 continue;
             };
-            let user = process.user_id().map_or(Reading::NotSupported, |uid| {
-                Reading::Value(
-                    self.users
-                        .get_user_by_id(uid)
-                        .map_or_else(|| uid.to_string(), |u| u.name().to_string()),
-                )
-            });
-            let cmd: Vec<String> = process
-                .cmd()
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect();
-            let command = if cmd.is_empty() {
-                // Kernel threads and zombies have no command line; show the name like ps does.
-                format!("[{}]", process.name().to_string_lossy())
-            } else {
-                cmd.join(" ")
+            let start_time = self.boot_time + stat.start_ticks / self.ticks_per_second;
+            let running = now_epoch.saturating_sub(start_time);
+            let previous = known.remove(&pid).filter(|k| k.start_ticks == stat.start_ticks);
+            let cpu = match &previous {
+                // Seen before: the delta over the interval.
+                Some(k) => {
+                    let seconds = now.duration_since(k.read_at).as_secs_f64();
+                    let used =
+                        stat.cpu_ticks.saturating_sub(k.cpu_ticks) as f64 / self.ticks_per_second as f64;
+                    if seconds > 0.0 {
+                        used * 100.0 / seconds
+                    } else {
+                        0.0
+                    }
+                }
+                // First sight: the lifetime average, as `ps` reports %CPU.
+                None if running > 0 => {
+                    stat.cpu_ticks as f64 / self.ticks_per_second as f64 * 100.0 / running as f64
+                }
+                None => 0.0,
             };
-            let running = process.run_time();
-            // Seen before: sysinfo's delta over the interval. First sight: the lifetime
-            // average, as `ps` reports %CPU.
-            let cpu = if self.seen.contains(&pid) {
-                f64::from(process.cpu_usage())
-            } else if running > 0 {
-                process.accumulated_cpu_time() as f64 / 10.0 / running as f64
-            } else {
-                0.0
+            let entry = match previous {
+                Some(k) => Known {
+                    cpu_ticks: stat.cpu_ticks,
+                    read_at: now,
+                    ..k
+                },
+                None => {
+                    let Ok(metadata) = std::fs::metadata(format!("/proc/{pid}")) else {
+                        out.insert(pid, HostFacts::gone("no such process"));
+                        continue;
+                    };
+                    let uid = metadata.uid();
+                    let user = self
+                        .users
+                        .iter()
+                        .find(|u| **u.id() == uid)
+                        .map_or_else(|| uid.to_string(), |u| u.name().to_string());
+                    Known {
+                        start_ticks: stat.start_ticks,
+                        uid,
+                        user,
+                        command: command_line(pid, &stat.name),
+                        cpu_ticks: stat.cpu_ticks,
+                        read_at: now,
+                    }
+                }
             };
-            now_seen.insert(pid);
             out.insert(
                 pid,
                 HostFacts {
-                    user,
-                    uid: process
-                        .user_id()
-                        .map_or(Reading::NotSupported, |uid| Reading::Value(**uid)),
-                    parent_pid: process
-                        .parent()
-                        .map_or(Reading::NotSupported, |p| Reading::Value(p.as_u32())),
-                    command: Reading::Value(command),
+                    user: Reading::Value(entry.user.clone()),
+                    uid: Reading::Value(entry.uid),
+                    parent_pid: Reading::Value(stat.parent_pid),
+                    command: Reading::Value(entry.command.clone()),
                     cpu_percent: Reading::Value(cpu),
-                    memory_bytes: Reading::Value(process.memory()),
-                    start_time: Reading::Value(process.start_time()),
+                    memory_bytes: Reading::Value(stat.rss_pages * self.page_size),
+                    start_time: Reading::Value(start_time),
                     running_seconds: Reading::Value(running),
                 },
             );
+            kept.insert(pid, entry);
         }
-        self.seen = now_seen;
+        // Processes no longer asked about are forgotten.
+        self.known = kept;
         out
     }
 
@@ -145,6 +222,38 @@ impl HostCollector {
     /// The machine's host name, read once.
     pub fn hostname(&self) -> &str {
         &self.hostname
+    }
+}
+
+/// The command line, arguments joined by spaces; kernel threads and zombies have none, so
+/// their name in brackets, as `ps` shows them.
+fn command_line(pid: u32, name: &str) -> String {
+    let mut raw = Vec::new();
+    let _ = read_small(&format!("/proc/{pid}/cmdline"), &mut raw);
+    let args: Vec<String> = raw
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    if args.is_empty() {
+        format!("[{name}]")
+    } else {
+        args.join(" ")
+    }
+}
+
+/// Reads a small /proc file whole into `buffer`: open, read until the end, close (no size
+/// probing: /proc files report no size, and every system call counts with many processes).
+fn read_small(path: &str, buffer: &mut Vec<u8>) -> std::io::Result<()> {
+    buffer.clear();
+    let mut file = std::fs::File::open(path)?;
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = file.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(());
+        }
+        buffer.extend_from_slice(&chunk[..n]);
     }
 }
 
@@ -194,4 +303,39 @@ pub fn table_of(snapshot: &crate::model::Snapshot) -> Vec<ProcessEntry> {
         });
     }
     table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_parse_even_with_parentheses_and_spaces_in_the_name() {
+        let line = "4242 (evil ) name (x)) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0 \
+                    123456 10000000 2048 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0";
+        let stat = parse_stat(line).unwrap();
+        assert_eq!(stat.name, "evil ) name (x)");
+        assert_eq!(stat.parent_pid, 1);
+        assert_eq!(stat.cpu_ticks, 300);
+        assert_eq!(stat.start_ticks, 123_456);
+        assert_eq!(stat.rss_pages, 2048);
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn this_process_is_read_with_its_owner_start_and_command() {
+        let mut host = HostCollector::new();
+        let me = std::process::id();
+        let facts = host.facts(&[me, me]);
+        let mine = &facts[&me];
+        // SAFETY: getuid has no preconditions.
+        assert_eq!(mine.uid.get(), Some(unsafe { libc::getuid() }));
+        assert!(mine.command.value().is_some_and(|c| !c.is_empty()));
+        assert!(mine.memory_bytes.get().is_some_and(|m| m > 0));
+        let again = host.facts(&[me]);
+        assert_eq!(
+            again[&me].start_time, mine.start_time,
+            "the same process, the same start"
+        );
+    }
 }
