@@ -19,7 +19,7 @@ use crate::collect::nvml::{NvmlSource, NvmlUnusable};
 use crate::collect::remote::{Node, parse_hosts_file};
 use crate::collect::replay::Recording;
 use crate::collect::{Source, collect_once};
-use crate::config::{self, ConfigError, Effective};
+use crate::config::{self, ConfigError, Effective, Settings};
 use crate::interactive::Feed;
 use crate::interactive::{self, Ending};
 use crate::record::{Limits, Recorder};
@@ -186,15 +186,13 @@ fn interactive_view(
     let theme = theme_of(cli, env);
     // The demo's PIDs are invented: never signal them.
     let readonly = cli.readonly || cli.demo || effective.settings.signals.readonly;
-    let sink = Sink::open(&effective.settings.alert).map_err(|e| Failure::Config(ConfigError(e)))?;
-    match interactive::run(
-        Feed::Live(source),
-        &effective.settings,
-        cli.selection(),
-        readonly,
-        theme,
-        sink,
-    ) {
+    view(Feed::Live(source), &effective.settings, cli, readonly, theme)
+}
+
+/// The interactive view over `feed` until it ends; a signal ends gputop with 128 + N.
+fn view(feed: Feed, settings: &Settings, cli: &Cli, readonly: bool, theme: Theme) -> Result<(), Failure> {
+    let sink = Sink::open(&settings.alert).map_err(|e| Failure::Config(ConfigError(e)))?;
+    match interactive::run(feed, settings, cli.selection(), readonly, theme, sink) {
         Ok(Ending::Signal(signal)) => std::process::exit(128 + signal),
         Ok(Ending::Quit | Ending::TerminalClosed) => Ok(()),
         Err(e) => Err(Failure::Output(e)),
@@ -269,23 +267,17 @@ fn run_replay(
         let alerts = alerts::instant(&effective.settings.alert.effective_rules(), &snapshot);
         return emit(&once_report(&snapshot, &alerts, args.json, effective)?);
     }
-    let sink = Sink::open(&effective.settings.alert).map_err(|e| Failure::Config(ConfigError(e)))?;
     // History expects snapshots at the recording's own interval.
     let mut settings = effective.settings.clone();
     settings.display.refresh_interval = recording.interval;
     // A recording's processes are not this machine's: signals are always off.
-    match interactive::run(
+    view(
         Feed::Replay(recording, args.speed),
         &settings,
-        cli.selection(),
+        cli,
         true,
         theme_of(cli, env),
-        sink,
-    ) {
-        Ok(Ending::Signal(signal)) => std::process::exit(128 + signal),
-        Ok(Ending::Quit | Ending::TerminalClosed) => Ok(()),
-        Err(e) => Err(Failure::Output(e)),
-    }
+    )
 }
 
 /// `--remote` / `--hosts-file`: the cluster view of other machines' exporters.
@@ -312,20 +304,14 @@ fn run_remote(cli: &Cli, effective: &Effective, env: &dyn Fn(&str) -> Option<Str
                 .into(),
         ));
     }
-    let sink = Sink::open(&effective.settings.alert).map_err(|e| Failure::Config(ConfigError(e)))?;
     // Remote processes are not this machine's: signals are always off.
-    match interactive::run(
+    view(
         Feed::Remote(nodes),
         &effective.settings,
-        cli.selection(),
+        cli,
         true,
         theme_of(cli, env),
-        sink,
-    ) {
-        Ok(Ending::Signal(signal)) => std::process::exit(128 + signal),
-        Ok(Ending::Quit | Ending::TerminalClosed) => Ok(()),
-        Err(e) => Err(Failure::Output(e)),
-    }
+    )
 }
 
 /// The `--once` report, as text or JSON.
