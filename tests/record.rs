@@ -193,3 +193,40 @@ fn the_size_limit_rotates_and_replay_reads_both_segments() {
         stdout(&info)
     );
 }
+
+#[test]
+fn the_age_limit_rotates_too() {
+    let home = tempfile::tempdir().unwrap();
+    let sleepers = Sleepers::spawn(3);
+    let file = home.path().join("aging.rec");
+    let output = recorder(
+        home.path(),
+        &file,
+        &sleepers.env(),
+        &["--max-age", "2", "--duration", "3.5"],
+    )
+    .output()
+    .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    // Half the age limit per segment: after 3.5 s the file has rotated at least twice, and
+    // FILE.1 holds only the segment before the current one.
+    let older = home.path().join("aging.rec.1");
+    assert!(older.exists(), "rotated by age");
+    let kept = lines(&file) - 1 + lines(&older) - 1;
+    let recorded: usize = stderr(&output)
+        .split_whitespace()
+        .nth(2)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        kept < recorded,
+        "the oldest second was dropped: {kept} of {recorded}"
+    );
+    let info = replay(home.path(), &file, &["--info"]);
+    assert!(
+        stdout(&info).contains(&format!("{kept} frames")),
+        "{}",
+        stdout(&info)
+    );
+}
