@@ -2,7 +2,7 @@
 //! defaults; and how a rule reads its value from the history.
 
 use crate::config::AlertSettings;
-use crate::history::{Aggregate, DeviceMetric, HostMetric, ProcessMetric, Series};
+use crate::history::{DeviceMetric, HostMetric, ProcessMetric, Series};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Severity {
@@ -336,11 +336,6 @@ pub fn trim_number(value: f64) -> String {
     } else {
         format!("{value:.1}")
     }
-}
-
-/// The aggregate a chart or panel shows next to a rule.
-pub fn aggregate_of(series: &Series, now: f64, window: f64) -> Option<Aggregate> {
-    series.window(now - window, now)
 }
 
 /// The built-in rules, from the simple `[alert]` thresholds and fixed defaults.

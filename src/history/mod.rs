@@ -184,16 +184,6 @@ impl Series {
         }
     }
 
-    /// The time of the latest reading.
-    pub fn latest_time(&self) -> Option<f64> {
-        self.last.map(|p| p.t)
-    }
-
-    /// The latest reading, if it was available.
-    pub fn latest(&self) -> Option<f64> {
-        self.last.map(|p| f64::from(p.value)).filter(|v| v.is_finite())
-    }
-
     /// Aggregates over `(from, to]`, from the finest data that reaches back to `from`;
     /// `None` when no reading falls inside.
     pub fn window(&self, from: f64, to: f64) -> Option<Aggregate> {
@@ -552,11 +542,6 @@ impl History {
     /// Seconds since the epoch of the latest snapshot recorded.
     pub fn now(&self) -> Option<f64> {
         self.now
-    }
-
-    /// The seconds between snapshots this history expects.
-    pub fn refresh(&self) -> f64 {
-        self.refresh
     }
 
     pub fn device_count(&self) -> usize {
