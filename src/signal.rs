@@ -6,6 +6,7 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 
 use crate::app::state::{Signal, Target};
+use crate::collect::host::start_time;
 
 /// What happened to one target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,24 +42,6 @@ fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
-/// Start time of a process in seconds since the epoch, as sysinfo computes it.
-fn start_time(pid: u32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Field 22 (starttime); fields after the command, which sits in parentheses.
-    let after = stat.rsplit_once(')')?.1;
-    let ticks: u64 = after.split_whitespace().nth(19)?.parse().ok()?;
-    let boot: u64 = fs::read_to_string("/proc/stat")
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("btime "))?
-        .trim()
-        .parse()
-        .ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    Some(boot + ticks / hz)
-}
-
 fn owner_name(uid: u32) -> String {
     fs::read_to_string("/etc/passwd")
         .ok()
@@ -81,7 +64,7 @@ fn same_process(target: &Target) -> Result<(), Outcome> {
     };
     let metadata = fs::metadata(format!("/proc/{}", target.pid)).map_err(|_| Outcome::Gone)?;
     let now = start_time(target.pid).ok_or(Outcome::Gone)?;
-    // Both sides compute whole seconds the same way (sysinfo's formula): equal for the same
+    // Both sides compute whole seconds with the same function: equal for the same
     // process. A PID reused within the same second is the residual risk.
     if now != expected || target.uid.is_some_and(|uid| uid != metadata.uid()) {
         return Err(Outcome::Replaced);

@@ -53,6 +53,21 @@ fn parse_stat(text: &str) -> Option<Stat> {
     })
 }
 
+/// Seconds since the epoch at which a process started: whole seconds, so the host facts and
+/// the identity check before a signal ([`start_time`]) always agree for the same process.
+fn start_seconds(boot_time: u64, start_ticks: u64, ticks_per_second: u64) -> u64 {
+    boot_time + start_ticks / ticks_per_second.max(1)
+}
+
+/// When `pid` started, in seconds since the epoch, read now: with the PID, the process's
+/// identity. `None` if there is no such process.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Some(start_seconds(System::boot_time(), stat.start_ticks, ticks))
+}
+
 /// Reads the host; keeps what it learnt of each process between refreshes.
 pub struct HostCollector {
     system: System,
@@ -125,7 +140,7 @@ impl HostCollector {
                 out.insert(pid, HostFacts::gone("no such process"));
                 continue;
             };
-            let start_time = self.boot_time + stat.start_ticks / self.ticks_per_second;
+            let start_time = start_seconds(self.boot_time, stat.start_ticks, self.ticks_per_second);
             let running = now_epoch.saturating_sub(start_time);
             let previous = known.remove(&pid).filter(|k| k.start_ticks == stat.start_ticks);
             let cpu = match &previous {
@@ -273,14 +288,11 @@ pub fn process_table() -> Vec<ProcessEntry> {
     dir.filter_map(Result::ok)
         .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
         .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let (head, rest) = stat.rsplit_once(')')?;
-            let name = head.split_once('(')?.1.to_string();
-            let parent_pid = rest.split_whitespace().nth(1)?.parse().ok()?;
+            let stat = parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
             Some(ProcessEntry {
                 pid,
-                parent_pid,
-                name,
+                parent_pid: stat.parent_pid,
+                name: stat.name,
             })
         })
         .collect()
