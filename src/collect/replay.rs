@@ -86,29 +86,19 @@ impl Recording {
     }
 
     fn index_segment(&mut self, segment: usize) -> Result<(), String> {
-        let path = &self.segments[segment];
-        let file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        let mut reader = BufReader::new(file);
-        let mut offset = 0u64;
-        let mut line = String::new();
+        let mut lines = LineReader::open(&self.segments[segment], 0)?;
         let mut key: Option<usize> = None;
         let mut first = true;
         loop {
-            line.clear();
-            let read = reader
-                .read_line(&mut line)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            if read == 0 {
+            let Some((at, line)) = lines.next_line()? else {
                 return Ok(());
-            }
-            let at = offset;
-            offset += read as u64;
+            };
             if std::mem::take(&mut first) {
                 continue; // the header
             }
             let parsed: Option<Value> = line
                 .ends_with('\n')
-                .then(|| serde_json::from_str(&line).ok())
+                .then(|| serde_json::from_str(line).ok())
                 .flatten();
             let Some(frame) = parsed else {
                 // A torn or garbled line: the deltas after it cannot be rebuilt.
@@ -168,24 +158,13 @@ impl Recording {
         let wanted = self.frames[index.min(self.frames.len() - 1)];
         let key = self.frames[wanted.key];
         let path = &self.segments[key.segment];
-        let mut file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        file.seek(SeekFrom::Start(key.offset))
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let mut reader = BufReader::new(file);
+        let mut lines = LineReader::open(path, key.offset)?;
         let mut state = Value::Null;
-        let mut line = String::new();
-        let mut offset = key.offset;
         loop {
-            line.clear();
-            let read = reader
-                .read_line(&mut line)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            if read == 0 {
+            let Some((at, line)) = lines.next_line()? else {
                 return Err(format!("{}: frame {index} is missing", path.display()));
-            }
-            let at = offset;
-            offset += read as u64;
-            let Ok(frame) = serde_json::from_str::<Value>(&line) else {
+            };
+            let Ok(frame) = serde_json::from_str::<Value>(line) else {
                 continue;
             };
             if let Some(whole) = frame.get("k") {
@@ -197,6 +176,40 @@ impl Recording {
                 return record::from_stored(&state);
             }
         }
+    }
+}
+
+/// A recording's lines with the byte offset each starts at.
+struct LineReader<'p> {
+    path: &'p Path,
+    reader: BufReader<File>,
+    offset: u64,
+    line: String,
+}
+
+impl<'p> LineReader<'p> {
+    fn open(path: &'p Path, offset: u64) -> Result<Self, String> {
+        let mut file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        file.seek(SeekFrom::Start(offset))
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        Ok(Self {
+            path,
+            reader: BufReader::new(file),
+            offset,
+            line: String::new(),
+        })
+    }
+
+    /// The next line (with its newline, if it has one) and its offset; `None` at the end.
+    fn next_line(&mut self) -> Result<Option<(u64, &str)>, String> {
+        self.line.clear();
+        let read = self
+            .reader
+            .read_line(&mut self.line)
+            .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
+        let at = self.offset;
+        self.offset += read as u64;
+        Ok((read > 0).then_some((at, self.line.as_str())))
     }
 }
 

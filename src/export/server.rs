@@ -15,6 +15,8 @@ use std::time::Duration;
 
 use super::metrics::CONTENT_TYPE;
 
+const TEXT: &str = "text/plain; charset=utf-8";
+
 /// Connections served at once; beyond this they get 503.
 pub const MAX_CONNECTIONS: usize = 256;
 /// Stack of a connection's thread: it only copies a page out.
@@ -44,13 +46,7 @@ pub fn serve(listener: TcpListener, pages: SharedPages, stop: Arc<AtomicBool>) {
         let Ok(mut stream) = stream else { continue };
         if active.load(Ordering::Acquire) >= MAX_CONNECTIONS {
             let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-            let _ = respond(
-                &mut stream,
-                503,
-                "text/plain; charset=utf-8",
-                b"busy, try again\n",
-                false,
-            );
+            let _ = respond(&mut stream, 503, TEXT, b"busy, try again\n", false);
             continue;
         }
         active.fetch_add(1, Ordering::AcqRel);
@@ -74,62 +70,35 @@ fn handle(mut stream: TcpStream, pages: &SharedPages) {
     let peer = stream
         .peer_addr()
         .map_or_else(|_| "?".to_string(), |a: SocketAddr| a.to_string());
+    let bad_request = |stream: &mut TcpStream, problem: &str| {
+        eprintln!("gputop export: {peer}: {problem}");
+        let _ = respond(stream, 400, TEXT, b"bad request\n", false);
+    };
     let head = match read_head(&mut stream) {
         Ok(head) => head,
-        Err(problem) => {
-            if let Some(problem) = problem {
-                eprintln!("gputop export: {peer}: {problem}");
-                let _ = respond(
-                    &mut stream,
-                    400,
-                    "text/plain; charset=utf-8",
-                    b"bad request\n",
-                    false,
-                );
-            }
-            return;
-        }
+        Err(Some(problem)) => return bad_request(&mut stream, &problem),
+        // The client went away or said nothing: nobody to answer.
+        Err(None) => return,
     };
     let mut parts = head.lines().next().unwrap_or("").split(' ');
-    let (method, target, version) = (parts.next(), parts.next(), parts.next());
-    let (Some(method), Some(target), Some(version)) = (method, target, version) else {
-        eprintln!("gputop export: {peer}: malformed request line");
-        let _ = respond(
-            &mut stream,
-            400,
-            "text/plain; charset=utf-8",
-            b"bad request\n",
-            false,
-        );
-        return;
+    let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next()) else {
+        return bad_request(&mut stream, "malformed request line");
     };
     if !version.starts_with("HTTP/1.") {
-        let _ = respond(
-            &mut stream,
-            505,
-            "text/plain; charset=utf-8",
-            b"HTTP/1.x only\n",
-            false,
-        );
+        let _ = respond(&mut stream, 505, TEXT, b"HTTP/1.x only\n", false);
         return;
     }
     let head_only = method == "HEAD";
     if method != "GET" && !head_only {
-        let _ = respond(
-            &mut stream,
-            405,
-            "text/plain; charset=utf-8",
-            b"GET only\n",
-            false,
-        );
+        let _ = respond(&mut stream, 405, TEXT, b"GET only\n", false);
         return;
     }
     let path = target.split('?').next().unwrap_or("");
     let pages = Arc::clone(&pages.read().unwrap_or_else(|e| e.into_inner()));
     let _ = match path {
         "/metrics" => respond(&mut stream, 200, CONTENT_TYPE, pages.metrics.as_bytes(), head_only),
-        "/-/ready" if pages.ready => respond(&mut stream, 200, "text/plain; charset=utf-8", b"ready\n", head_only),
-        "/-/ready" => respond(&mut stream, 503, "text/plain; charset=utf-8", b"not ready\n", head_only),
+        "/-/ready" if pages.ready => respond(&mut stream, 200, TEXT, b"ready\n", head_only),
+        "/-/ready" => respond(&mut stream, 503, TEXT, b"not ready\n", head_only),
         "/snapshot" if pages.ready => respond(
             &mut stream,
             200,
@@ -137,7 +106,7 @@ fn handle(mut stream: TcpStream, pages: &SharedPages) {
             pages.snapshot_json.as_bytes(),
             head_only,
         ),
-        "/snapshot" => respond(&mut stream, 503, "text/plain; charset=utf-8", b"not ready\n", head_only),
+        "/snapshot" => respond(&mut stream, 503, TEXT, b"not ready\n", head_only),
         "/" => respond(
             &mut stream,
             200,
@@ -145,7 +114,7 @@ fn handle(mut stream: TcpStream, pages: &SharedPages) {
             b"<html><body><h1>gputop</h1><p><a href=\"/metrics\">/metrics</a> <a href=\"/snapshot\">/snapshot</a> <a href=\"/-/ready\">/-/ready</a></p></body></html>\n",
             head_only,
         ),
-        _ => respond(&mut stream, 404, "text/plain; charset=utf-8", b"not found\n", head_only),
+        _ => respond(&mut stream, 404, TEXT, b"not found\n", head_only),
     };
 }
 
