@@ -399,6 +399,27 @@ fn charts_alerts_and_the_alert_panel() {
         "{firing:?}"
     );
     insta::assert_snapshot!("main_with_alerts_200x50", render(&mut app, &DARK, 200, 50));
+    // A critical alert paints its GPU's index and its process's row in the alert colours;
+    // the GPU without one keeps plain colours.
+    {
+        use ratatui::style::Color;
+        let screen = buffer(&mut app, &DARK);
+        let gpu0 = line_cells(&screen, "! 0 NVIDIA");
+        assert!(
+            gpu0.iter().any(|c| c.symbol() == "0" && c.bg == Color::Red),
+            "GPU 0 highlighted"
+        );
+        let gpu1 = line_cells(&screen, "  1 NVIDIA");
+        assert!(
+            gpu1.iter().all(|c| c.bg != Color::Red),
+            "GPU 1 has no critical alert"
+        );
+        let leaking = line_cells(&screen, "python3 train.py");
+        assert!(
+            leaking.iter().all(|c| c.bg == Color::Red),
+            "the leaking process's row"
+        );
+    }
     app.update(Action::Charts);
     for (w, h) in [(80, 24), (200, 50)] {
         insta::assert_snapshot!(format!("charts_{w}x{h}"), render(&mut app, &DARK, w, h));

@@ -211,12 +211,18 @@ fn device_lines(d: &Device, app: &App, theme: &Theme, full: bool, width: u16) ->
         na(&d.power_limit_mw, |mw| format!("{:.0}W", f64::from(*mw) / 1000.0))
     );
     let name_cell = if wide {
-        format!("{:>2} {:<22.22} ", d.index, name)
+        format!(" {:<22.22} ", name)
     } else {
-        format!("{:>2} {:<15.15} ", d.index, name)
+        format!(" {:<15.15} ", name)
     };
+    // A GPU with a firing alert: its index in the alert's colours.
+    let index_style = app
+        .alerts
+        .severity_of(&Subject::Device(d.index))
+        .map_or(Style::new(), |severity| theme.severity(severity));
     let mut first = vec![
         Span::styled(mark.to_string(), theme.error()),
+        Span::styled(format!("{:>2}", d.index), index_style),
         Span::raw(name_cell),
         Span::raw(if wide { fan.clone() } else { String::new() }),
         Span::styled(
@@ -348,16 +354,7 @@ fn main_screen(
     let full = full_layout(app, devices.len(), area.height);
     let device_lines: Vec<Line> = devices
         .iter()
-        .flat_map(|d| {
-            let mut lines = device_lines(d, app, theme, full, area.width);
-            // A GPU with a firing alert: its index in the alert's colours.
-            if let Some(severity) = app.alerts.severity_of(&Subject::Device(d.index))
-                && let Some(first) = lines.first_mut().and_then(|l| l.spans.first_mut())
-            {
-                first.style = theme.severity(severity);
-            }
-            lines
-        })
+        .flat_map(|d| device_lines(d, app, theme, full, area.width))
         .collect();
     let alert_lines = alert_panel(app, theme, area.height);
     let [header, panel, host, alert_area, table_area, footer] = Layout::vertical([
