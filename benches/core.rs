@@ -48,6 +48,9 @@ fn process(i: u32) -> GpuProcess {
             memory_bytes: Reading::Value(u64::from(i) << 20),
             start_time: Reading::Value(1_700_000_000 + u64::from(i)),
             running_seconds: Reading::Value(u64::from(i) * 7),
+            container: None,
+            namespace_pid: None,
+            mapping: PidMapping::Same,
         },
     }
 }
@@ -71,6 +74,7 @@ fn snapshot(processes: u32) -> Snapshot {
     Snapshot {
         taken_at: UNIX_EPOCH,
         hostname: "bench".into(),
+        pid_namespace: PidNamespace::Host,
         driver: DriverInfo {
             driver_version: Reading::Value("550.54.15".into()),
             nvml_version: Reading::NotSupported,

@@ -23,4 +23,5 @@ pub mod run;
 pub mod signal;
 pub mod tui;
 pub mod ui;
+pub mod usage;
 pub mod validate;

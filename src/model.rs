@@ -269,6 +269,90 @@ impl ProcessType {
     }
 }
 
+/// What runs a containerised process, as its cgroup path tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Runtime {
+    Docker,
+    Podman,
+    Containerd,
+    #[serde(rename = "cri-o")]
+    CriO,
+    Kubernetes,
+    Lxc,
+    Slurm,
+    Systemd,
+}
+
+impl Runtime {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Docker => "docker",
+            Self::Podman => "podman",
+            Self::Containerd => "containerd",
+            Self::CriO => "cri-o",
+            Self::Kubernetes => "pod",
+            Self::Lxc => "lxc",
+            Self::Slurm => "slurm",
+            Self::Systemd => "systemd",
+        }
+    }
+}
+
+/// The container (or Kubernetes pod, Slurm job, systemd slice) a process runs in.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Container {
+    pub runtime: Runtime,
+    /// The container's short id (12 hex digits), the Slurm job number, the LXC name, or the
+    /// systemd slice and service.
+    pub id: String,
+    /// Kubernetes: the pod's UID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+}
+
+impl Container {
+    /// How the CONTAINER column, filters and groups name it: `docker:3f2a1b9c0d12`,
+    /// `pod:1a2b3c4d/3f2a1b9c0d12`, `slurm:4242`, `user-1000.slice`.
+    pub fn label(&self) -> String {
+        match (&self.runtime, &self.pod) {
+            (Runtime::Systemd, _) => self.id.clone(),
+            (Runtime::Kubernetes, Some(pod)) => {
+                format!("pod:{}/{}", pod.chars().take(8).collect::<String>(), self.id)
+            }
+            (runtime, _) => format!("{}:{}", runtime.label(), self.id),
+        }
+    }
+}
+
+/// How a PID NVML reported relates to gputop's own PID namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PidMapping {
+    /// The same number names the same process for gputop (same namespace, or verified).
+    #[default]
+    Same,
+    /// gputop knows this process by another number in its own namespace (from NSpid).
+    Mapped { local_pid: u32 },
+    /// gputop cannot reach this process: signals are disabled, and a local process that
+    /// merely shares the number is never shown or signalled in its place.
+    Unmapped { reason: String },
+}
+
+/// Where gputop runs relative to the PID namespace NVML reports PIDs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PidNamespace {
+    /// The host's (initial) PID namespace: NVML's PIDs are gputop's.
+    #[default]
+    Host,
+    /// A nested namespace, with a /proc that shows the host's PIDs: NSpid maps them.
+    NestedHostProc,
+    /// A container's own namespace and /proc: NVML's host PIDs cannot be mapped; a PID
+    /// counts as gputop's only when that process holds an NVIDIA device file open.
+    Container,
+}
+
 /// Facts about a process from the host (procfs), not from the GPU driver.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HostFacts {
@@ -282,6 +366,15 @@ pub struct HostFacts {
     /// Seconds since the Unix epoch; with the PID, it identifies the process.
     pub start_time: Reading<u64>,
     pub running_seconds: Reading<u64>,
+    /// From its cgroup; `None` on the host itself.
+    #[serde(default)]
+    pub container: Option<Container>,
+    /// Its PID inside its own (container's) namespace, when that differs.
+    #[serde(default)]
+    pub namespace_pid: Option<u32>,
+    /// Whether, and by which number, gputop can reach it.
+    #[serde(default)]
+    pub mapping: PidMapping,
 }
 
 impl HostFacts {
@@ -296,6 +389,19 @@ impl HostFacts {
             memory_bytes: Reading::failed(reason),
             start_time: Reading::failed(reason),
             running_seconds: Reading::failed(reason),
+            container: None,
+            namespace_pid: None,
+            mapping: PidMapping::Same,
+        }
+    }
+
+    /// For an NVML PID gputop cannot reach from its PID namespace.
+    pub fn unmapped(reason: &str) -> Self {
+        Self {
+            mapping: PidMapping::Unmapped {
+                reason: reason.to_string(),
+            },
+            ..Self::gone(reason)
         }
     }
 }
@@ -313,6 +419,25 @@ pub struct GpuProcess {
     pub encoder_percent: Reading<u32>,
     pub decoder_percent: Reading<u32>,
     pub host: HostFacts,
+}
+
+impl GpuProcess {
+    /// The PID to signal in gputop's namespace; `None` when gputop cannot reach it.
+    pub fn local_pid(&self) -> Option<u32> {
+        match &self.host.mapping {
+            PidMapping::Same => Some(self.pid),
+            PidMapping::Mapped { local_pid } => Some(*local_pid),
+            PidMapping::Unmapped { .. } => None,
+        }
+    }
+
+    /// The CONTAINER label, `-` on the host.
+    pub fn container_label(&self) -> String {
+        self.host
+            .container
+            .as_ref()
+            .map_or_else(|| "-".to_string(), Container::label)
+    }
 }
 
 /// The host's own load.
@@ -346,6 +471,8 @@ pub struct Snapshot {
     /// Largest GPU memory first.
     pub processes: Vec<GpuProcess>,
     pub host: HostStats,
+    #[serde(default)]
+    pub pid_namespace: PidNamespace,
 }
 
 /// What identifies a process row across refreshes and re-sorts.

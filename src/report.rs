@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use crate::alerts::Active;
 use crate::model::{
-    Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, HostStats, Memory, ProcessType, Reading,
-    Snapshot, Window,
+    Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, HostStats, Memory, PidMapping, ProcessType,
+    Reading, Snapshot, Window,
 };
 
 /// Version of the JSON document's schema; bumped on incompatible changes.
@@ -226,18 +226,26 @@ pub fn text_report(snapshot: &Snapshot, metrics: &[String], alerts: &[Active]) -
         out.push_str(&alert_lines(alerts));
         return out;
     }
-    let mut rows = vec![
-        [
-            "GPU", "PID", "TYPE", "USER", "GPU-MEM", "%SM", "%CPU", "HOST-MEM", "TIME", "COMMAND",
-        ]
-        .map(String::from)
-        .to_vec(),
-    ];
-    rows.extend(snapshot.processes.iter().map(process_row));
-    out.push_str(&table(
-        &rows,
-        &[true, true, false, false, true, true, true, true, true, false],
-    ));
+    let containers = snapshot.processes.iter().any(|p| p.host.container.is_some());
+    let mut header = [
+        "GPU", "PID", "TYPE", "USER", "GPU-MEM", "%SM", "%CPU", "HOST-MEM", "TIME", "COMMAND",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut right = vec![true, true, false, false, true, true, true, true, true, false];
+    if containers {
+        header.insert(header.len() - 1, "CONTAINER".into());
+        right.insert(right.len() - 1, false);
+    }
+    let mut rows = vec![header];
+    rows.extend(snapshot.processes.iter().map(|p| {
+        let mut row = process_row(p);
+        if containers {
+            row.insert(row.len() - 1, sanitize(&p.container_label()));
+        }
+        row
+    }));
+    out.push_str(&table(&rows, &right));
     out.push_str(&alert_lines(alerts));
     out
 }
@@ -267,7 +275,7 @@ fn process_row(p: &GpuProcess) -> Vec<String> {
     };
     vec![
         p.gpu_index.to_string(),
-        p.pid.to_string(),
+        p.local_pid().unwrap_or(p.pid).to_string(),
         p.kind.label().to_string(),
         text(&host.user, |u| sanitize(u)),
         text(&p.gpu_memory_bytes, |b| human_bytes(*b)),
@@ -397,16 +405,34 @@ fn process_json(p: &GpuProcess) -> Value {
         "host_memory_bytes": j(&h.memory_bytes),
         "start_time_unix_seconds": j(&h.start_time),
         "running_seconds": j(&h.running_seconds),
+        "container": h.container.as_ref().map(|c| {
+            let mut value = json!(c);
+            value["label"] = json!(c.label());
+            value
+        }),
+        "container_pid": h.namespace_pid,
+        "local_pid": p.local_pid(),
+        "pid_mapping": match &h.mapping {
+            PidMapping::Same => "same",
+            PidMapping::Mapped { .. } => "mapped",
+            PidMapping::Unmapped { .. } => "unmapped",
+        },
+        "unmapped_reason": match &h.mapping {
+            PidMapping::Unmapped { reason } => Some(reason.as_str()),
+            _ => None,
+        },
     })
 }
 
 /// The `--once --json` document (schema in README.md).
-pub fn json_report(snapshot: &Snapshot, alerts: &[Active]) -> Value {
+/// `usage` covers the time gputop has run (one snapshot for `--once`: no time yet).
+pub fn json_report(snapshot: &Snapshot, alerts: &[Active], usage: &crate::usage::Accounting) -> Value {
     let h = &snapshot.host;
     json!({
         "version": JSON_SCHEMA_VERSION,
         "timestamp": rfc3339(snapshot.taken_at),
         "hostname": snapshot.hostname,
+        "pid_namespace": snapshot.pid_namespace,
         "driver_version": j(&snapshot.driver.driver_version),
         "cuda_driver_version": j(&snapshot.driver.cuda_driver_version),
         "nvml_version": j(&snapshot.driver.nvml_version),
@@ -422,6 +448,7 @@ pub fn json_report(snapshot: &Snapshot, alerts: &[Active]) -> Value {
             "uptime_seconds": j(&h.uptime_seconds),
         },
         "alerts": alerts.iter().map(Active::to_json).collect::<Vec<_>>(),
+        "usage": usage.to_json(),
     })
 }
 
@@ -545,6 +572,12 @@ pub fn snapshot_from_json(doc: &Value, received: SystemTime) -> Result<Snapshot,
                 memory_bytes: big(&p["host_memory_bytes"]),
                 start_time: big(&p["start_time_unix_seconds"]),
                 running_seconds: big(&p["running_seconds"]),
+                container: serde_json::from_value(p["container"].clone()).ok(),
+                namespace_pid: p["container_pid"].as_u64().and_then(|n| u32::try_from(n).ok()),
+                // A remote node's processes are never signalled from here.
+                mapping: PidMapping::Unmapped {
+                    reason: "on another machine".into(),
+                },
             },
         })
         .collect();
@@ -559,6 +592,7 @@ pub fn snapshot_from_json(doc: &Value, received: SystemTime) -> Result<Snapshot,
         },
         devices,
         processes,
+        pid_namespace: serde_json::from_value(doc["pid_namespace"].clone()).unwrap_or_default(),
         host: HostStats {
             cpu_percent: float(&h["cpu_percent"]),
             memory_total_bytes: big(&h["memory_total_bytes"]),

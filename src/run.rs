@@ -322,7 +322,10 @@ fn once_report(
     effective: &Effective,
 ) -> Result<String, Failure> {
     if json {
-        let mut text = serde_json::to_string_pretty(&report::json_report(snapshot, alerts))
+        // One snapshot: who holds what now; nothing has accumulated yet.
+        let mut usage = crate::usage::Accounting::new(std::time::Duration::from_secs(1));
+        usage.record(snapshot);
+        let mut text = serde_json::to_string_pretty(&report::json_report(snapshot, alerts, &usage))
             .map_err(|e| Failure::Output(e.into()))?;
         text.push('\n');
         Ok(text)

@@ -62,8 +62,8 @@ fn same_process(target: &Target) -> Result<(), Outcome> {
             "has no known start time to check its identity against",
         ));
     };
-    let metadata = fs::metadata(format!("/proc/{}", target.pid)).map_err(|_| Outcome::Gone)?;
-    let now = start_time(target.pid).ok_or(Outcome::Gone)?;
+    let metadata = fs::metadata(format!("/proc/{}", target.proc_pid)).map_err(|_| Outcome::Gone)?;
+    let now = start_time(target.proc_pid).ok_or(Outcome::Gone)?;
     // Both sides compute whole seconds with the same function: equal for the same
     // process. A PID reused within the same second is the residual risk.
     if now != expected || target.uid.is_some_and(|uid| uid != metadata.uid()) {
@@ -165,6 +165,7 @@ mod tests {
         let pid = child.id();
         Target {
             pid,
+            proc_pid: pid,
             start_time: start_time(pid),
             uid: fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid()),
             user: "me".into(),
@@ -209,6 +210,7 @@ mod tests {
     fn init_zero_and_self_are_never_signalled() {
         let me = Target {
             pid: std::process::id(),
+            proc_pid: std::process::id(),
             start_time: Some(0),
             uid: None,
             user: String::new(),

@@ -477,7 +477,8 @@ fn json_keys_are_exactly_the_documented_schema() {
     };
     assert_eq!(
         keys(&doc),
-        "version timestamp hostname driver_version cuda_driver_version nvml_version devices processes host alerts"
+        "version timestamp hostname pid_namespace driver_version cuda_driver_version nvml_version devices processes \
+         host alerts usage"
     );
     assert_eq!(
         keys(&doc["alerts"][0]),
@@ -504,11 +505,21 @@ fn json_keys_are_exactly_the_documented_schema() {
     assert_eq!(
         keys(&doc["processes"][0]),
         "pid gpu_index gpu_uuid type gpu_memory_bytes sm_percent memory_bandwidth_percent encoder_percent \
-         decoder_percent user command cpu_percent host_memory_bytes start_time_unix_seconds running_seconds"
+         decoder_percent user command cpu_percent host_memory_bytes start_time_unix_seconds running_seconds \
+         container container_pid local_pid pid_mapping unmapped_reason"
     );
     assert_eq!(
         keys(&doc["host"]),
         "cpu_percent memory_total_bytes memory_used_bytes swap_total_bytes swap_used_bytes load_average \
          uptime_seconds"
+    );
+    assert_eq!(keys(&doc["usage"]), "since seconds users containers");
+    assert_eq!(
+        keys(&doc["usage"]["users"][0]),
+        "user gpus gpu_memory_bytes processes gpu_seconds gpu_memory_byte_seconds"
+    );
+    assert_eq!(
+        keys(&doc["usage"]["containers"][0]),
+        "container gpus gpu_memory_bytes processes gpu_seconds gpu_memory_byte_seconds"
     );
 }

@@ -438,3 +438,21 @@ fn charts_alerts_and_the_alert_panel() {
     app.update(Action::Details);
     insta::assert_snapshot!("details_with_charts_200x50", render(&mut app, &DARK, 200, 50));
 }
+
+#[test]
+fn users_screen_accumulates_gpu_time_per_user_and_container() {
+    let mut app = app_with_history();
+    // 330 snapshots 2 s apart: 658 s. alice holds GPU 0 throughout; bob GPU 1, in Docker.
+    let alice = &app.usage.users["alice"];
+    assert!((alice.gpu_seconds - 658.0).abs() < 1e-6, "{}", alice.gpu_seconds);
+    assert_eq!(alice.processes, 2);
+    assert!((app.usage.containers["docker:3f2a1b9c0d12"].gpu_seconds - 658.0).abs() < 1e-6);
+    app.update(Action::Users);
+    for (w, h) in [(80, 24), (200, 50)] {
+        insta::assert_snapshot!(format!("users_{w}x{h}"), render(&mut app, &DARK, w, h));
+    }
+    let screen = render(&mut app, &DARK, 200, 50);
+    assert!(screen.contains("0:10:58"), "{screen}");
+    app.update(Action::Users);
+    assert_eq!(app.screen, gputop::app::state::Screen::Main, "u again goes back");
+}

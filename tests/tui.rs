@@ -911,3 +911,80 @@ fn the_remote_view_watches_fifty_exporters_some_dead_and_opens_one() {
         let _ = child.wait();
     }
 }
+
+/// In a container's own PID namespace: the row whose PID a local process merely shares
+/// says so and cannot be signalled (that process lives); the process that holds an NVIDIA
+/// device open is the GPU's and is killed on request.
+#[test]
+fn in_a_container_namespace_only_the_verified_process_can_be_killed() {
+    if !common::namespaces_available() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let scenario = scenario(home.path());
+    let report = home.path().join("report");
+    let script = format!(
+        r#"set -e
+{}
+sleep 600 9</dev/nvidia0 &
+gpu=$!
+sleep 600 &
+namesake=$!
+GPUTOP_SIM_PIDS="$gpu $gpu $namesake" "$GPUTOP" --nvml-lib "$SIM_LIB" --interval 0.5 || true
+set +e
+wait $gpu
+echo "gpu exit $?" > "$REPORT"
+kill -0 $namesake && echo "namesake alive" >> "$REPORT"
+kill $namesake
+"#,
+        common::FAKE_NVIDIA_DEV
+    );
+    let mut command = CommandBuilder::new("unshare");
+    command.args(["--pid", "--fork", "--mount-proc", "sh", "-c", &script]);
+    for (key, _) in std::env::vars() {
+        if key.starts_with("GPUTOP_") || key == "NO_COLOR" {
+            command.env_remove(key);
+        }
+    }
+    command.env("HOME", home.path());
+    command.env("TERM", "xterm-256color");
+    command.env("GPUTOP", env!("CARGO_BIN_EXE_gputop"));
+    command.env("SIM_LIB", common::sim_lib());
+    command.env("GPUTOP_SIM_SCENARIO", &scenario);
+    command.env("REPORT", &report);
+    let mut pty = Pty::spawn(command, 140, 30);
+    // The namesake's row (5 GiB, first) shows no facts of the local process.
+    let screen = pty.wait_until("both rows", 15, |s| process_rows(s).len() == 2);
+    assert!(screen.contains("container PID namespace"), "the banner: {screen}");
+    let rows = process_rows(&screen);
+    assert!(rows[0].contains("(host PID"), "the row says why: {screen}");
+    assert!(
+        !rows[0].contains("sleep 600"),
+        "the namesake's command is not shown: {screen}"
+    );
+    pty.keys("\x1b[B");
+    pty.keys("K");
+    pty.wait_for("Signals disabled");
+    // The verified process (GPU 0, second row): killed after confirming.
+    pty.keys("\x1b[B");
+    pty.keys("K");
+    pty.wait_for("Send SIGKILL to 1 process?");
+    pty.keys("\r");
+    pty.wait_for("SIGKILL sent to PID");
+    pty.keys("q");
+    assert!(pty.wait_exit(10).is_some(), "gputop exits");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut text = String::new();
+    while Instant::now() < deadline {
+        text = std::fs::read_to_string(&report).unwrap_or_default();
+        if text.contains("gpu exit") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        text.contains("gpu exit 137"),
+        "the GPU process was killed: {text}"
+    );
+    assert!(text.contains("namesake alive"), "the namesake lives: {text}");
+}

@@ -108,7 +108,7 @@ pub const MAIN: &[Binding] = &[
     bind(
         &[Char('/')],
         "/",
-        "filter: words match command, user or PID; user:NAME gpu:N pid:N mem>4G sm>50 cpu>10",
+        "filter: words match command, user, container or PID; user:NAME container:TEXT gpu:N pid:N mem>4G sm>50 cpu>10",
         || Action::StartFilter,
     ),
     bind(
@@ -123,7 +123,7 @@ pub const MAIN: &[Binding] = &[
     bind(
         &[Char('o')],
         "o+letter",
-        "sort: g GPU-MEM, s %SM, b %GMBW, c %CPU, m %MEM, p PID, u USER, t TIME, n natural",
+        "sort: g GPU-MEM, s %SM, b %GMBW, c %CPU, m %MEM, p PID, u USER, k CONTAINER, t TIME, n natural",
         || Action::SortPrefix { reverse: false },
     ),
     bind(&[Char('O')], "O+letter", "sort, reversed", || {
@@ -174,6 +174,12 @@ pub const MAIN: &[Binding] = &[
         "A",
         "alerts: active ones, the log of changes, the rules in force",
         || Action::AlertLog,
+    ),
+    bind(
+        &[Char('u')],
+        "u",
+        "users and containers: GPUs, memory and processes now, GPU-time since start",
+        || Action::Users,
     ),
     bind(
         &[Code(KeyCode::Right), Alt('l')],
@@ -340,6 +346,21 @@ pub const ALERTS: &[Binding] = &[
     bind(&[Char('h'), Char('?')], "h ?", "help", || Action::Help),
 ];
 
+/// The users and containers screen.
+pub const USERS: &[Binding] = &[
+    bind(
+        &[Char('u'), Code(KeyCode::Esc), Char('q')],
+        "u Esc q",
+        "back",
+        || Action::Users,
+    ),
+    bind(&[Code(KeyCode::Down), Char('j')], "Down j", "scroll down", || {
+        Action::Scroll(1)
+    }),
+    bind(&[Code(KeyCode::Up)], "Up", "scroll up", || Action::Scroll(-1)),
+    bind(&[Char('h'), Char('?')], "h ?", "help", || Action::Help),
+];
+
 /// The environment screen.
 pub const ENVIRONMENT: &[Binding] = &[
     bind(
@@ -399,6 +420,7 @@ pub fn decode(app: &App, event: &KeyEvent) -> Option<Action> {
         Screen::Environment => lookup(ENVIRONMENT, event, app.readonly),
         Screen::Charts => replay_key(app, event).or_else(|| lookup(CHARTS, event, app.readonly)),
         Screen::Alerts => lookup(ALERTS, event, app.readonly),
+        Screen::Users => lookup(USERS, event, app.readonly),
         Screen::Cluster => lookup(CLUSTER, event, app.readonly),
         Screen::Main | Screen::Tree => {
             if event.code == KeyCode::Esc && !app.filter.is_empty() {

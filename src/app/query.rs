@@ -1,6 +1,6 @@
 //! The `/` filter: plain words match command, user or PID; field terms narrow by column.
 //!
-//! Terms: `user:alice`, `gpu:1`, `pid:4242`, `type:G`, `cmd:train`, and comparisons
+//! Terms: `user:alice`, `container:docker` (`container:-`: on the host), `gpu:1`, `pid:4242`, `type:G`, `cmd:train`, and comparisons
 //! `mem>4G`, `mem<512M` (GPU memory), `sm>50`, `cpu>=10`, `hostmem>2G`. All terms must match.
 
 use crate::model::GpuProcess;
@@ -18,6 +18,7 @@ enum Compare {
 enum Term {
     Text(String),
     User(String),
+    Container(String),
     Gpu(u32),
     Pid(u32),
     Type(String),
@@ -104,6 +105,7 @@ fn parse_term(word: &str) -> Result<Term, String> {
         };
         return Ok(match name.to_ascii_lowercase().as_str() {
             "user" => Term::User(value.to_string()),
+            "container" | "ctr" | "pod" | "job" => Term::Container(value.to_lowercase()),
             "gpu" => Term::Gpu(number(value)?),
             "pid" => Term::Pid(number(value)?),
             "type" => Term::Type(value.to_ascii_uppercase()),
@@ -141,9 +143,15 @@ fn term_matches(term: &Term, p: &GpuProcess) -> bool {
         Term::Text(text) => {
             command.contains(text.as_str())
                 || user.to_lowercase().contains(text.as_str())
+                || p.host
+                    .container
+                    .as_ref()
+                    .is_some_and(|c| c.label().to_lowercase().contains(text.as_str()))
                 || p.pid.to_string() == *text
         }
         Term::User(name) => user == name,
+        // `container:-` selects the processes on the host itself.
+        Term::Container(text) => p.container_label().to_lowercase().contains(text.as_str()),
         Term::Gpu(index) => p.gpu_index == *index,
         Term::Pid(pid) => p.pid == *pid,
         Term::Type(kind) => p.kind.label() == kind,

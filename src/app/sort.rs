@@ -11,6 +11,8 @@ pub enum SortKey {
     Natural,
     Pid,
     User,
+    /// The container, pod, job or slice; processes on the host last.
+    Container,
     GpuMemory,
     Sm,
     MemoryBandwidth,
@@ -21,10 +23,11 @@ pub enum SortKey {
 
 impl SortKey {
     /// In `,` / `.` order.
-    pub const ALL: [SortKey; 9] = [
+    pub const ALL: [SortKey; 10] = [
         SortKey::Natural,
         SortKey::Pid,
         SortKey::User,
+        SortKey::Container,
         SortKey::GpuMemory,
         SortKey::Sm,
         SortKey::MemoryBandwidth,
@@ -39,6 +42,7 @@ impl SortKey {
             Self::Natural => 'n',
             Self::Pid => 'p',
             Self::User => 'u',
+            Self::Container => 'k',
             Self::GpuMemory => 'g',
             Self::Sm => 's',
             Self::MemoryBandwidth => 'b',
@@ -59,6 +63,7 @@ impl SortKey {
             Self::Natural => "natural",
             Self::Pid => "PID",
             Self::User => "user",
+            Self::Container => "container",
             Self::GpuMemory => "GPU memory",
             Self::Sm => "%SM",
             Self::MemoryBandwidth => "%GMBW",
@@ -70,7 +75,7 @@ impl SortKey {
 
     /// Quantities sort largest first; identities (GPU, PID, user) ascending.
     pub fn descending_by_default(self) -> bool {
-        !matches!(self, Self::Natural | Self::Pid | Self::User)
+        !matches!(self, Self::Natural | Self::Pid | Self::User | Self::Container)
     }
 
     pub fn next(self) -> Self {
@@ -108,6 +113,11 @@ pub fn by_key(processes: &mut [&GpuProcess], key: SortKey, reverse: bool) {
             }
             SortKey::Pid => by_option(Some(a.pid), Some(b.pid), descending),
             SortKey::User => by_option(a.host.user.value(), b.host.user.value(), descending),
+            SortKey::Container => by_option(
+                a.host.container.as_ref().map(|c| c.label()),
+                b.host.container.as_ref().map(|c| c.label()),
+                descending,
+            ),
             SortKey::GpuMemory => by_option(a.gpu_memory_bytes.get(), b.gpu_memory_bytes.get(), descending),
             SortKey::Sm => by_option(a.sm_percent.get(), b.sm_percent.get(), descending),
             SortKey::MemoryBandwidth => by_option(

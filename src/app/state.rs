@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::alerts::{Engine, Transition};
 use crate::app::filter::Selection;
@@ -13,6 +14,7 @@ use crate::collect::replay::{PlayerCommand, ReplayStatus};
 use crate::config::Settings;
 use crate::history::History;
 use crate::model::{GpuProcess, Snapshot};
+use crate::usage::Accounting;
 
 pub use crate::model::ProcessKey;
 
@@ -45,7 +47,10 @@ impl Signal {
 /// A process a signal is meant for, as the user saw it when confirming.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
+    /// The PID to signal, in gputop's PID namespace.
     pub pid: u32,
+    /// The PID under /proc (differs from `pid` only when /proc shows an outer namespace).
+    pub proc_pid: u32,
     pub start_time: Option<u64>,
     pub uid: Option<u32>,
     pub user: String,
@@ -65,6 +70,8 @@ pub enum Screen {
     Alerts,
     /// Remote nodes: the cluster summary and per-user totals.
     Cluster,
+    /// Who uses what: per user and per container, now and accumulated.
+    Users,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +136,8 @@ pub enum Action {
     /// On the charts screen: the next time span.
     ChartSpan,
     AlertLog,
+    /// The users and containers screen, or back from it.
+    Users,
     /// Replay: where playback stands.
     ReplayStatus(ReplayStatus),
     /// Replay: pause or resume, seek, change speed.
@@ -206,6 +215,8 @@ pub struct App {
     /// Device, process and host time series.
     pub history: History,
     pub alerts: Engine,
+    /// GPU use per user and per container since the view started.
+    pub usage: Accounting,
     /// The GPU the charts screen shows, and the index into [`CHART_SPANS`].
     pub chart_device: u32,
     pub chart_span: usize,
@@ -224,6 +235,7 @@ impl App {
     pub fn new(settings: Settings, selection: Selection, readonly: bool, my_uid: Option<u32>) -> Self {
         let history = History::new(&settings.history, settings.display.refresh_interval);
         let alerts = Engine::new(settings.alert.effective_rules());
+        let usage = Accounting::new(Duration::from_secs_f64(settings.display.refresh_interval));
         Self {
             snapshot: None,
             settings,
@@ -250,6 +262,7 @@ impl App {
             command_offset: 0,
             history,
             alerts,
+            usage,
             chart_device: 0,
             chart_span: 0,
             replay: None,
@@ -329,6 +342,19 @@ impl App {
         self.select_index(&keys, next);
     }
 
+    /// Why the selected process cannot be signalled, when gputop cannot reach it.
+    fn unreachable_choice(&self) -> Option<String> {
+        let p = self.selected_process()?;
+        match &p.host.mapping {
+            crate::model::PidMapping::Unmapped { reason } => Some(format!(
+                "Signals disabled: PID {} is {}",
+                p.pid,
+                crate::report::sanitize(reason)
+            )),
+            _ => None,
+        }
+    }
+
     /// Targets of a signal: the tagged processes, else the selected one.
     fn targets(&self) -> Vec<Target> {
         let Some(snapshot) = &self.snapshot else {
@@ -345,11 +371,14 @@ impl App {
         };
         let mut targets: Vec<Target> = Vec::new();
         for p in chosen {
-            if targets.iter().any(|t| t.pid == p.pid) {
+            // A process gputop cannot reach by PID is never a target.
+            let Some(local_pid) = p.local_pid() else { continue };
+            if targets.iter().any(|t| t.pid == local_pid) {
                 continue; // the same process on several GPUs is one target
             }
             targets.push(Target {
-                pid: p.pid,
+                pid: local_pid,
+                proc_pid: p.pid,
                 start_time: p.host.start_time.get(),
                 uid: p.host.uid.get(),
                 user: p.host.user.value().cloned().unwrap_or_else(|| "?".into()),
@@ -364,6 +393,7 @@ impl App {
     /// alert transitions it caused.
     fn accept_snapshot(&mut self, snapshot: Arc<Snapshot>) -> Vec<Transition> {
         self.history.record(&snapshot);
+        self.usage.record(&snapshot);
         let transitions = self.alerts.evaluate(&self.history);
         let pids: BTreeSet<u32> = snapshot.processes.iter().map(|p| p.pid).collect();
         self.tagged.retain(|pid| pids.contains(pid));
@@ -410,7 +440,9 @@ impl App {
                 self.node = None;
             }
             Action::Back => match self.screen {
-                Screen::Help | Screen::Environment | Screen::Alerts => self.screen = self.previous,
+                Screen::Help | Screen::Environment | Screen::Alerts | Screen::Users => {
+                    self.screen = self.previous;
+                }
                 _ => self.screen = Screen::Main,
             },
             Action::Up | Action::Down if self.screen == Screen::Cluster => {
@@ -434,7 +466,10 @@ impl App {
                 self.select_index(&keys, usize::MAX);
             }
             Action::Scroll(delta)
-                if matches!(self.screen, Screen::Help | Screen::Environment | Screen::Alerts) =>
+                if matches!(
+                    self.screen,
+                    Screen::Help | Screen::Environment | Screen::Alerts | Screen::Users
+                ) =>
             {
                 self.text_scroll = self.text_scroll.saturating_add_signed(delta as isize);
             }
@@ -497,7 +532,10 @@ impl App {
                     self.status = Some("Read-only: signals are disabled".into());
                 } else {
                     let targets = self.targets();
-                    if targets.is_empty() {
+                    let unreachable = self.unreachable_choice();
+                    if let (true, Some(why)) = (targets.is_empty(), unreachable) {
+                        self.status = Some(why);
+                    } else if targets.is_empty() {
                         self.status = Some("Select a process (arrows) or tag some (Space) first".into());
                     } else {
                         self.confirmation = Some(Confirmation { signal, targets });
@@ -540,11 +578,17 @@ impl App {
             }
             Action::Environment => {
                 if let Some(p) = self.selected_process() {
-                    let pid = p.pid;
+                    let (pid, local) = (p.pid, p.local_pid());
                     self.previous = self.screen;
                     self.screen = Screen::Environment;
                     self.environment = None;
                     self.text_scroll = 0;
+                    if local.is_none() {
+                        // Never the environment of a local process that shares the number.
+                        let why = "not readable: the process is outside gputop's PID namespace";
+                        self.environment = Some((pid, Err(why.into())));
+                        return Vec::new();
+                    }
                     return vec![Effect::ReadEnvironment { pid }];
                 }
             }
@@ -578,6 +622,15 @@ impl App {
                     (i64::from(self.chart_device) + i64::from(delta)).rem_euclid(count) as u32;
             }
             Action::ChartSpan => self.chart_span = (self.chart_span + 1) % CHART_SPANS.len(),
+            Action::Users => {
+                if self.screen == Screen::Users {
+                    self.screen = self.previous;
+                } else {
+                    self.previous = self.screen;
+                    self.screen = Screen::Users;
+                    self.text_scroll = 0;
+                }
+            }
             Action::AlertLog => {
                 if self.screen == Screen::Alerts {
                     self.screen = self.previous;
@@ -618,6 +671,7 @@ impl App {
     fn restart_history(&mut self) {
         self.history = History::new(&self.settings.history, self.settings.display.refresh_interval);
         self.alerts = Engine::new(self.settings.alert.effective_rules());
+        self.usage = Accounting::new(Duration::from_secs_f64(self.settings.display.refresh_interval));
     }
 
     fn check_filter(&mut self) {
@@ -679,9 +733,18 @@ impl App {
     pub fn tree_lines(&self) -> Vec<TreeLine> {
         use std::collections::BTreeMap;
         let rows = self.rows();
-        let parent: HashMap<u32, (u32, &str)> = self
-            .process_table
+        // A local process that merely shares an unreachable PID's number is not its.
+        let unreachable: BTreeSet<u32> = rows
             .iter()
+            .filter(|p| p.local_pid().is_none())
+            .map(|p| p.pid)
+            .collect();
+        let table = || {
+            self.process_table
+                .iter()
+                .filter(|e| !unreachable.contains(&e.pid) && !unreachable.contains(&e.parent_pid))
+        };
+        let parent: HashMap<u32, (u32, &str)> = table()
             .map(|e| (e.pid, (e.parent_pid, e.name.as_str())))
             .collect();
         let gpu_pids: BTreeSet<u32> = rows.iter().map(|p| p.pid).collect();
@@ -696,7 +759,7 @@ impl App {
                 }
             }
         }
-        for entry in &self.process_table {
+        for entry in table() {
             if gpu_pids.contains(&entry.parent_pid) {
                 shown.insert(entry.pid);
             }

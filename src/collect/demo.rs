@@ -10,10 +10,11 @@ use nvml_sim::codes::{self, Code};
 use nvml_sim::engine::{Sim, TimeBase, sampling, wall_now_us};
 use nvml_sim::scenario::{ComputeMode, MigSetting, Scenario};
 
+use super::container::container_of;
 use super::{ProcessReadout, Readout};
 use crate::model::{
-    Bar1, Clocks, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, Memory, PcieLink, ProcessType,
-    Reading, Window,
+    Bar1, Clocks, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, Memory, PcieLink, PidMapping,
+    ProcessType, Reading, Window,
 };
 
 /// The demo machine and its clock.
@@ -292,6 +293,9 @@ impl DemoSource {
                             ),
                             start_time: Reading::Value(start_epoch),
                             running_seconds: Reading::Value(running),
+                            container: script.cgroup.as_deref().and_then(container_of),
+                            namespace_pid: None,
+                            mapping: PidMapping::Same,
                         },
                     },
                 })

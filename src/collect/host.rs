@@ -12,7 +12,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use sysinfo::{MemoryRefreshKind, System, Users};
 
-use crate::model::{HostFacts, HostStats, Reading};
+use super::container::{self, Namespaces};
+use crate::model::{Container, HostFacts, HostStats, PidMapping, PidNamespace, Reading};
 
 /// What is kept of a process between refreshes.
 #[derive(Debug, Clone)]
@@ -22,6 +23,9 @@ struct Known {
     uid: u32,
     user: String,
     command: String,
+    container: Option<Container>,
+    namespace_pid: Option<u32>,
+    mapping: PidMapping,
     /// CPU ticks used, and when they were read: the next %CPU is the delta.
     cpu_ticks: u64,
     read_at: Instant,
@@ -74,6 +78,7 @@ pub struct HostCollector {
     hostname: String,
     users: Users,
     known: HashMap<u32, Known>,
+    namespaces: Namespaces,
     boot_time: u64,
     ticks_per_second: u64,
     page_size: u64,
@@ -109,6 +114,7 @@ impl HostCollector {
             hostname: System::host_name().unwrap_or_else(|| "localhost".into()),
             users: Users::new_with_refreshed_list(),
             known: HashMap::new(),
+            namespaces: Namespaces::detect(),
             boot_time: System::boot_time(),
             ticks_per_second: ticks.max(1) as u64,
             page_size: page.max(1) as u64,
@@ -120,6 +126,27 @@ impl HostCollector {
     fn read_stat(&mut self, pid: u32) -> Option<Stat> {
         read_small(&format!("/proc/{pid}/stat"), &mut self.buffer).ok()?;
         parse_stat(&String::from_utf8_lossy(&self.buffer))
+    }
+
+    /// Where gputop runs relative to the host's PID namespace.
+    pub fn pid_namespace(&self) -> PidNamespace {
+        self.namespaces.view
+    }
+
+    /// How NVML's `pid` maps into gputop's PID namespace; in a container, `None` when it
+    /// does not (the facts then say why), and a local process that merely shares the number
+    /// is never read in its place.
+    fn map_pid(&mut self, pid: u32) -> (PidMapping, Option<String>) {
+        if self.namespaces.view == PidNamespace::Host {
+            return (PidMapping::Same, None);
+        }
+        let status = read_small(&format!("/proc/{pid}/status"), &mut self.buffer)
+            .ok()
+            .map(|()| String::from_utf8_lossy(&self.buffer).into_owned());
+        let mapping = self
+            .namespaces
+            .map(pid, status.as_deref(), || container::holds_nvidia_device(pid));
+        (mapping, status)
     }
 
     /// Facts for each PID. A PID the host does not know (exited between the NVML call and
@@ -136,13 +163,35 @@ impl HostCollector {
             if out.contains_key(&pid) {
                 continue; // one process on several GPUs
             }
+            let in_container = self.namespaces.view == PidNamespace::Container;
             let Some(stat) = self.read_stat(pid) else {
-                out.insert(pid, HostFacts::gone("no such process"));
+                out.insert(
+                    pid,
+                    if in_container {
+                        HostFacts::unmapped(
+                            "host PID, not in this container (run gputop with the host's PID namespace)",
+                        )
+                    } else {
+                        HostFacts::gone("no such process")
+                    },
+                );
                 continue;
             };
             let start_time = start_seconds(self.boot_time, stat.start_ticks, self.ticks_per_second);
             let running = now_epoch.saturating_sub(start_time);
             let previous = known.remove(&pid).filter(|k| k.start_ticks == stat.start_ticks);
+            let mapped = match &previous {
+                Some(_) => None,
+                None => {
+                    let (mapping, status) = self.map_pid(pid);
+                    if let (true, PidMapping::Unmapped { reason }) = (in_container, &mapping) {
+                        // The local process with this number is not the GPU's: show nothing of it.
+                        out.insert(pid, HostFacts::unmapped(reason));
+                        continue;
+                    }
+                    Some((mapping, status))
+                }
+            };
             let cpu = match &previous {
                 // Seen before: the delta over the interval.
                 Some(k) => {
@@ -168,6 +217,7 @@ impl HostCollector {
                     ..k
                 },
                 None => {
+                    let (mapping, status) = mapped.unwrap_or_default();
                     let Ok(metadata) = std::fs::metadata(format!("/proc/{pid}")) else {
                         out.insert(pid, HostFacts::gone("no such process"));
                         continue;
@@ -178,11 +228,25 @@ impl HostCollector {
                         .iter()
                         .find(|u| **u.id() == uid)
                         .map_or_else(|| uid.to_string(), |u| u.name().to_string());
+                    let container = self.container(pid);
+                    // Inside a container the process has its own number too (NSpid's last).
+                    let namespace_pid = match (&container, status) {
+                        (Some(_), Some(status)) => Some(status),
+                        (Some(_), None) => read_small(&format!("/proc/{pid}/status"), &mut self.buffer)
+                            .ok()
+                            .map(|()| String::from_utf8_lossy(&self.buffer).into_owned()),
+                        (None, _) => None,
+                    }
+                    .and_then(|status| container::nspid(&status).last().copied())
+                    .filter(|&inner| inner != pid);
                     Known {
                         start_ticks: stat.start_ticks,
                         uid,
                         user,
                         command: command_line(pid, &stat.name),
+                        container,
+                        namespace_pid,
+                        mapping,
                         cpu_ticks: stat.cpu_ticks,
                         read_at: now,
                     }
@@ -199,6 +263,9 @@ impl HostCollector {
                     memory_bytes: Reading::Value(stat.rss_pages * self.page_size),
                     start_time: Reading::Value(start_time),
                     running_seconds: Reading::Value(running),
+                    container: entry.container.clone(),
+                    namespace_pid: entry.namespace_pid,
+                    mapping: entry.mapping.clone(),
                 },
             );
             kept.insert(pid, entry);
@@ -234,6 +301,12 @@ impl HostCollector {
 }
 
 impl HostCollector {
+    /// The container of `pid`, from its cgroup; `None` on the host or when unreadable.
+    fn container(&mut self, pid: u32) -> Option<Container> {
+        read_small(&format!("/proc/{pid}/cgroup"), &mut self.buffer).ok()?;
+        container::container_of(&String::from_utf8_lossy(&self.buffer))
+    }
+
     /// The machine's host name, read once.
     pub fn hostname(&self) -> &str {
         &self.hostname

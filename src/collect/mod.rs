@@ -4,6 +4,7 @@
 //! configured interval and publishes each snapshot whole. Readers clone the `Arc` and never
 //! hold a lock while they use it.
 
+pub mod container;
 pub mod demo;
 pub mod host;
 pub mod nvml;
@@ -89,6 +90,7 @@ fn assemble(source: &mut Source, host: &mut HostCollector, window: Duration) -> 
         devices: readout.devices,
         processes,
         host: host.stats(),
+        pid_namespace: host.pid_namespace(),
     }
 }
 

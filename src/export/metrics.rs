@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use crate::model::{Device, DeviceStatus, GpuProcess, Reading, Snapshot};
 use crate::report::sanitize;
+use crate::usage::{Accounting, Usage};
 
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -199,7 +200,7 @@ const DEVICE_GAUGES: &[DeviceGauge] = &[
 ];
 
 /// The exposition of `snapshot`; `None` before the first collection (`gputop_up 0`).
-pub fn exposition(snapshot: Option<&Snapshot>, options: Options) -> String {
+pub fn exposition(snapshot: Option<(&Snapshot, &Accounting)>, options: Options) -> String {
     let mut out = String::with_capacity(16 * 1024);
     let mut up = Family::new("gputop_up", "gauge", "1 once gputop has collected a snapshot.");
     up.add("", Some(if snapshot.is_some() { 1.0 } else { 0.0 }));
@@ -211,7 +212,9 @@ pub fn exposition(snapshot: Option<&Snapshot>, options: Options) -> String {
     );
     build.add(&format!("version=\"{}\"", env!("CARGO_PKG_VERSION")), Some(1.0));
     build.write(&mut out);
-    let Some(snapshot) = snapshot else { return out };
+    let Some((snapshot, usage)) = snapshot else {
+        return out;
+    };
 
     let mut collected = Family::new(
         "gputop_last_collect_timestamp_seconds",
@@ -308,18 +311,82 @@ pub fn exposition(snapshot: Option<&Snapshot>, options: Options) -> String {
     count.write(&mut out);
     if options.processes {
         process_families(snapshot, options, &mut out);
+        usage_families(usage, &mut out);
     }
     out
+}
+
+/// Per user and per container (`-`: on the host): GPUs, memory and processes now, and
+/// what accumulated since gputop started. Names for users, for containers, type, help.
+type UsageFamily = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&Usage) -> f64,
+);
+const USAGE_FAMILIES: [UsageFamily; 5] = [
+    (
+        "gputop_user_gpus",
+        "gputop_container_gpus",
+        "gauge",
+        "GPUs holding at least one of its processes.",
+        |u| u.gpus.len() as f64,
+    ),
+    (
+        "gputop_user_gpu_memory_bytes",
+        "gputop_container_gpu_memory_bytes",
+        "gauge",
+        "GPU memory its processes hold.",
+        |u| u.memory_bytes as f64,
+    ),
+    (
+        "gputop_user_processes",
+        "gputop_container_processes",
+        "gauge",
+        "Its processes on GPUs.",
+        |u| u.processes as f64,
+    ),
+    (
+        "gputop_user_gpu_seconds_total",
+        "gputop_container_gpu_seconds_total",
+        "counter",
+        "GPU-seconds since gputop started: each GPU holding one of its processes counts one per second.",
+        |u| u.gpu_seconds,
+    ),
+    (
+        "gputop_user_gpu_memory_byte_seconds_total",
+        "gputop_container_gpu_memory_byte_seconds_total",
+        "counter",
+        "GPU memory held over time since gputop started, in byte-seconds.",
+        |u| u.memory_byte_seconds,
+    ),
+];
+
+fn usage_families(usage: &Accounting, out: &mut String) {
+    for (user_name, container_name, kind, help, read) in USAGE_FAMILIES {
+        for (name, label, table) in [
+            (user_name, "user", &usage.users),
+            (container_name, "container", &usage.containers),
+        ] {
+            let mut family = Family::new(name, kind, help);
+            for (owner, u) in table {
+                family.add(&format!("{label}=\"{}\"", label_value(owner)), Some(read(u)));
+            }
+            family.write(out);
+        }
+    }
 }
 
 fn process_families(snapshot: &Snapshot, options: Options, out: &mut String) {
     let labels = |p: &GpuProcess| {
         let mut text = format!(
-            "gpu=\"{}\",uuid=\"{}\",pid=\"{}\",user=\"{}\"",
+            "gpu=\"{}\",uuid=\"{}\",pid=\"{}\",user=\"{}\",container=\"{}\"",
             p.gpu_index,
             label_value(p.gpu_uuid.value().map_or("", String::as_str)),
             p.pid,
             label_value(p.host.user.value().map_or("", String::as_str)),
+            label_value(&p.host.container.as_ref().map(|c| c.label()).unwrap_or_default()),
         );
         if options.commands {
             let command = p.host.command.value().map_or("", String::as_str);

@@ -18,6 +18,7 @@ use crate::alerts::sink::Sink;
 use crate::collect::{Collector, Source};
 use crate::config::Settings;
 use crate::history::History;
+use crate::usage::Accounting;
 use metrics::Options;
 use server::{Pages, SharedPages};
 
@@ -45,20 +46,22 @@ pub fn run(source: Source, settings: &Settings, options: Options, address: &str)
     let mut engine = Engine::new(settings.alert.effective_rules());
     let mut sink = Sink::open(&settings.alert)?;
     let interval = Duration::from_secs_f64(settings.display.refresh_interval);
+    let mut usage = Accounting::new(interval);
     let _collector = Collector::spawn_with(
         source,
         interval,
         Box::new(move |snapshot| {
             history.record(&snapshot);
+            usage.record(&snapshot);
             let transitions = engine.evaluate(&history);
             for problem in sink.deliver(&transitions) {
                 eprintln!("gputop export: {problem}");
             }
             let active = engine.active();
-            let json = crate::report::json_report(&snapshot, &active).to_string();
+            let json = crate::report::json_report(&snapshot, &active, &usage).to_string();
             let page = Pages {
                 ready: true,
-                metrics: metrics::exposition(Some(&snapshot), options),
+                metrics: metrics::exposition(Some((&snapshot, &usage)), options),
                 snapshot_json: json,
             };
             *shared.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(page);

@@ -18,7 +18,7 @@ use crate::alerts::rules::{Severity, trim_number};
 use crate::alerts::{Active, Phase, Subject};
 use crate::app::sort::SortKey;
 use crate::app::state::{App, LayoutMode, ProcessKey, Screen};
-use crate::model::{Device, DeviceStatus, GpuProcess, Reading, Snapshot};
+use crate::model::{Device, DeviceStatus, GpuProcess, PidNamespace, Reading, Snapshot};
 use crate::report::{human_bytes, human_duration, sanitize};
 use theme::{Load, Theme};
 
@@ -74,6 +74,7 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: &Theme) -> TableGeometry {
         Screen::Tree => screens::tree(frame, area, app, theme),
         Screen::Charts => screens::charts(frame, area, app, theme),
         Screen::Alerts => screens::alerts(frame, area, app, theme),
+        Screen::Users => screens::users(frame, area, app, theme),
         Screen::Cluster => screens::cluster(frame, area, app, theme),
     }
     if let Some(confirmation) = &app.confirmation {
@@ -279,7 +280,7 @@ fn device_lines(d: &Device, app: &App, theme: &Theme, full: bool, width: u16) ->
     vec![Line::from(first), second]
 }
 
-fn host_line(snapshot: &Snapshot) -> Line<'static> {
+fn host_line(snapshot: &Snapshot, theme: &Theme) -> Line<'static> {
     let h = &snapshot.host;
     let mem = match (h.memory_used_bytes.get(), h.memory_total_bytes.get()) {
         (Some(u), Some(t)) => format!("{:.1}% of {}", percent_of(u, t), human_bytes(t)),
@@ -290,7 +291,7 @@ fn host_line(snapshot: &Snapshot) -> Line<'static> {
         (Some(_), Some(_)) => "none".into(),
         _ => "N/A".into(),
     };
-    Line::from(format!(
+    let load = format!(
         " CPU {}  MEM {mem}  SWP {swap}  LOAD {}  UP {}",
         na(&h.cpu_percent, |c| format!("{c:.1}%")),
         na(&h.load_average, |l| format!(
@@ -298,11 +299,38 @@ fn host_line(snapshot: &Snapshot) -> Line<'static> {
             l[0], l[1], l[2]
         )),
         na(&h.uptime_seconds, |s| human_duration(*s)),
-    ))
+    );
+    let mut spans = vec![Span::raw(load)];
+    if let Some(banner) = namespace_banner(snapshot) {
+        spans.push(Span::styled(format!("  {banner}"), theme.alert()));
+    }
+    Line::from(spans)
 }
 
-/// Columns of the process table: header, width, sort key, right-aligned.
-const COLUMNS: [(&str, u16, Option<SortKey>, bool); 11] = [
+/// Says so when gputop runs in a PID namespace of its own, where NVML's PIDs may not be its.
+fn namespace_banner(snapshot: &Snapshot) -> Option<String> {
+    let unreachable = snapshot
+        .processes
+        .iter()
+        .filter(|p| p.local_pid().is_none())
+        .count();
+    let place = match snapshot.pid_namespace {
+        PidNamespace::Host => return None,
+        PidNamespace::NestedHostProc => "nested PID namespace",
+        PidNamespace::Container => "container PID namespace",
+    };
+    Some(if unreachable == 0 {
+        format!("[{place}]")
+    } else {
+        format!("[{place}: {unreachable} of the GPU processes outside it; no signals for those]")
+    })
+}
+
+/// A column of the process table: header, width, sort key, right-aligned.
+type Column = (&'static str, u16, Option<SortKey>, bool);
+
+/// Columns of the process table.
+const COLUMNS: [Column; 11] = [
     ("GPU", 3, Some(SortKey::Natural), true),
     ("PID", 7, Some(SortKey::Pid), true),
     ("TYPE", 4, None, false),
@@ -316,11 +344,27 @@ const COLUMNS: [(&str, u16, Option<SortKey>, bool); 11] = [
     ("COMMAND", 0, None, false),
 ];
 
-fn process_cells(p: &GpuProcess, snapshot: &Snapshot, command_offset: usize) -> [String; 11] {
+/// Shown, before COMMAND, when any process runs in a container and the terminal is wide.
+const CONTAINER_COLUMN: Column = ("CONTAINER", 19, Some(SortKey::Container), false);
+
+/// Narrower terminals keep their width for COMMAND.
+const CONTAINER_MIN_WIDTH: u16 = 140;
+
+/// The table's columns for this snapshot and width.
+fn table_columns(snapshot: &Snapshot, width: u16) -> Vec<Column> {
+    let mut columns = COLUMNS.to_vec();
+    if width >= CONTAINER_MIN_WIDTH && snapshot.processes.iter().any(|p| p.host.container.is_some()) {
+        columns.insert(COLUMNS.len() - 1, CONTAINER_COLUMN);
+    }
+    columns
+}
+
+fn process_cells(p: &GpuProcess, snapshot: &Snapshot, command_offset: usize, container: bool) -> Vec<String> {
     let host_total = snapshot.host.memory_total_bytes.get().unwrap_or(0);
-    [
+    let mut cells = vec![
         p.gpu_index.to_string(),
-        p.pid.to_string(),
+        // The number gputop's namespace knows it by.
+        p.local_pid().unwrap_or(p.pid).to_string(),
         p.kind.label().to_string(),
         na(&p.host.user, |u| sanitize(u)),
         na(&p.gpu_memory_bytes, |b| human_bytes(*b)),
@@ -336,7 +380,11 @@ fn process_cells(p: &GpuProcess, snapshot: &Snapshot, command_offset: usize) -> 
             Reading::NotSupported => "N/A".into(),
             Reading::Failed(reason) => format!("({})", sanitize(reason)),
         },
-    ]
+    ];
+    if container {
+        cells.insert(cells.len() - 1, sanitize(&p.container_label()));
+    }
+    cells
 }
 
 fn main_screen(
@@ -368,7 +416,10 @@ fn main_screen(
     .areas(area);
     frame.render_widget(Paragraph::new(header_line(snapshot, app, theme)), header);
     frame.render_widget(Paragraph::new(device_lines), panel);
-    frame.render_widget(Paragraph::new(host_line(snapshot)).style(theme.dim()), host);
+    frame.render_widget(
+        Paragraph::new(host_line(snapshot, theme)).style(theme.dim()),
+        host,
+    );
     frame.render_widget(Paragraph::new(alert_lines), alert_area);
 
     let rows = app.rows();
@@ -378,7 +429,9 @@ fn main_screen(
     let descending = app.sort.descending_by_default() != app.reverse;
     let mut x = table_area.x;
     let mut columns = Vec::new();
-    let header_cells: Vec<Span> = COLUMNS
+    let table_columns = table_columns(snapshot, table_area.width);
+    let with_container = table_columns.len() > COLUMNS.len();
+    let header_cells: Vec<Span> = table_columns
         .iter()
         .map(|(name, width, key, _)| {
             let sorted = *key == Some(app.sort);
@@ -422,7 +475,7 @@ fn main_screen(
         .skip(app.scroll)
         .take(visible)
         .map(|(i, p)| {
-            let cells = process_cells(p, snapshot, app.command_offset);
+            let cells = process_cells(p, snapshot, app.command_offset, with_container);
             let mut style = Style::new();
             if my_uid.is_some() && p.host.uid.get() != my_uid {
                 style = style.patch(theme.dim());
@@ -445,7 +498,7 @@ fn main_screen(
             }
             let cells: Vec<String> = cells
                 .iter()
-                .zip(COLUMNS.iter())
+                .zip(table_columns.iter())
                 .map(|(cell, (_, width, _, right))| {
                     if *right {
                         format!("{cell:>w$}", w = *width as usize)
@@ -457,7 +510,7 @@ fn main_screen(
             Row::new(cells).style(style)
         })
         .collect();
-    let widths: Vec<Constraint> = COLUMNS
+    let widths: Vec<Constraint> = table_columns
         .iter()
         .map(|(_, w, _, _)| {
             if *w == 0 {
@@ -548,9 +601,9 @@ fn footer_line(app: &App, shown: usize, theme: &Theme) -> Paragraph<'static> {
         return Paragraph::new(Line::from(Span::styled(sanitize(status), theme.header())));
     }
     let hint = if app.readonly {
-        "h help  / filter  o+letter sort  Enter details  t tree  g charts  A alerts  q quit  (read-only)"
+        "h help  / filter  o+letter sort  Enter details  t tree  g charts  A alerts  u users  q quit  (read-only)"
     } else {
-        "h help  / filter  o+letter sort  Space tag  T/K/I signal  Enter details  t tree  g charts  A alerts  q quit"
+        "h help  / filter  o+letter sort  Space tag  T/K/I signal  Enter details  t tree  g charts  A alerts  u users  q quit"
     };
     Paragraph::new(hint).style(theme.dim())
 }

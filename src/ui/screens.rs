@@ -14,7 +14,7 @@ use crate::app::keys::{self, Binding};
 use crate::app::state::{App, CHART_SPANS, Confirmation, ProcessKey};
 use crate::collect::remote::NodeStatus;
 use crate::history::{DeviceMetric, ProcessMetric};
-use crate::model::{Device, Snapshot};
+use crate::model::{Device, GpuProcess, PidMapping, Snapshot};
 use crate::report::{human_bytes, human_duration, sanitize};
 
 fn block<'a>(title: &str, theme: &Theme) -> Block<'a> {
@@ -59,6 +59,7 @@ pub fn help(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     section("Environment", keys::ENVIRONMENT);
     section("GPU history charts", keys::CHARTS);
     section("Alerts", keys::ALERTS);
+    section("Users and containers", keys::USERS);
     lines.push(Line::from(
         "Mouse: click selects a process, the wheel moves the selection, a click on a header sorts.",
     ));
@@ -104,6 +105,7 @@ pub fn details(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             p.kind.label()
         )),
         Line::from(format!("command: {}", na(&h.command, |c| sanitize(c)))),
+        Line::from(sanitize(&where_it_runs(p))),
         Line::from(format!(
             "GPU memory {}  %SM {}  %GMBW {}  %ENC {}  %DEC {}",
             na(&p.gpu_memory_bytes, |b| human_bytes(*b)),
@@ -119,7 +121,7 @@ pub fn details(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             h.memory_bytes.get().map_or(0.0, |b| percent_of(b, host_total)),
         )),
     ];
-    let [top, charts] = Layout::vertical([Constraint::Length(6), Constraint::Min(3)]).areas(inner);
+    let [top, charts] = Layout::vertical([Constraint::Length(7), Constraint::Min(3)]).areas(inner);
     frame.render_widget(Paragraph::new(facts).wrap(Wrap { trim: false }), top);
     let key = ProcessKey::of(p);
     let device_mib = snapshot
@@ -321,6 +323,77 @@ pub fn alerts(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     frame.render_widget(
         Paragraph::new(lines)
             .block(block("alerts (A or Esc: back)", theme))
+            .scroll((scroll, 0)),
+        area,
+    );
+}
+
+/// GPU-time as hours:minutes:seconds of one GPU (`2:03:10`).
+fn gpu_time(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+/// Who uses what: per user, then per container, the GPUs and memory they hold now, their
+/// processes, and GPU-time and memory-time since the view started.
+pub fn users(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
+    let usage = &app.usage;
+    let header = |first: &str| {
+        Line::from(Span::styled(
+            format!(
+                "  {first:<24} {:<8} {:>9} {:>5} {:>10} {:>12}",
+                "GPUS", "GPU-MEM", "PROCS", "GPU-TIME", "MEM-TIME"
+            ),
+            theme.header(),
+        ))
+    };
+    let row = |owner: &str, u: &crate::usage::Usage| {
+        let gpus: Vec<String> = u.gpus.iter().map(u32::to_string).collect();
+        let gpus = if gpus.is_empty() {
+            "-".to_string()
+        } else {
+            gpus.join(",")
+        };
+        let line = Line::from(format!(
+            "  {:<24} {:<8} {:>9} {:>5} {:>10} {:>12}",
+            sanitize(owner).chars().take(24).collect::<String>(),
+            gpus.chars().take(8).collect::<String>(),
+            human_bytes(u.memory_bytes),
+            u.processes,
+            gpu_time(u.gpu_seconds),
+            format!(
+                "{:.2} GiB·h",
+                u.memory_byte_seconds / (1u64 << 30) as f64 / 3600.0
+            ),
+        ));
+        if u.processes == 0 {
+            line.style(theme.dim())
+        } else {
+            line
+        }
+    };
+    let mut lines = vec![Line::from(format!(
+        "Watched for {} since the view started. GPU-TIME counts each GPU holding one of the processes; MEM-TIME is GPU memory held over time.",
+        human_duration(usage.seconds as u64)
+    ))];
+    lines.push(Line::from(""));
+    lines.push(header("USER"));
+    if usage.users.is_empty() {
+        lines.push(Line::from("  nobody yet"));
+    }
+    for (user, u) in crate::usage::Accounting::ranked(&usage.users) {
+        lines.push(row(user, u));
+    }
+    lines.push(Line::from(""));
+    lines.push(header("CONTAINER (-: host)"));
+    for (container, u) in crate::usage::Accounting::ranked(&usage.containers) {
+        lines.push(row(container, u));
+    }
+    let scroll = app.text_scroll.min(lines.len().saturating_sub(1)) as u16;
+    frame.render_widget(
+        Paragraph::new(lines)
+            .block(block("users and containers (u or Esc: back)", theme))
+            .wrap(Wrap { trim: false })
             .scroll((scroll, 0)),
         area,
     );
@@ -644,4 +717,32 @@ pub fn confirmation(frame: &mut Frame, area: Rect, confirmation: &Confirmation, 
     )));
     frame.render_widget(Clear, rect);
     frame.render_widget(Paragraph::new(lines).block(block("confirm", theme)), rect);
+}
+
+/// The container and PID-namespace line of the details screen.
+fn where_it_runs(p: &GpuProcess) -> String {
+    let container = match &p.host.container {
+        Some(c) => {
+            let inner = p
+                .host
+                .namespace_pid
+                .map(|pid| format!(", PID {pid} inside"))
+                .unwrap_or_default();
+            let pod = c
+                .pod
+                .as_ref()
+                .map(|pod| format!(", pod UID {pod}"))
+                .unwrap_or_default();
+            format!("container {}{pod}{inner}", c.label())
+        }
+        None => "on the host (no container)".into(),
+    };
+    let reach = match &p.host.mapping {
+        PidMapping::Same => String::new(),
+        PidMapping::Mapped { local_pid } => {
+            format!("; PID {local_pid} in gputop's namespace (NVML: {})", p.pid)
+        }
+        PidMapping::Unmapped { reason } => format!("; signals disabled: {reason}"),
+    };
+    format!("{container}{reach}")
 }

@@ -68,6 +68,14 @@ pub fn process(pid: u32, gpu: u32, uid: u32, user: &str, command: &str, mem_gib:
             memory_bytes: Reading::Value(mem_gib * GIB / 4),
             start_time: Reading::Value(1_700_000_000 + u64::from(pid)),
             running_seconds: Reading::Value(3_725 + u64::from(pid)),
+            // bob works in a Docker container.
+            container: (pid == 5200).then(|| Container {
+                runtime: Runtime::Docker,
+                id: "3f2a1b9c0d12".into(),
+                pod: None,
+            }),
+            namespace_pid: (pid == 5200).then_some(7),
+            mapping: PidMapping::Same,
         },
     }
 }
@@ -78,6 +86,7 @@ pub fn snapshot() -> Snapshot {
     Snapshot {
         taken_at: UNIX_EPOCH + Duration::from_secs(1_795_966_801),
         hostname: "gpu-box".into(),
+        pid_namespace: PidNamespace::Host,
         driver: DriverInfo {
             driver_version: Reading::Value("550.54.15".into()),
             nvml_version: Reading::Value("12.550.54.15".into()),

@@ -151,3 +151,34 @@ pub fn dead_pid() -> u32 {
     child.wait().expect("wait");
     pid
 }
+
+/// In a private mount namespace: /dev replaced by a tmpfs holding the few real nodes the
+/// tools need and a stand-in `/dev/nvidia0`, so a process can hold an "NVIDIA device" open
+/// without touching the machine's /dev.
+pub const FAKE_NVIDIA_DEV: &str = r#"
+old=$(mktemp -d)
+mount --bind /dev "$old"
+mount -t tmpfs tmpfs /dev
+for node in null zero tty urandom; do touch /dev/$node; mount --bind "$old/$node" /dev/$node; done
+mkdir /dev/pts && mount --bind "$old/pts" /dev/pts
+touch /dev/nvidia0
+"#;
+
+pub fn namespaces_available() -> bool {
+    if std::env::var_os("GPUTOP_SKIP_NAMESPACES").is_some() {
+        eprintln!("GPUTOP_SKIP_NAMESPACES is set: the PID-namespace tests are skipped knowingly");
+        return false;
+    }
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "these tests create PID namespaces and need root (or set GPUTOP_SKIP_NAMESPACES=1)"
+    );
+    let probe = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "true"])
+        .status()
+        .expect("unshare (util-linux) is needed");
+    assert!(probe.success(), "unshare --pid --fork --mount-proc failed");
+    true
+}

@@ -515,6 +515,8 @@ struct ProcessDef {
     /// Extension for the built-in demo, whose PIDs are not real: the owner and command line.
     user: Option<String>,
     command: Option<String>,
+    /// Extension for the demo: the process's `/proc/PID/cgroup` text (its container).
+    cgroup: Option<String>,
     /// Extension for the demo: host CPU percent and resident memory.
     cpu: Option<toml::Value>,
     host_memory: Option<toml::Value>,
@@ -652,6 +654,7 @@ pub struct Process {
     pub name: Option<String>,
     pub user: Option<String>,
     pub command: Option<String>,
+    pub cgroup: Option<String>,
     pub cpu: Expr,
     pub host_memory: Expr,
     pub used_memory: Expr,
@@ -977,6 +980,7 @@ fn resolve_process(def: &ProcessDef, what: &str, env: EnvLookup<'_>) -> Result<P
         name: def.name.clone(),
         user: def.user.clone(),
         command: def.command.clone(),
+        cgroup: def.cgroup.clone(),
         cpu: expr(&def.cpu, "cpu")?,
         host_memory: expr(&def.host_memory, "host_memory")?,
         used_memory: expr(&def.used_memory, "used_memory")?,

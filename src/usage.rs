@@ -1,0 +1,282 @@
+//! Who uses what: per user and per container, the GPUs, GPU memory and processes now, and
+//! GPU-seconds and GPU-memory-byte-seconds accumulated since gputop started.
+//!
+//! Each snapshot adds its figures times the time since the previous one, so a user holding
+//! two GPUs for a minute gets 120 GPU-seconds. A gap longer than [`MAX_GAP_INTERVALS`]
+//! refreshes (a suspended gputop) adds nothing: what happened in it was not seen.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+
+use crate::model::{GpuProcess, Snapshot};
+
+/// Longest gap between snapshots, in refresh intervals, that still counts.
+pub const MAX_GAP_INTERVALS: f64 = 3.0;
+
+/// Most owners kept per table; beyond it the longest idle are forgotten (pods churn).
+pub const MAX_OWNERS: usize = 4096;
+
+/// What processes of a process-less, unreadable owner are grouped under.
+pub const UNKNOWN_USER: &str = "(unknown)";
+
+/// One user's or one container's use.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Usage {
+    /// GPUs with at least one of its processes, now.
+    pub gpus: BTreeSet<u32>,
+    pub memory_bytes: u64,
+    pub processes: usize,
+    pub gpu_seconds: f64,
+    pub memory_byte_seconds: f64,
+    /// When it last held a GPU.
+    pub last_active: Option<SystemTime>,
+}
+
+/// Usage per user and per container since gputop started.
+#[derive(Debug, Clone)]
+pub struct Accounting {
+    pub since: Option<SystemTime>,
+    last: Option<SystemTime>,
+    max_gap: Duration,
+    /// Seconds of time the accumulations cover.
+    pub seconds: f64,
+    pub users: BTreeMap<String, Usage>,
+    pub containers: BTreeMap<String, Usage>,
+}
+
+fn user_of(p: &GpuProcess) -> String {
+    p.host
+        .user
+        .value()
+        .cloned()
+        .unwrap_or_else(|| UNKNOWN_USER.into())
+}
+
+impl Accounting {
+    /// Accounting for snapshots `interval` apart.
+    pub fn new(interval: Duration) -> Self {
+        Self {
+            since: None,
+            last: None,
+            max_gap: interval.mul_f64(MAX_GAP_INTERVALS).max(Duration::from_secs(1)),
+            seconds: 0.0,
+            users: BTreeMap::new(),
+            containers: BTreeMap::new(),
+        }
+    }
+
+    /// Adds a snapshot.
+    pub fn record(&mut self, snapshot: &Snapshot) {
+        let now = snapshot.taken_at;
+        self.since.get_or_insert(now);
+        let elapsed = self
+            .last
+            .and_then(|last| now.duration_since(last).ok())
+            .filter(|gap| *gap <= self.max_gap)
+            .map_or(0.0, |gap| gap.as_secs_f64());
+        if self.last.is_none_or(|last| now > last) {
+            self.last = Some(now);
+        }
+        self.seconds += elapsed;
+        let users = Self::current(snapshot, user_of);
+        let containers = Self::current(snapshot, GpuProcess::container_label);
+        for (table, current) in [(&mut self.users, users), (&mut self.containers, containers)] {
+            for usage in table.values_mut() {
+                usage.gpus.clear();
+                usage.memory_bytes = 0;
+                usage.processes = 0;
+            }
+            for (owner, (gpus, memory, pids)) in current {
+                let usage = table.entry(owner).or_default();
+                usage.gpu_seconds += gpus.len() as f64 * elapsed;
+                usage.memory_byte_seconds += memory as f64 * elapsed;
+                usage.gpus = gpus;
+                usage.memory_bytes = memory;
+                usage.processes = pids.len();
+                usage.last_active = Some(now);
+            }
+            Self::forget_idle(table);
+        }
+    }
+
+    /// GPUs, memory and PIDs per owner in one snapshot.
+    fn current(
+        snapshot: &Snapshot,
+        owner: impl Fn(&GpuProcess) -> String,
+    ) -> BTreeMap<String, (BTreeSet<u32>, u64, BTreeSet<u32>)> {
+        let mut out: BTreeMap<String, (BTreeSet<u32>, u64, BTreeSet<u32>)> = BTreeMap::new();
+        for p in &snapshot.processes {
+            let entry = out.entry(owner(p)).or_default();
+            entry.0.insert(p.gpu_index);
+            entry.1 += p.gpu_memory_bytes.get().unwrap_or(0);
+            entry.2.insert(p.pid);
+        }
+        out
+    }
+
+    fn forget_idle(table: &mut BTreeMap<String, Usage>) {
+        while table.len() > MAX_OWNERS {
+            let Some(oldest) = table
+                .iter()
+                .filter(|(_, u)| u.processes == 0)
+                .min_by_key(|(_, u)| u.last_active)
+                .map(|(k, _)| k.clone())
+            else {
+                return;
+            };
+            table.remove(&oldest);
+        }
+    }
+
+    /// Owners by GPU memory now, then by GPU-seconds.
+    pub fn ranked(table: &BTreeMap<String, Usage>) -> Vec<(&String, &Usage)> {
+        let mut rows: Vec<(&String, &Usage)> = table.iter().collect();
+        rows.sort_by(|a, b| {
+            b.1.memory_bytes
+                .cmp(&a.1.memory_bytes)
+                .then(b.1.gpu_seconds.total_cmp(&a.1.gpu_seconds))
+                .then(a.0.cmp(b.0))
+        });
+        rows
+    }
+
+    /// The `usage` object of the JSON report.
+    pub fn to_json(&self) -> Value {
+        let rows = |table: &BTreeMap<String, Usage>, key: &str| {
+            Self::ranked(table)
+                .into_iter()
+                .map(|(owner, u)| {
+                    json!({
+                        key: owner,
+                        "gpus": u.gpus,
+                        "gpu_memory_bytes": u.memory_bytes,
+                        "processes": u.processes,
+                        "gpu_seconds": (u.gpu_seconds * 1000.0).round() / 1000.0,
+                        "gpu_memory_byte_seconds": u.memory_byte_seconds.round(),
+                    })
+                })
+                .collect::<Vec<_>>()
+        };
+        json!({
+            "since": self.since.map(crate::report::rfc3339),
+            "seconds": (self.seconds * 1000.0).round() / 1000.0,
+            "users": rows(&self.users, "user"),
+            "containers": rows(&self.containers, "container"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{
+        DriverInfo, GpuProcess, HostFacts, HostStats, PidNamespace, ProcessType, Reading, Snapshot,
+    };
+    use std::time::UNIX_EPOCH;
+
+    const GIB: u64 = 1 << 30;
+
+    fn process(pid: u32, gpu: u32, user: &str, gib: u64) -> GpuProcess {
+        let mut host = HostFacts::gone("test");
+        host.user = Reading::Value(user.into());
+        GpuProcess {
+            pid,
+            gpu_index: gpu,
+            gpu_uuid: Reading::NotSupported,
+            kind: ProcessType::Compute,
+            gpu_memory_bytes: Reading::Value(gib * GIB),
+            sm_percent: Reading::Value(0),
+            memory_bandwidth_percent: Reading::Value(0),
+            encoder_percent: Reading::Value(0),
+            decoder_percent: Reading::Value(0),
+            host,
+        }
+    }
+
+    fn at(second: u64, processes: Vec<GpuProcess>) -> Snapshot {
+        Snapshot {
+            taken_at: UNIX_EPOCH + Duration::from_secs(1_800_000_000 + second),
+            hostname: "h".into(),
+            driver: DriverInfo {
+                driver_version: Reading::NotSupported,
+                nvml_version: Reading::NotSupported,
+                cuda_driver_version: Reading::NotSupported,
+            },
+            devices: Vec::new(),
+            processes,
+            host: HostStats {
+                cpu_percent: Reading::NotSupported,
+                memory_total_bytes: Reading::NotSupported,
+                memory_used_bytes: Reading::NotSupported,
+                swap_total_bytes: Reading::NotSupported,
+                swap_used_bytes: Reading::NotSupported,
+                load_average: Reading::NotSupported,
+                uptime_seconds: Reading::NotSupported,
+            },
+            pid_namespace: PidNamespace::Host,
+        }
+    }
+
+    #[test]
+    fn gpu_seconds_and_byte_seconds_integrate_over_the_snapshots() {
+        let mut accounting = Accounting::new(Duration::from_secs(1));
+        // alice: two processes on GPU 0 and one on GPU 1; bob: one on GPU 1.
+        let busy = || {
+            vec![
+                process(10, 0, "alice", 4),
+                process(11, 0, "alice", 2),
+                process(12, 1, "alice", 1),
+                process(20, 1, "bob", 8),
+            ]
+        };
+        for second in 0..=60 {
+            accounting.record(&at(second, busy()));
+        }
+        let alice = &accounting.users["alice"];
+        assert_eq!(alice.gpus, BTreeSet::from([0, 1]));
+        assert_eq!((alice.memory_bytes, alice.processes), (7 * GIB, 3));
+        assert!((alice.gpu_seconds - 120.0).abs() < 1e-9, "{}", alice.gpu_seconds);
+        assert!((alice.memory_byte_seconds - (7 * GIB * 60) as f64).abs() < 1.0);
+        let bob = &accounting.users["bob"];
+        assert!((bob.gpu_seconds - 60.0).abs() < 1e-9);
+        assert_eq!(accounting.seconds, 60.0);
+        // Everyone on the host: one "-" container with all four processes.
+        assert_eq!(accounting.containers["-"].processes, 4);
+        assert!((accounting.containers["-"].gpu_seconds - 120.0).abs() < 1e-9);
+
+        // bob leaves: his figures now are zero, his accumulation stays.
+        accounting.record(&at(61, vec![process(10, 0, "alice", 4)]));
+        let bob = &accounting.users["bob"];
+        assert_eq!((bob.processes, bob.memory_bytes, bob.gpus.len()), (0, 0, 0));
+        assert!((bob.gpu_seconds - 60.0).abs() < 1e-9);
+        assert!((accounting.users["alice"].gpu_seconds - 121.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_gap_longer_than_three_intervals_adds_nothing() {
+        let mut accounting = Accounting::new(Duration::from_secs(2));
+        accounting.record(&at(0, vec![process(1, 0, "alice", 1)]));
+        accounting.record(&at(2, vec![process(1, 0, "alice", 1)]));
+        accounting.record(&at(100, vec![process(1, 0, "alice", 1)]));
+        accounting.record(&at(102, vec![process(1, 0, "alice", 1)]));
+        assert!((accounting.users["alice"].gpu_seconds - 4.0).abs() < 1e-9);
+        assert_eq!(accounting.seconds, 4.0);
+    }
+
+    #[test]
+    fn idle_owners_beyond_the_cap_are_forgotten_busy_ones_kept() {
+        let mut accounting = Accounting::new(Duration::from_secs(1));
+        for i in 0..(MAX_OWNERS as u64 + 10) {
+            accounting.record(&at(i, vec![process(1, 0, &format!("u{i}"), 1)]));
+        }
+        assert_eq!(accounting.users.len(), MAX_OWNERS);
+        let last = format!("u{}", MAX_OWNERS + 9);
+        assert_eq!(accounting.users[&last].processes, 1);
+        assert!(
+            !accounting.users.contains_key("u0"),
+            "the longest idle went first"
+        );
+    }
+}
