@@ -39,6 +39,7 @@ fn process(i: u32) -> GpuProcess {
         memory_bandwidth_percent: Reading::Value(i % 53),
         encoder_percent: Reading::Value(0),
         decoder_percent: Reading::Value(0),
+        mig: None,
         host: HostFacts {
             user: Reading::Value(format!("user{}", i % 37)),
             uid: Reading::Value(1000 + i % 37),

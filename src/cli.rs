@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
-use crate::app::filter::Selection;
+use crate::app::filter::{DeviceSpec, Selection, parse_device_list};
 use crate::config::CliOverrides;
 
 /// An interactive viewer for NVIDIA GPUs and the processes using them.
@@ -40,9 +40,14 @@ pub struct Cli {
     #[arg(long, value_name = "SECS", global = true)]
     pub interval: Option<f64>,
 
-    /// Show only these GPUs (by index)
-    #[arg(long, value_name = "IDX", num_args = 1.., value_delimiter = ',')]
-    pub only: Vec<u32>,
+    /// Show only these GPUs or MIG devices, named as CUDA_VISIBLE_DEVICES names them: index,
+    /// GPU UUID (or a unique prefix), MIG UUID, or MIG-GPU-<uuid>/<gi>/<ci>
+    #[arg(long, value_name = "ID", num_args = 1.., value_delimiter = ',', value_parser = parse_device_spec)]
+    pub only: Vec<DeviceSpec>,
+
+    /// Show only the GPUs and MIG devices CUDA_VISIBLE_DEVICES makes visible
+    #[arg(long, conflicts_with = "only")]
+    pub only_visible: bool,
 
     /// Show only processes of these users
     #[arg(long, value_name = "USER", num_args = 1.., value_delimiter = ',')]
@@ -255,6 +260,14 @@ pub const EXIT_CODES: &str = "Exit codes:
   9  (gputop validate) nvidia-smi is missing or failed
   128+N  the interactive view ended by signal N (143 SIGTERM, 129 SIGHUP)";
 
+fn parse_device_spec(text: &str) -> Result<DeviceSpec, String> {
+    DeviceSpec::parse(text).ok_or_else(|| {
+        format!(
+            "'{text}' is not a GPU index, GPU UUID (GPU-...), MIG UUID (MIG-...) or MIG-GPU-<uuid>/<gi>/<ci>"
+        )
+    })
+}
+
 impl Cli {
     /// Parses the command line; exits with a usage error (status 2) on a bad one.
     pub fn parse_checked() -> Self {
@@ -270,9 +283,18 @@ impl Cli {
         cli
     }
 
-    pub fn selection(&self) -> Selection {
+    /// What to show; `cuda_visible_devices` is the environment's `CUDA_VISIBLE_DEVICES`.
+    pub fn selection(&self, cuda_visible_devices: Option<&str>) -> Selection {
+        let devices = if self.only_visible {
+            // Unset: every device is visible, as for CUDA.
+            cuda_visible_devices.map(parse_device_list)
+        } else if self.only.is_empty() {
+            None
+        } else {
+            Some(self.only.clone())
+        };
         Selection {
-            only_gpus: self.only.clone(),
+            devices,
             users: self.user.clone(),
             pids: self.pid.clone(),
             compute: self.compute,

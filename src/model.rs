@@ -125,6 +125,26 @@ pub struct PcieLink {
     pub max_width: Reading<u32>,
 }
 
+/// A MIG device's place in its GPU: GPU instance and compute instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct MigId {
+    pub gpu_instance: u32,
+    pub compute_instance: u32,
+}
+
+/// One MIG device: a slice of a GPU with its own memory and compute.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MigDevice {
+    pub id: MigId,
+    /// As nvidia-smi names it: `3g.40gb`.
+    pub profile: Reading<String>,
+    /// `MIG-...`: what `CUDA_VISIBLE_DEVICES` takes.
+    pub uuid: Reading<String>,
+    pub memory: Reading<Memory>,
+    /// Most drivers do not report utilization per MIG device.
+    pub utilization_gpu: Reading<u32>,
+}
+
 /// One GPU at one instant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Device {
@@ -164,6 +184,9 @@ pub struct Device {
     pub persistence_mode: Reading<bool>,
     pub mig_enabled: Reading<bool>,
     pub throttle_reasons: Reading<Vec<String>>,
+    /// With MIG enabled: its MIG devices, by GPU and compute instance.
+    #[serde(default)]
+    pub mig_devices: Vec<MigDevice>,
 }
 
 impl Device {
@@ -215,6 +238,7 @@ impl Device {
             persistence_mode: Reading::failed(reason),
             mig_enabled: Reading::failed(reason),
             throttle_reasons: Reading::failed(reason),
+            mig_devices: Vec::new(),
         }
     }
 
@@ -418,6 +442,9 @@ pub struct GpuProcess {
     pub memory_bandwidth_percent: Reading<u32>,
     pub encoder_percent: Reading<u32>,
     pub decoder_percent: Reading<u32>,
+    /// On a MIG-enabled GPU: the MIG device it runs on.
+    #[serde(default)]
+    pub mig: Option<MigId>,
     pub host: HostFacts,
 }
 

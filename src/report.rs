@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use crate::alerts::Active;
 use crate::model::{
-    Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, HostStats, Memory, PidMapping, ProcessType,
-    Reading, Snapshot, Window,
+    Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, HostStats, Memory, MigDevice, MigId, PidMapping,
+    ProcessType, Reading, Snapshot, Window,
 };
 
 /// Version of the JSON document's schema; bumped on incompatible changes.
@@ -219,6 +219,7 @@ pub fn text_report(snapshot: &Snapshot, metrics: &[String], alerts: &[Active]) -
     }
     let right: Vec<bool> = rows[0].iter().enumerate().map(|(i, _)| i == 0).collect();
     out.push_str(&table(&rows, &right));
+    out.push_str(&mig_table(snapshot));
 
     out.push('\n');
     if snapshot.processes.is_empty() {
@@ -250,6 +251,42 @@ pub fn text_report(snapshot: &Snapshot, metrics: &[String], alerts: &[Active]) -
     out
 }
 
+/// The MIG devices, one row each as GPU/GPU instance/compute instance; nothing without MIG.
+fn mig_table(snapshot: &Snapshot) -> String {
+    let mut rows = vec![
+        ["MIG", "PROFILE", "MEMORY", "PROCS", "UUID"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for d in &snapshot.devices {
+        for m in &d.mig_devices {
+            let processes = snapshot
+                .processes
+                .iter()
+                .filter(|p| p.gpu_index == d.index && p.mig == Some(m.id))
+                .count();
+            rows.push(vec![
+                format!("{}/{}/{}", d.index, m.id.gpu_instance, m.id.compute_instance),
+                text(&m.profile, |p| sanitize(p)),
+                text(&m.memory, |mem| {
+                    format!(
+                        "{} / {} ({:.0}%)",
+                        human_bytes(mem.used),
+                        human_bytes(mem.total),
+                        mem.used as f64 * 100.0 / mem.total.max(1) as f64
+                    )
+                }),
+                processes.to_string(),
+                text(&m.uuid, |u| sanitize(u)),
+            ]);
+        }
+    }
+    if rows.len() == 1 {
+        return String::new();
+    }
+    format!("\n{}", table(&rows, &[true, false, false, true, false]))
+}
+
 /// "Alerts:" and one line per alert, or nothing.
 fn alert_lines(alerts: &[Active]) -> String {
     if alerts.is_empty() {
@@ -274,7 +311,10 @@ fn process_row(p: &GpuProcess) -> Vec<String> {
         Reading::Failed(reason) => format!("({})", sanitize(reason)),
     };
     vec![
-        p.gpu_index.to_string(),
+        match p.mig {
+            Some(id) => format!("{}/{}/{}", p.gpu_index, id.gpu_instance, id.compute_instance),
+            None => p.gpu_index.to_string(),
+        },
         p.local_pid().unwrap_or(p.pid).to_string(),
         p.kind.label().to_string(),
         text(&host.user, |u| sanitize(u)),
@@ -380,6 +420,20 @@ fn device_json(d: &Device) -> Value {
         "persistence_mode": j(&d.persistence_mode),
         "mig_mode": j(&d.mig_enabled),
         "throttle_reasons": j_map(&d.throttle_reasons, |r| json!(r)),
+        "mig_devices": d.mig_devices.iter().map(mig_json).collect::<Vec<_>>(),
+    })
+}
+
+fn mig_json(m: &MigDevice) -> Value {
+    json!({
+        "gpu_instance_id": m.id.gpu_instance,
+        "compute_instance_id": m.id.compute_instance,
+        "profile": j(&m.profile),
+        "uuid": j(&m.uuid),
+        "memory_total_bytes": j_map(&m.memory, |m| json!(m.total)),
+        "memory_used_bytes": j_map(&m.memory, |m| json!(m.used)),
+        "memory_free_bytes": j_map(&m.memory, |m| json!(m.free)),
+        "utilization_gpu_percent": j(&m.utilization_gpu),
     })
 }
 
@@ -399,6 +453,8 @@ fn process_json(p: &GpuProcess) -> Value {
         "memory_bandwidth_percent": j(&p.memory_bandwidth_percent),
         "encoder_percent": j(&p.encoder_percent),
         "decoder_percent": j(&p.decoder_percent),
+        "gpu_instance_id": p.mig.map(|m| m.gpu_instance),
+        "compute_instance_id": p.mig.map(|m| m.compute_instance),
         "user": j(&h.user),
         "command": j(&h.command),
         "cpu_percent": j_map(&h.cpu_percent, |c| json!(round2(*c))),
@@ -449,6 +505,14 @@ pub fn json_report(snapshot: &Snapshot, alerts: &[Active], usage: &crate::usage:
         },
         "alerts": alerts.iter().map(Active::to_json).collect::<Vec<_>>(),
         "usage": usage.to_json(),
+    })
+}
+
+/// A MIG device's ids as the JSON document has them.
+fn mig_id(gpu_instance: &Value, compute_instance: &Value) -> Option<MigId> {
+    Some(MigId {
+        gpu_instance: u32::try_from(gpu_instance.as_u64()?).ok()?,
+        compute_instance: u32::try_from(compute_instance.as_u64()?).ok()?,
     })
 }
 
@@ -542,6 +606,27 @@ pub fn snapshot_from_json(doc: &Value, received: SystemTime) -> Result<Snapshot,
             device.encoder = int(&d["encoder_utilization_percent"]);
             device.decoder = int(&d["decoder_utilization_percent"]);
             device.ecc_uncorrected_volatile = big(&d["ecc_uncorrected_volatile_errors"]);
+            device.mig_devices = d["mig_devices"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|m| {
+                    Some(MigDevice {
+                        id: mig_id(&m["gpu_instance_id"], &m["compute_instance_id"])?,
+                        profile: text(&m["profile"]),
+                        uuid: text(&m["uuid"]),
+                        memory: reading(&m["memory_total_bytes"], |total| {
+                            Some(Memory {
+                                total: total.as_u64()?,
+                                used: m["memory_used_bytes"].as_u64()?,
+                                free: m["memory_free_bytes"].as_u64()?,
+                                reserved: 0,
+                            })
+                        }),
+                        utilization_gpu: int(&m["utilization_gpu_percent"]),
+                    })
+                })
+                .collect();
             device
         })
         .collect();
@@ -563,6 +648,7 @@ pub fn snapshot_from_json(doc: &Value, received: SystemTime) -> Result<Snapshot,
             memory_bandwidth_percent: int(&p["memory_bandwidth_percent"]),
             encoder_percent: int(&p["encoder_percent"]),
             decoder_percent: int(&p["decoder_percent"]),
+            mig: mig_id(&p["gpu_instance_id"], &p["compute_instance_id"]),
             host: HostFacts {
                 user: text(&p["user"]),
                 uid: Reading::NotSupported,

@@ -7,6 +7,7 @@ use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use crate::alerts::{self, sink::Sink};
+use crate::app::filter::Selection;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -159,7 +160,7 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
     }
     let mut source = open_source(cli)?;
     let interval = Duration::from_secs_f64(effective.settings.display.refresh_interval);
-    let selection = cli.selection();
+    let selection = cli.selection(env("CUDA_VISIBLE_DEVICES").as_deref());
     if cli.list {
         let snapshot = collect_once(&mut source, interval);
         return emit(&report::list(&selection.apply(&snapshot)));
@@ -186,13 +187,26 @@ fn interactive_view(
     let theme = theme_of(cli, env);
     // The demo's PIDs are invented: never signal them.
     let readonly = cli.readonly || cli.demo || effective.settings.signals.readonly;
-    view(Feed::Live(source), &effective.settings, cli, readonly, theme)
+    let selection = cli.selection(env("CUDA_VISIBLE_DEVICES").as_deref());
+    view(
+        Feed::Live(source),
+        &effective.settings,
+        selection,
+        readonly,
+        theme,
+    )
 }
 
 /// The interactive view over `feed` until it ends; a signal ends gputop with 128 + N.
-fn view(feed: Feed, settings: &Settings, cli: &Cli, readonly: bool, theme: Theme) -> Result<(), Failure> {
+fn view(
+    feed: Feed,
+    settings: &Settings,
+    selection: Selection,
+    readonly: bool,
+    theme: Theme,
+) -> Result<(), Failure> {
     let sink = Sink::open(&settings.alert).map_err(|e| Failure::Config(ConfigError(e)))?;
-    match interactive::run(feed, settings, cli.selection(), readonly, theme, sink) {
+    match interactive::run(feed, settings, selection, readonly, theme, sink) {
         Ok(Ending::Signal(signal)) => std::process::exit(128 + signal),
         Ok(Ending::Quit | Ending::TerminalClosed) => Ok(()),
         Err(e) => Err(Failure::Output(e)),
@@ -262,7 +276,7 @@ fn run_replay(
     if args.once || args.json || !std::io::stdout().is_terminal() {
         let index = args.at.map_or(recording.len() - 1, |at| recording.index_at(at));
         let snapshot = cli
-            .selection()
+            .selection(env("CUDA_VISIBLE_DEVICES").as_deref())
             .apply(&recording.frame(index).map_err(Failure::Message)?);
         let alerts = alerts::instant(&effective.settings.alert.effective_rules(), &snapshot);
         return emit(&once_report(&snapshot, &alerts, args.json, effective)?);
@@ -274,7 +288,7 @@ fn run_replay(
     view(
         Feed::Replay(recording, args.speed),
         &settings,
-        cli,
+        cli.selection(env("CUDA_VISIBLE_DEVICES").as_deref()),
         true,
         theme_of(cli, env),
     )
@@ -308,7 +322,7 @@ fn run_remote(cli: &Cli, effective: &Effective, env: &dyn Fn(&str) -> Option<Str
     view(
         Feed::Remote(nodes),
         &effective.settings,
-        cli,
+        cli.selection(env("CUDA_VISIBLE_DEVICES").as_deref()),
         true,
         theme_of(cli, env),
     )

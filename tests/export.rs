@@ -148,6 +148,59 @@ fn names(exposition: &str) -> Vec<String> {
         .collect()
 }
 
+/// A real Prometheus scraping the exporter on `port` every second (with `rules` loaded);
+/// returns it and its web port.
+fn start_prometheus(home: &Path, port: u16, rules: Option<&Path>) -> (Killed, u16) {
+    let config = home.join("prometheus.yml");
+    let rule_files = rules.map_or(String::new(), |r| format!("rule_files:\n  - {}\n", r.display()));
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{rule_files}\
+             scrape_configs:\n  - job_name: gputop\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+        ),
+    )
+    .unwrap();
+    let web = free_port();
+    let prometheus = Killed(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", home.join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{web}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    (prometheus, web)
+}
+
+/// The result vector of an instant query; empty until Prometheus answers.
+fn query(web: u16, q: &str) -> Vec<serde_json::Value> {
+    let (status, _, body) = get(web, &format!("/api/v1/query?query={q}"));
+    if status != 200 {
+        return Vec::new();
+    }
+    let doc: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    doc["data"]["result"].as_array().cloned().unwrap_or_default()
+}
+
+/// Polls `q` until `done` holds of its result (90 s at most).
+fn query_until(web: u16, q: &str, done: impl Fn(&[serde_json::Value]) -> bool) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let result = query(web, q);
+        if done(&result) {
+            return result;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never answered {q} as expected: {result:?}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 #[test]
 fn a_real_prometheus_scrapes_the_scenario_values_and_loads_the_rules() {
     if !prometheus_tools() {
@@ -168,50 +221,9 @@ fn a_real_prometheus_scrapes_the_scenario_values_and_loads_the_rules() {
         .output()
         .unwrap();
     std::fs::write(&rules, &generated.stdout).unwrap();
-    let config = home.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\n\
-             scrape_configs:\n  - job_name: gputop\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n",
-            rules.display()
-        ),
-    )
-    .unwrap();
-    let web = free_port();
-    let _prometheus = Killed(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                home.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{web}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let query = |q: &str| -> Vec<serde_json::Value> {
-        let (status, _, body) = get(web, &format!("/api/v1/query?query={q}"));
-        if status != 200 {
-            return Vec::new();
-        }
-        let doc: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-        doc["data"]["result"].as_array().cloned().unwrap_or_default()
-    };
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let temperatures = loop {
-        let result = query("gputop_gpu_temperature_celsius");
-        if result.len() == 2 {
-            break result;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "Prometheus never had the temperatures: {result:?}"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    };
+    let (_prometheus, web) = start_prometheus(home.path(), port, Some(&rules));
+    let query = |q: &str| query(web, q);
+    let temperatures = query_until(web, "gputop_gpu_temperature_celsius", |r| r.len() == 2);
     let by_gpu = |result: &[serde_json::Value]| -> BTreeMap<String, f64> {
         result
             .iter()
@@ -497,5 +509,70 @@ fn the_exporter_judges_the_alert_rules_without_a_terminal() {
             .count(),
         1,
         "{logged}"
+    );
+}
+
+/// MIG devices and per-user / per-container accounting in the exposition, scraped by a
+/// real Prometheus: the MIG memory is the scenario's, GPU-seconds grow with time.
+#[test]
+fn mig_devices_and_usage_per_user_are_exported_and_scraped() {
+    let home = tempfile::tempdir().unwrap();
+    let sleepers = Sleepers::spawn(4);
+    let (_exporter, port) = exporter(
+        home.path(),
+        &scenario("mig-a100"),
+        &sleepers.env(),
+        &["--processes"],
+    );
+    wait_ready(port);
+    std::thread::sleep(Duration::from_millis(600));
+    let (_, _, body) = get(port, "/metrics");
+    let line = |prefix: &str| {
+        body.lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in {body}"))
+            .to_string()
+    };
+    assert!(
+        line("gputop_mig_memory_used_bytes{gpu=\"0\"")
+            .contains("gpu_instance=\"1\",compute_instance=\"0\",profile=\"3g.40gb\"")
+    );
+    assert!(line("gputop_mig_memory_used_bytes{gpu=\"0\"").ends_with(&format!(" {}", 20u64 << 30)));
+    assert!(line("gputop_mig_processes{gpu=\"0\"").ends_with(" 2"));
+    assert!(line("gputop_process_gpu_memory_bytes{gpu=\"0\"").contains(",mig=\"1/0\""));
+    // Every process runs as this test's user: all four processes, both GPUs.
+    let user = line("gputop_user_processes{");
+    assert!(user.ends_with(" 4"), "{user}");
+    assert!(line("gputop_user_gpus{").ends_with(" 2"));
+    let seconds: f64 = line("gputop_user_gpu_seconds_total{")
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(seconds > 0.0, "GPU-seconds accumulate: {seconds}");
+    assert!(line("# TYPE gputop_container_gpu_memory_byte_seconds_total").ends_with("counter"));
+    if !prometheus_tools() {
+        return;
+    }
+    let (_prometheus, web) = start_prometheus(home.path(), port, None);
+    let mig = query_until(web, "gputop_mig_memory_total_bytes", |r| r.len() == 3);
+    let mut totals: Vec<f64> = mig
+        .iter()
+        .map(|r| r["value"][1].as_str().unwrap().parse().unwrap())
+        .collect();
+    totals.sort_by(f64::total_cmp);
+    assert_eq!(totals, [9.75, 19.5, 39.5].map(|g| g * 1073741824.0));
+    // Two GPUs held: GPU-seconds grow at about 2 per second between two scrapes.
+    let first = query_until(web, "gputop_user_gpu_seconds_total", |r| r.len() == 1);
+    let value = |r: &[serde_json::Value]| r[0]["value"][1].as_str().unwrap().parse::<f64>().unwrap();
+    let (t0, v0) = (first[0]["value"][0].as_f64().unwrap(), value(&first));
+    let later = query_until(web, "gputop_user_gpu_seconds_total", |r| {
+        r.len() == 1 && r[0]["value"][0].as_f64().unwrap() > t0 + 2.5 && value(r) > v0 + 2.0
+    });
+    let rate = (value(&later) - v0) / (later[0]["value"][0].as_f64().unwrap() - t0);
+    assert!(
+        (1.0..=3.0).contains(&rate),
+        "about 2 GPU-seconds per second, got {rate}"
     );
 }

@@ -500,12 +500,13 @@ fn json_keys_are_exactly_the_documented_schema() {
          pcie_link_generation pcie_link_width pcie_link_max_generation pcie_link_max_width \
          pcie_tx_bytes_per_second pcie_rx_bytes_per_second encoder_utilization_percent \
          decoder_utilization_percent ecc_enabled ecc_uncorrected_volatile_errors compute_mode \
-         persistence_mode mig_mode throttle_reasons"
+         persistence_mode mig_mode throttle_reasons mig_devices"
     );
     assert_eq!(
         keys(&doc["processes"][0]),
         "pid gpu_index gpu_uuid type gpu_memory_bytes sm_percent memory_bandwidth_percent encoder_percent \
-         decoder_percent user command cpu_percent host_memory_bytes start_time_unix_seconds running_seconds \
+         decoder_percent gpu_instance_id compute_instance_id user command cpu_percent host_memory_bytes \
+         start_time_unix_seconds running_seconds \
          container container_pid local_pid pid_mapping unmapped_reason"
     );
     assert_eq!(
@@ -522,4 +523,106 @@ fn json_keys_are_exactly_the_documented_schema() {
         keys(&doc["usage"]["containers"][0]),
         "container gpus gpu_memory_bytes processes gpu_seconds gpu_memory_byte_seconds"
     );
+}
+
+/// MIG through the real nvml-wrapper path: each MIG device with its ids, profile, UUID and
+/// memory (its processes'), each process attributed to its MIG device.
+#[test]
+fn mig_devices_are_enumerated_and_processes_attributed() {
+    let home = tempfile::tempdir().unwrap();
+    let sleepers = Sleepers::spawn(4);
+    let p = sleepers.pids();
+    let run = |extra: &[&str], visible: Option<&str>| {
+        let mut command = gputop_on(home.path(), &scenario("mig-a100"), 1_000);
+        command.env("GPUTOP_SIM_PIDS", sleepers.env()).args(extra);
+        if let Some(list) = visible {
+            command.env("CUDA_VISIBLE_DEVICES", list);
+        }
+        json(command)
+    };
+    let doc = run(&[], None);
+    let a100 = &doc["devices"][0];
+    assert_eq!(a100["mig_mode"], true);
+    let migs = a100["mig_devices"].as_array().unwrap();
+    let summary: Vec<String> = migs
+        .iter()
+        .map(|m| {
+            format!(
+                "{}/{} {} {} GiB used of {:.2}",
+                m["gpu_instance_id"],
+                m["compute_instance_id"],
+                m["profile"].as_str().unwrap(),
+                m["memory_used_bytes"].as_u64().unwrap() >> 30,
+                m["memory_total_bytes"].as_f64().unwrap() / f64::from(1u32 << 30)
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            "1/0 3g.40gb 20 GiB used of 39.50",
+            "5/0 2g.20gb 6 GiB used of 19.50",
+            "13/0 1g.10gb 0 GiB used of 9.75"
+        ]
+    );
+    assert_eq!(migs[1]["uuid"], "MIG-22222222-bbbb-5000-9000-000000000002");
+    assert!(
+        migs[0]["utilization_gpu_percent"].is_null(),
+        "not given per MIG device"
+    );
+    assert_eq!(doc["devices"][1]["mig_devices"].as_array().unwrap().len(), 0);
+    let placed = |doc: &serde_json::Value| -> Vec<(u64, serde_json::Value, serde_json::Value)> {
+        doc["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|q| {
+                (
+                    q["pid"].as_u64().unwrap(),
+                    q["gpu_instance_id"].clone(),
+                    q["compute_instance_id"].clone(),
+                )
+            })
+            .collect()
+    };
+    let pid = |i: usize| u64::from(p[i]);
+    let null = serde_json::Value::Null;
+    assert_eq!(
+        placed(&doc),
+        vec![
+            (pid(3), null.clone(), null.clone()),
+            (pid(0), 1.into(), 0.into()),
+            (pid(1), 1.into(), 0.into()),
+            (pid(2), 5.into(), 0.into()),
+        ]
+    );
+
+    // --only and --only-visible name GPUs and MIG devices as CUDA_VISIBLE_DEVICES does.
+    let pids = |doc: serde_json::Value| placed(&doc).iter().map(|(pid, _, _)| *pid).collect::<Vec<_>>();
+    assert_eq!(pids(run(&["--only", "MIG-22222222"], None)), vec![pid(2)]);
+    assert_eq!(
+        pids(run(
+            &["--only", "MIG-GPU-a100a100-0000-4000-8000-000000000001/1/0"],
+            None
+        )),
+        vec![pid(0), pid(1)]
+    );
+    assert_eq!(pids(run(&["--only", "GPU-b200"], None)), vec![pid(3)]);
+    assert_eq!(
+        pids(run(&["--only-visible"], Some("1,MIG-11111111"))),
+        vec![pid(3), pid(0), pid(1)]
+    );
+    assert_eq!(
+        pids(run(&["--only-visible"], Some("GPU-ffff,1"))),
+        Vec::<u64>::new(),
+        "CUDA stops at the first bad entry"
+    );
+    assert_eq!(
+        pids(run(&["--only-visible"], None)).len(),
+        4,
+        "unset: everything is visible"
+    );
+    let only_mig = run(&["--only", "MIG-33333333"], None);
+    assert_eq!(only_mig["devices"].as_array().unwrap().len(), 1);
+    assert_eq!(only_mig["devices"][0]["mig_devices"].as_array().unwrap().len(), 1);
 }

@@ -456,3 +456,39 @@ fn users_screen_accumulates_gpu_time_per_user_and_container() {
     app.update(Action::Users);
     assert_eq!(app.screen, gputop::app::state::Screen::Main, "u again goes back");
 }
+
+/// A MIG-enabled GPU lists its MIG devices under it; its processes show GPU/GI/CI.
+#[test]
+fn mig_devices_are_child_rows_and_processes_name_theirs() {
+    let mut snap = snapshot();
+    let id = |gpu_instance| MigId {
+        gpu_instance,
+        compute_instance: 0,
+    };
+    snap.devices[1].mig_enabled = Reading::Value(true);
+    snap.devices[1].mig_devices = [(1, "3g.40gb", 11), (5, "2g.20gb", 0)]
+        .into_iter()
+        .map(|(gi, profile, used_gib)| MigDevice {
+            id: id(gi),
+            profile: Reading::Value(profile.into()),
+            uuid: Reading::Value(format!("MIG-{gi:08}-0000-5000-9000-000000000000")),
+            memory: Reading::Value(Memory {
+                total: 40 * GIB,
+                used: used_gib * GIB,
+                free: (40 - used_gib) * GIB,
+                reserved: 0,
+            }),
+            utilization_gpu: Reading::NotSupported,
+        })
+        .collect();
+    snap.processes[1].mig = Some(id(1));
+    snap.processes[1].gpu_index = 1;
+    let mut app = App::new(Settings::default(), Selection::default(), false, Some(1000));
+    app.update(Action::Snapshot(Arc::new(snap)));
+    for (w, h) in [(80, 24), (200, 50)] {
+        let screen = render(&mut app, &DARK, w, h);
+        assert!(screen.contains("MIG 1/0 3g.40gb"), "{screen}");
+        assert!(screen.contains("1/1/0"), "the process's GPU/GI/CI: {screen}");
+        insta::assert_snapshot!(format!("main_mig_{w}x{h}"), screen);
+    }
+}

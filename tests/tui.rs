@@ -521,19 +521,25 @@ fn escape_sequences_in_a_process_name_change_neither_screen_nor_title() {
 #[test]
 fn a_process_replaced_under_the_same_pid_is_refused() {
     // In a fresh PID namespace the test can make a new process take the old one's PID
-    // (ns_last_pid), as PID reuse does on a busy machine.
+    // (ns_last_pid), as PID reuse does on a busy machine. Both hold an NVIDIA device open,
+    // as GPU processes do: in its own PID namespace gputop counts only those as local.
+    if !common::namespaces_available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().display().to_string();
     let scenario_path = scenario(dir.path());
     let script = format!(
-        r#"( sleep 600 & A=$!; echo $A > {d}/a.pid
+        r#"{fake_dev}
+           ( sleep 600 9</dev/nvidia0 & A=$!; echo $A > {d}/a.pid
              while [ ! -e {d}/go ]; do sleep 0.05; done
              kill -9 $A; wait $A
              echo $((A-1)) > /proc/sys/kernel/ns_last_pid
-             sleep 600 & echo $! > {d}/b.pid; wait ) &
+             sleep 600 9</dev/nvidia0 & echo $! > {d}/b.pid; wait ) &
            while [ ! -s {d}/a.pid ]; do sleep 0.05; done
            A=$(cat {d}/a.pid)
            GPUTOP_SIM_PIDS="$A $A $A" exec {gputop} --nvml-lib {lib} --interval 0.5"#,
+        fake_dev = common::FAKE_NVIDIA_DEV,
         gputop = env!("CARGO_BIN_EXE_gputop"),
         lib = common::sim_lib().display(),
     );
@@ -987,4 +993,22 @@ kill $namesake
         "the GPU process was killed: {text}"
     );
     assert!(text.contains("namesake alive"), "the namesake lives: {text}");
+}
+
+/// `u` opens who-uses-what: this user's three processes on two GPUs, then back.
+#[test]
+fn the_users_view_opens_with_u_and_closes_with_u() {
+    let Session { mut pty, .. } = session(&[]);
+    let me = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout).unwrap();
+    pty.keys("u");
+    let screen = pty.wait_for("users and containers");
+    let row = screen
+        .lines()
+        .find(|l| l.contains(me.trim()) && l.contains("0,1"))
+        .unwrap_or_else(|| panic!("a row for {} on GPUs 0,1: {screen}", me.trim()));
+    assert!(row.contains(" 3 "), "three processes: {row}");
+    pty.keys("u");
+    pty.wait_until("the process table again", 5, |s| process_rows(s).len() == 3);
+    pty.keys("q");
+    assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
 }

@@ -1,12 +1,101 @@
-//! Which devices and processes the user asked to see (`--only`, `--user`, `--pid`,
-//! `--compute`, `--graphics`).
+//! Which devices and processes the user asked to see (`--only`, `--only-visible`, `--user`,
+//! `--pid`, `--compute`, `--graphics`).
+//!
+//! Devices are named as `CUDA_VISIBLE_DEVICES` names them, without starting CUDA: an index,
+//! a GPU UUID or a unique prefix of one (`GPU-8932f937`), a MIG device's UUID (`MIG-...`) or
+//! `MIG-GPU-<uuid>/<gpu instance>/<compute instance>`. As CUDA does, the list ends at the
+//! first entry that names no device (or more than one).
 
-use crate::model::{GpuProcess, Snapshot};
+use crate::model::{Device, GpuProcess, MigId, Snapshot};
+
+/// One entry of a device list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceSpec {
+    Index(u32),
+    /// A GPU UUID or a prefix of one.
+    Uuid(String),
+    /// A MIG device's own UUID (`MIG-...`) or a prefix of one.
+    MigUuid(String),
+    /// `MIG-GPU-<uuid>/<gi>/<ci>`: a MIG device by its GPU's UUID and instance ids.
+    MigOf {
+        gpu_uuid: String,
+        id: MigId,
+    },
+}
+
+impl DeviceSpec {
+    /// Parses one entry; `None` when it cannot name a device.
+    pub fn parse(text: &str) -> Option<Self> {
+        let text = text.trim();
+        if let Ok(index) = text.parse::<u32>() {
+            return Some(Self::Index(index));
+        }
+        if let Some(rest) = text.strip_prefix("MIG-GPU-") {
+            let mut parts = rest.split('/');
+            let (uuid, gi, ci) = (parts.next()?, parts.next()?, parts.next()?);
+            if parts.next().is_some() || uuid.is_empty() {
+                return None;
+            }
+            return Some(Self::MigOf {
+                gpu_uuid: format!("GPU-{uuid}"),
+                id: MigId {
+                    gpu_instance: gi.parse().ok()?,
+                    compute_instance: ci.parse().ok()?,
+                },
+            });
+        }
+        if text.len() > "MIG-".len() && text.starts_with("MIG-") {
+            return Some(Self::MigUuid(text.to_string()));
+        }
+        if text.len() > "GPU-".len() && text.starts_with("GPU-") {
+            return Some(Self::Uuid(text.to_string()));
+        }
+        None
+    }
+
+    /// Whole GPUs and MIG devices of `devices` this entry names.
+    fn matches<'a>(&self, devices: &'a [Device]) -> Vec<(&'a Device, Option<MigId>)> {
+        let uuid_starts = |d: &Device, prefix: &str| d.uuid.value().is_some_and(|u| u.starts_with(prefix));
+        match self {
+            Self::Index(index) => devices
+                .iter()
+                .filter(|d| d.index == *index)
+                .map(|d| (d, None))
+                .collect(),
+            Self::Uuid(prefix) => devices
+                .iter()
+                .filter(|d| uuid_starts(d, prefix))
+                .map(|d| (d, None))
+                .collect(),
+            Self::MigUuid(prefix) => devices
+                .iter()
+                .flat_map(|d| {
+                    d.mig_devices
+                        .iter()
+                        .filter(|m| m.uuid.value().is_some_and(|u| u.starts_with(prefix.as_str())))
+                        .map(move |m| (d, Some(m.id)))
+                })
+                .collect(),
+            Self::MigOf { gpu_uuid, id } => devices
+                .iter()
+                .filter(|d| uuid_starts(d, gpu_uuid) && d.mig_devices.iter().any(|m| m.id == *id))
+                .map(|d| (d, Some(*id)))
+                .collect(),
+        }
+    }
+}
+
+/// Parses a device list (`--only`, `CUDA_VISIBLE_DEVICES`): entries up to the first that
+/// cannot name a device, as CUDA reads it. An empty list names no device.
+pub fn parse_device_list(text: &str) -> Vec<DeviceSpec> {
+    text.split(',').map_while(DeviceSpec::parse).collect()
+}
 
 /// A selection of devices and processes; empty lists select everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Selection {
-    pub only_gpus: Vec<u32>,
+    /// `None` shows every device.
+    pub devices: Option<Vec<DeviceSpec>>,
     pub users: Vec<String>,
     pub pids: Vec<u32>,
     pub compute: bool,
@@ -14,11 +103,27 @@ pub struct Selection {
 }
 
 impl Selection {
-    pub fn shows_gpu(&self, index: u32) -> bool {
-        self.only_gpus.is_empty() || self.only_gpus.contains(&index)
+    /// The GPUs and MIG devices the list names in `devices`, up to its first entry that
+    /// names none or several; `None` when everything is shown.
+    fn chosen<'a>(&self, devices: &'a [Device]) -> Option<Vec<(&'a Device, Option<MigId>)>> {
+        let specs = self.devices.as_ref()?;
+        let mut chosen = Vec::new();
+        for spec in specs {
+            let matched = spec.matches(devices);
+            if matched.len() != 1 {
+                break;
+            }
+            chosen.extend(matched);
+        }
+        Some(chosen)
     }
 
-    pub fn shows_process(&self, process: &GpuProcess) -> bool {
+    pub fn shows_gpu(&self, device: &Device, devices: &[Device]) -> bool {
+        self.chosen(devices)
+            .is_none_or(|chosen| chosen.iter().any(|(d, _)| d.index == device.index))
+    }
+
+    pub fn shows_process(&self, process: &GpuProcess, devices: &[Device]) -> bool {
         let kind_ok = match (self.compute, self.graphics) {
             (true, false) => process.kind.is_compute(),
             (false, true) => process.kind.is_graphics(),
@@ -31,22 +136,44 @@ impl Selection {
                 .value()
                 .is_some_and(|user| self.users.iter().any(|u| u == user));
         let pid_ok = self.pids.is_empty() || self.pids.contains(&process.pid);
-        kind_ok && user_ok && pid_ok && self.shows_gpu(process.gpu_index)
+        // A whole GPU shows all its processes; a MIG device only its own.
+        let device_ok = self.chosen(devices).is_none_or(|chosen| {
+            chosen
+                .iter()
+                .any(|(d, mig)| d.index == process.gpu_index && mig.is_none_or(|id| process.mig == Some(id)))
+        });
+        kind_ok && user_ok && pid_ok && device_ok
     }
 
-    /// A copy of the snapshot holding only what is selected.
+    /// A copy of the snapshot holding only what is selected (a chosen MIG device's GPU keeps
+    /// only that MIG device).
     pub fn apply(&self, snapshot: &Snapshot) -> Snapshot {
+        let all = &snapshot.devices;
+        let chosen = self.chosen(all);
+        let devices = all
+            .iter()
+            .filter(|d| self.shows_gpu(d, all))
+            .map(|d| {
+                let mut d = d.clone();
+                if let Some(chosen) = &chosen {
+                    let whole = chosen.iter().any(|(c, mig)| c.index == d.index && mig.is_none());
+                    if !whole {
+                        d.mig_devices.retain(|m| {
+                            chosen
+                                .iter()
+                                .any(|(c, mig)| c.index == d.index && *mig == Some(m.id))
+                        });
+                    }
+                }
+                d
+            })
+            .collect();
         Snapshot {
-            devices: snapshot
-                .devices
-                .iter()
-                .filter(|d| self.shows_gpu(d.index))
-                .cloned()
-                .collect(),
+            devices,
             processes: snapshot
                 .processes
                 .iter()
-                .filter(|p| self.shows_process(p))
+                .filter(|p| self.shows_process(p, all))
                 .cloned()
                 .collect(),
             ..snapshot.clone()
@@ -57,7 +184,7 @@ impl Selection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{HostFacts, ProcessType, Reading};
+    use crate::model::{DeviceStatus, HostFacts, MigDevice, ProcessType, Reading};
 
     fn process(pid: u32, gpu: u32, kind: ProcessType, user: &str) -> GpuProcess {
         let mut host = HostFacts::gone("test");
@@ -72,41 +199,149 @@ mod tests {
             memory_bandwidth_percent: Reading::Value(0),
             encoder_percent: Reading::Value(0),
             decoder_percent: Reading::Value(0),
+            mig: None,
             host,
         }
     }
 
+    const MIG_A: MigId = MigId {
+        gpu_instance: 1,
+        compute_instance: 0,
+    };
+    const MIG_B: MigId = MigId {
+        gpu_instance: 2,
+        compute_instance: 0,
+    };
+
+    fn empty_snapshot() -> Snapshot {
+        use crate::model::{DriverInfo, HostStats, PidNamespace};
+        let na = || Reading::NotSupported;
+        Snapshot {
+            taken_at: std::time::UNIX_EPOCH,
+            hostname: String::new(),
+            driver: DriverInfo {
+                driver_version: na(),
+                nvml_version: na(),
+                cuda_driver_version: na(),
+            },
+            devices: Vec::new(),
+            processes: Vec::new(),
+            host: HostStats {
+                cpu_percent: Reading::NotSupported,
+                memory_total_bytes: Reading::NotSupported,
+                memory_used_bytes: Reading::NotSupported,
+                swap_total_bytes: Reading::NotSupported,
+                swap_used_bytes: Reading::NotSupported,
+                load_average: Reading::NotSupported,
+                uptime_seconds: Reading::NotSupported,
+            },
+            pid_namespace: PidNamespace::Host,
+        }
+    }
+
+    /// GPU 0 plain; GPU 1 split into two MIG devices.
+    fn devices() -> Vec<Device> {
+        let mut plain = Device::unavailable(0, DeviceStatus::Ok, "test");
+        plain.uuid = Reading::Value("GPU-aaaa1111-0000-4000-8000-000000000000".into());
+        let mut split = Device::unavailable(1, DeviceStatus::Ok, "test");
+        split.uuid = Reading::Value("GPU-bbbb2222-0000-4000-8000-000000000000".into());
+        split.mig_devices = [
+            (MIG_A, "MIG-1111aaaa-0000-5000-9000-000000000000"),
+            (MIG_B, "MIG-2222bbbb-0000-5000-9000-000000000000"),
+        ]
+        .into_iter()
+        .map(|(id, uuid)| MigDevice {
+            id,
+            profile: Reading::Value("3g.40gb".into()),
+            uuid: Reading::Value(uuid.into()),
+            memory: Reading::NotSupported,
+            utilization_gpu: Reading::NotSupported,
+        })
+        .collect();
+        vec![plain, split]
+    }
+
     #[test]
     fn each_criterion_narrows_and_they_combine() {
+        let devices = devices();
         let c = process(1, 0, ProcessType::Compute, "alice");
         let g = process(2, 1, ProcessType::Graphics, "bob");
         let cg = process(3, 1, ProcessType::ComputeGraphics, "alice");
+        let shows = |s: &Selection, p: &GpuProcess| s.shows_process(p, &devices);
         let all = Selection::default();
-        assert!([&c, &g, &cg].iter().all(|p| all.shows_process(p)));
+        assert!([&c, &g, &cg].iter().all(|p| shows(&all, p)));
 
         let compute = Selection {
             compute: true,
             ..Default::default()
         };
-        assert!(compute.shows_process(&c) && !compute.shows_process(&g) && compute.shows_process(&cg));
+        assert!(shows(&compute, &c) && !shows(&compute, &g) && shows(&compute, &cg));
         let graphics = Selection {
             graphics: true,
             ..Default::default()
         };
-        assert!(!graphics.shows_process(&c) && graphics.shows_process(&g) && graphics.shows_process(&cg));
+        assert!(!shows(&graphics, &c) && shows(&graphics, &g) && shows(&graphics, &cg));
 
         let alice_on_1 = Selection {
             users: vec!["alice".into()],
-            only_gpus: vec![1],
+            devices: Some(parse_device_list("1")),
             ..Default::default()
         };
-        assert!(
-            !alice_on_1.shows_process(&c) && !alice_on_1.shows_process(&g) && alice_on_1.shows_process(&cg)
-        );
+        assert!(!shows(&alice_on_1, &c) && !shows(&alice_on_1, &g) && shows(&alice_on_1, &cg));
         let pid = Selection {
             pids: vec![2],
             ..Default::default()
         };
-        assert!(!pid.shows_process(&c) && pid.shows_process(&g));
+        assert!(!shows(&pid, &c) && shows(&pid, &g));
+    }
+
+    #[test]
+    fn device_lists_read_as_cuda_visible_devices_does() {
+        let devices = devices();
+        let gpus = |list: &str| {
+            let selection = Selection {
+                devices: Some(parse_device_list(list)),
+                ..Default::default()
+            };
+            let snapshot = selection.apply(&Snapshot {
+                devices: devices.clone(),
+                ..empty_snapshot()
+            });
+            snapshot
+                .devices
+                .iter()
+                .map(|d| format!("{}:{}", d.index, d.mig_devices.len()))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(gpus("0,1"), "0:0 1:2");
+        assert_eq!(gpus("1"), "1:2");
+        assert_eq!(gpus("GPU-bbbb2222"), "1:2", "a unique UUID prefix");
+        assert_eq!(gpus("GPU-"), "", "'GPU-' alone names nothing");
+        assert_eq!(gpus("MIG-2222bbbb-0000-5000-9000-000000000000"), "1:1");
+        assert_eq!(gpus("MIG-GPU-bbbb2222-0000-4000-8000-000000000000/1/0"), "1:1");
+        // The list ends at the first entry naming no device: 1 is never reached.
+        assert_eq!(gpus("0,7,1"), "0:0");
+        assert_eq!(gpus("0,bogus,1"), "0:0");
+        assert_eq!(
+            gpus(""),
+            "",
+            "an empty list shows no GPU, as CUDA_VISIBLE_DEVICES=\"\""
+        );
+        // A prefix two GPUs share is ambiguous: nothing from there on.
+        assert_eq!(gpus("GPU-"), "");
+
+        // A MIG device shows only its own processes.
+        let selection = Selection {
+            devices: Some(parse_device_list("MIG-1111aaaa")),
+            ..Default::default()
+        };
+        let mut on_a = process(5, 1, ProcessType::Compute, "alice");
+        on_a.mig = Some(MIG_A);
+        let mut on_b = process(6, 1, ProcessType::Compute, "bob");
+        on_b.mig = Some(MIG_B);
+        assert!(selection.shows_process(&on_a, &devices));
+        assert!(!selection.shows_process(&on_b, &devices));
+        assert!(!selection.shows_process(&process(7, 0, ProcessType::Compute, "carol"), &devices));
     }
 }

@@ -166,6 +166,7 @@ mod tests {
             memory_bandwidth_percent: Reading::Value(0),
             encoder_percent: Reading::Value(0),
             decoder_percent: Reading::Value(0),
+            mig: None,
             host: HostFacts::gone("test"),
         }
     }

@@ -282,7 +282,7 @@ impl App {
         let mut rows: Vec<&GpuProcess> = snapshot
             .processes
             .iter()
-            .filter(|p| self.selection.shows_process(p) && query.matches(p))
+            .filter(|p| self.selection.shows_process(p, &snapshot.devices) && query.matches(p))
             .collect();
         sort::by_key(&mut rows, self.sort, self.reverse);
         rows

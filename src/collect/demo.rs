@@ -13,8 +13,8 @@ use nvml_sim::scenario::{ComputeMode, MigSetting, Scenario};
 use super::container::container_of;
 use super::{ProcessReadout, Readout};
 use crate::model::{
-    Bar1, Clocks, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, Memory, PcieLink, PidMapping,
-    ProcessType, Reading, Window,
+    Bar1, Clocks, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, Memory, MigDevice, MigId,
+    PcieLink, PidMapping, ProcessType, Reading, Window,
 };
 
 /// The demo machine and its clock.
@@ -230,6 +230,29 @@ impl DemoSource {
                         }
                     })
             }),
+            mig_devices: g
+                .mig_devices
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    let memory = sim.mig_memory(gpu, i, t);
+                    MigDevice {
+                        id: MigId {
+                            gpu_instance: m.gpu_instance,
+                            compute_instance: m.compute_instance,
+                        },
+                        profile: Reading::Value(m.profile.clone()),
+                        uuid: Reading::Value(m.uuid.clone()),
+                        memory: Reading::Value(Memory {
+                            total: memory.total,
+                            used: memory.used,
+                            free: memory.free,
+                            reserved: memory.reserved,
+                        }),
+                        utilization_gpu: Reading::NotSupported,
+                    }
+                })
+                .collect(),
         }
     }
 
@@ -275,6 +298,10 @@ impl DemoSource {
                         memory_bandwidth_percent: pct(sample.map(|s| s.mem)),
                         encoder_percent: pct(sample.map(|s| s.enc)),
                         decoder_percent: pct(sample.map(|s| s.dec)),
+                        mig: live.instance_ids.map(|(gpu_instance, compute_instance)| MigId {
+                            gpu_instance,
+                            compute_instance,
+                        }),
                         host: HostFacts {
                             user: Reading::Value(script.user.clone().unwrap_or_else(|| "demo".into())),
                             // Invented owners: uid 0 for root, 1000 and up for the others.

@@ -24,8 +24,8 @@ use nvml_wrapper_sys::bindings::nvmlDevice_t;
 
 use super::{ProcessReadout, Readout};
 use crate::model::{
-    Bar1, Clocks, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, Memory, PcieLink, ProcessType,
-    Reading, Window,
+    Bar1, Clocks, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, Memory, MigDevice, MigId,
+    PcieLink, ProcessType, Reading, Window,
 };
 
 /// Why NVML cannot be used at all; each maps to its own exit code.
@@ -131,11 +131,92 @@ struct SlowFacts {
     persistence_mode: Reading<bool>,
     mig_enabled: Reading<bool>,
     throttle_reasons: Reading<Vec<String>>,
+    /// With MIG enabled: its MIG devices, found again every SLOW_INTERVAL.
+    mig_devices: Vec<MigHandle>,
+}
+
+/// A MIG device found on a GPU: its handle and what does not change.
+#[derive(Debug, Clone)]
+struct MigHandle {
+    handle: Handle,
+    id: MigId,
+    profile: Reading<String>,
+    uuid: Reading<String>,
+}
+
+/// A MIG device's GPU and compute instance: NVML calls nvml-wrapper does not wrap.
+fn mig_id(device: &NvmlDevice<'_>) -> Option<MigId> {
+    let lib = device.nvml().lib();
+    let (Ok(gpu_instance_of), Ok(compute_instance_of)) = (
+        lib.nvmlDeviceGetGpuInstanceId.as_ref(),
+        lib.nvmlDeviceGetComputeInstanceId.as_ref(),
+    ) else {
+        return None;
+    };
+    let (mut gpu_instance, mut compute_instance) = (0, 0);
+    // SAFETY: a valid MIG device handle from this library, and pointers to two u32s.
+    let ok = unsafe {
+        gpu_instance_of(device.handle(), &mut gpu_instance) == 0
+            && compute_instance_of(device.handle(), &mut compute_instance) == 0
+    };
+    ok.then_some(MigId {
+        gpu_instance,
+        compute_instance,
+    })
+}
+
+/// The MIG devices of a MIG-enabled GPU (empty slots skipped).
+fn find_mig_devices(device: &NvmlDevice<'_>) -> Vec<MigHandle> {
+    let Ok(slots) = device.mig_device_count() else {
+        return Vec::new();
+    };
+    (0..slots)
+        .filter_map(|slot| device.mig_device_by_index(slot).ok())
+        .filter_map(|mig| {
+            let id = mig_id(&mig)?;
+            // Real drivers name a MIG device "<GPU name> MIG <profile>".
+            let profile = reading(mig.name()).map(|name| {
+                name.rsplit_once(" MIG ")
+                    .map_or(name.clone(), |(_, profile)| profile.to_string())
+            });
+            Some(MigHandle {
+                // SAFETY: reading the raw handle has no preconditions.
+                handle: Handle(unsafe { mig.handle() }),
+                id,
+                profile,
+                uuid: reading(mig.uuid()),
+            })
+        })
+        .collect()
+}
+
+/// Each MIG device's memory (and utilization, where the driver gives it), read now.
+fn read_mig_devices(device: &NvmlDevice<'_>, found: &[MigHandle]) -> Vec<MigDevice> {
+    found
+        .iter()
+        .map(|m| {
+            // SAFETY: the handle came from this library, which is still initialised.
+            let mig = unsafe { NvmlDevice::new(m.handle.0, device.nvml()) };
+            MigDevice {
+                id: m.id,
+                profile: m.profile.clone(),
+                uuid: m.uuid.clone(),
+                memory: reading(mig.memory_info().map(|memory| Memory {
+                    total: memory.total,
+                    used: memory.used,
+                    free: memory.free,
+                    reserved: memory.reserved,
+                })),
+                utilization_gpu: reading(mig.utilization_rates().map(|u| u.gpu)),
+            }
+        })
+        .collect()
 }
 
 impl SlowFacts {
     fn read(device: &NvmlDevice<'_>) -> Self {
         let ecc_enabled = reading(device.is_ecc_enabled().map(|e| e.currently_enabled));
+        let mig_enabled = reading(device.mig_mode().map(|m| m.current == 1));
         let ecc_uncorrected_volatile = match ecc_enabled {
             Reading::Value(true) => {
                 reading(device.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile))
@@ -170,7 +251,11 @@ impl SlowFacts {
                 .to_string()
             })),
             persistence_mode: reading(device.is_in_persistent_mode()),
-            mig_enabled: reading(device.mig_mode().map(|m| m.current == 1)),
+            mig_enabled: mig_enabled.clone(),
+            mig_devices: match mig_enabled {
+                Reading::Value(true) => find_mig_devices(device),
+                _ => Vec::new(),
+            },
             throttle_reasons: reading(device.current_throttle_reasons().map(|reasons| {
                 reasons
                     .iter_names()
@@ -524,6 +609,7 @@ fn read_device(
         persistence_mode: slow.persistence_mode,
         mig_enabled: slow.mig_enabled,
         throttle_reasons: slow.throttle_reasons,
+        mig_devices: read_mig_devices(device, &slow.mig_devices),
     })
 }
 
@@ -595,6 +681,12 @@ fn read_processes(
                         memory_bandwidth_percent: Reading::Value(0),
                         encoder_percent: Reading::Value(0),
                         decoder_percent: Reading::Value(0),
+                        mig: info.gpu_instance_id.zip(info.compute_instance_id).map(
+                            |(gpu_instance, compute_instance)| MigId {
+                                gpu_instance,
+                                compute_instance,
+                            },
+                        ),
                         host: HostFacts::gone("not read yet"),
                     },
                     host_known: false,

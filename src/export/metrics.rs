@@ -309,6 +309,7 @@ pub fn exposition(snapshot: Option<(&Snapshot, &Accounting)>, options: Options) 
     energy.write(&mut out);
     ecc.write(&mut out);
     count.write(&mut out);
+    mig_families(snapshot, &ok, &mut out);
     if options.processes {
         process_families(snapshot, options, &mut out);
         usage_families(usage, &mut out);
@@ -378,6 +379,44 @@ fn usage_families(usage: &Accounting, out: &mut String) {
     }
 }
 
+/// Each MIG device's memory and process count, labelled with its GPU and instance ids.
+fn mig_families(snapshot: &Snapshot, devices: &[&Device], out: &mut String) {
+    let mut total = Family::new(
+        "gputop_mig_memory_total_bytes",
+        "gauge",
+        "Memory of a MIG device.",
+    );
+    let mut used = Family::new(
+        "gputop_mig_memory_used_bytes",
+        "gauge",
+        "Memory used on a MIG device.",
+    );
+    let mut processes = Family::new("gputop_mig_processes", "gauge", "Processes on a MIG device.");
+    for d in devices {
+        for m in &d.mig_devices {
+            let labels = format!(
+                "{},gpu_instance=\"{}\",compute_instance=\"{}\",profile=\"{}\",mig_uuid=\"{}\"",
+                device_labels(d),
+                m.id.gpu_instance,
+                m.id.compute_instance,
+                label_value(m.profile.value().map_or("", String::as_str)),
+                label_value(m.uuid.value().map_or("", String::as_str)),
+            );
+            total.add(&labels, m.memory.value().map(|mem| mem.total as f64));
+            used.add(&labels, m.memory.value().map(|mem| mem.used as f64));
+            let held = snapshot
+                .processes
+                .iter()
+                .filter(|p| p.gpu_index == d.index && p.mig == Some(m.id))
+                .count();
+            processes.add(&labels, Some(held as f64));
+        }
+    }
+    total.write(out);
+    used.write(out);
+    processes.write(out);
+}
+
 fn process_families(snapshot: &Snapshot, options: Options, out: &mut String) {
     let labels = |p: &GpuProcess| {
         let mut text = format!(
@@ -388,6 +427,9 @@ fn process_families(snapshot: &Snapshot, options: Options, out: &mut String) {
             label_value(p.host.user.value().map_or("", String::as_str)),
             label_value(&p.host.container.as_ref().map(|c| c.label()).unwrap_or_default()),
         );
+        if let Some(id) = p.mig {
+            let _ = write!(text, ",mig=\"{}/{}\"", id.gpu_instance, id.compute_instance);
+        }
         if options.commands {
             let command = p.host.command.value().map_or("", String::as_str);
             let _ = write!(text, ",command=\"{}\"", label_value(command));

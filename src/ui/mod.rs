@@ -280,6 +280,56 @@ fn device_lines(d: &Device, app: &App, theme: &Theme, full: bool, width: u16) ->
     vec![Line::from(first), second]
 }
 
+/// One line per MIG device under its GPU: instance ids, profile, memory, utilization
+/// (where the driver gives it) and how many processes run on it.
+fn mig_lines(d: &Device, snapshot: &Snapshot, theme: &Theme, width: u16) -> Vec<Line<'static>> {
+    let bar_width = if width >= 140 {
+        20
+    } else if width >= 100 {
+        12
+    } else {
+        6
+    };
+    d.mig_devices
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let last = i + 1 == d.mig_devices.len();
+            let branch = match (theme.ascii, last) {
+                (true, true) => "`-",
+                (true, false) => "|-",
+                (false, true) => "└─",
+                (false, false) => "├─",
+            };
+            let percent = m.memory.value().map(|mem| percent_of(mem.used, mem.total));
+            let processes = snapshot
+                .processes
+                .iter()
+                .filter(|p| p.gpu_index == d.index && p.mig == Some(m.id))
+                .count();
+            Line::from(vec![
+                Span::raw(format!(
+                    "   {branch} MIG {}/{} {:<9} MEM ",
+                    m.id.gpu_instance,
+                    m.id.compute_instance,
+                    na(&m.profile, |p| sanitize(p)),
+                )),
+                Span::raw(theme.bar(percent.unwrap_or(0.0), bar_width)),
+                Span::raw(format!(
+                    " {:>4} {:<17} UTIL {:>4}  PROCS {processes}",
+                    percent.map_or("N/A".into(), |p| format!("{p:.0}%")),
+                    na(&m.memory, |mem| format!(
+                        "{}/{}",
+                        human_bytes(mem.used),
+                        human_bytes(mem.total)
+                    )),
+                    na(&m.utilization_gpu, |u| format!("{u}%")),
+                )),
+            ])
+        })
+        .collect()
+}
+
 fn host_line(snapshot: &Snapshot, theme: &Theme) -> Line<'static> {
     let h = &snapshot.host;
     let mem = match (h.memory_used_bytes.get(), h.memory_total_bytes.get()) {
@@ -353,16 +403,30 @@ const CONTAINER_MIN_WIDTH: u16 = 140;
 /// The table's columns for this snapshot and width.
 fn table_columns(snapshot: &Snapshot, width: u16) -> Vec<Column> {
     let mut columns = COLUMNS.to_vec();
+    if snapshot.processes.iter().any(|p| p.mig.is_some()) {
+        // GPU/GPU instance/compute instance, as nvidia-smi's GPU GI CI.
+        columns[0] = ("GPU/MIG", 7, Some(SortKey::Natural), true);
+    }
     if width >= CONTAINER_MIN_WIDTH && snapshot.processes.iter().any(|p| p.host.container.is_some()) {
         columns.insert(COLUMNS.len() - 1, CONTAINER_COLUMN);
     }
     columns
 }
 
-fn process_cells(p: &GpuProcess, snapshot: &Snapshot, command_offset: usize, container: bool) -> Vec<String> {
+fn process_cells(
+    p: &GpuProcess,
+    snapshot: &Snapshot,
+    command_offset: usize,
+    container: bool,
+    mig: bool,
+) -> Vec<String> {
     let host_total = snapshot.host.memory_total_bytes.get().unwrap_or(0);
+    let gpu = match p.mig {
+        Some(id) if mig => format!("{}/{}/{}", p.gpu_index, id.gpu_instance, id.compute_instance),
+        _ => p.gpu_index.to_string(),
+    };
     let mut cells = vec![
-        p.gpu_index.to_string(),
+        gpu,
         // The number gputop's namespace knows it by.
         p.local_pid().unwrap_or(p.pid).to_string(),
         p.kind.label().to_string(),
@@ -397,12 +461,16 @@ fn main_screen(
     let devices: Vec<&Device> = snapshot
         .devices
         .iter()
-        .filter(|d| app.selection.shows_gpu(d.index))
+        .filter(|d| app.selection.shows_gpu(d, &snapshot.devices))
         .collect();
     let full = full_layout(app, devices.len(), area.height);
     let device_lines: Vec<Line> = devices
         .iter()
-        .flat_map(|d| device_lines(d, app, theme, full, area.width))
+        .flat_map(|d| {
+            let mut lines = device_lines(d, app, theme, full, area.width);
+            lines.extend(mig_lines(d, snapshot, theme, area.width));
+            lines
+        })
         .collect();
     let alert_lines = alert_panel(app, theme, area.height);
     let [header, panel, host, alert_area, table_area, footer] = Layout::vertical([
@@ -430,7 +498,8 @@ fn main_screen(
     let mut x = table_area.x;
     let mut columns = Vec::new();
     let table_columns = table_columns(snapshot, table_area.width);
-    let with_container = table_columns.len() > COLUMNS.len();
+    let mig = table_columns[0].1 > COLUMNS[0].1;
+    let with_container = table_columns.iter().any(|c| c.0 == CONTAINER_COLUMN.0);
     let header_cells: Vec<Span> = table_columns
         .iter()
         .map(|(name, width, key, _)| {
@@ -475,7 +544,7 @@ fn main_screen(
         .skip(app.scroll)
         .take(visible)
         .map(|(i, p)| {
-            let cells = process_cells(p, snapshot, app.command_offset, with_container);
+            let cells = process_cells(p, snapshot, app.command_offset, with_container, mig);
             let mut style = Style::new();
             if my_uid.is_some() && p.host.uid.get() != my_uid {
                 style = style.patch(theme.dim());

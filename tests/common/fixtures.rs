@@ -59,6 +59,7 @@ pub fn process(pid: u32, gpu: u32, uid: u32, user: &str, command: &str, mem_gib:
         memory_bandwidth_percent: Reading::Value(sm / 2),
         encoder_percent: Reading::Value(0),
         decoder_percent: Reading::Value(0),
+        mig: None,
         host: HostFacts {
             user: Reading::Value(user.into()),
             uid: Reading::Value(uid),

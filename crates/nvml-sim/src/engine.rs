@@ -89,6 +89,9 @@ pub struct LiveProcess {
     pub kind: ProcessType,
     /// `None` is NVML's "not available".
     pub used_memory: Option<u64>,
+    /// The index of the MIG device it runs on, and that device's GPU and compute instance.
+    pub mig_device: Option<usize>,
+    pub instance_ids: Option<(u32, u32)>,
 }
 
 /// Per-process utilisation at one sample tick.
@@ -235,8 +238,31 @@ impl Sim {
                     .value(gpu, &p.used_memory, &format!("process{i}.used_memory"), t)
                     .ok()
                     .map(|v| v.max(0.0) as u64),
+                mig_device: p.mig_device,
+                instance_ids: p
+                    .mig_device
+                    .and_then(|m| self.gpu(gpu).mig_devices.get(m))
+                    .map(|m| (m.gpu_instance, m.compute_instance)),
             })
             .collect()
+    }
+
+    /// Memory of MIG device `mig` of `gpu` at `t`: its processes' memory.
+    pub fn mig_memory(&self, gpu: usize, mig: usize, t: f64) -> MemoryState {
+        let total = self.gpu(gpu).mig_devices[mig].memory_total;
+        let used: u64 = self
+            .live_processes(gpu, t)
+            .iter()
+            .filter(|p| p.mig_device == Some(mig))
+            .filter_map(|p| p.used_memory)
+            .sum::<u64>()
+            .min(total);
+        MemoryState {
+            total,
+            reserved: 0,
+            used,
+            free: total - used,
+        }
     }
 
     /// The scenario entry for a live process, by PID, on any GPU.

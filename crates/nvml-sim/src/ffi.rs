@@ -145,6 +145,10 @@ fn initialised() -> Result<Arc<Loaded>, Ret> {
 
 fn device_index(loaded: &Loaded, device: nvmlDevice_t) -> Result<usize, Ret> {
     let raw = device as usize;
+    if mig_index(loaded, device).is_some() {
+        // What real drivers answer for most queries on a MIG device (utilization, ...).
+        return Err(NOT_SUPPORTED);
+    }
     if raw == 0 || raw > loaded.sim.gpu_count() {
         return Err(INVALID_ARGUMENT);
     }
@@ -177,6 +181,46 @@ fn with_device(
             std::thread::sleep(Duration::from_micros(delay));
         }
         body(&loaded, gpu, t)
+    })
+}
+
+/// MIG device handles: above every GPU handle, GPU and MIG index packed in.
+const MIG_HANDLE_BASE: usize = 0x1000_0000;
+
+/// How many MIG devices a MIG-enabled GPU may hold (A100/H100: 7).
+const MAX_MIG_DEVICES: c_uint = 7;
+
+fn mig_handle(gpu: usize, mig: usize) -> nvmlDevice_t {
+    (MIG_HANDLE_BASE + gpu * 0x100 + mig) as nvmlDevice_t
+}
+
+/// The GPU and MIG index of a MIG device handle; `None` for anything else.
+fn mig_index(loaded: &Loaded, device: nvmlDevice_t) -> Option<(usize, usize)> {
+    let raw = (device as usize).checked_sub(MIG_HANDLE_BASE)?;
+    let (gpu, mig) = (raw >> 8, raw & 0xff);
+    (gpu < loaded.sim.gpu_count() && mig < loaded.sim.gpu(gpu).mig_devices.len()).then_some((gpu, mig))
+}
+
+/// An export that answers for a MIG device handle with `mig_body`, and for a GPU handle as
+/// [`with_device`] does with `gpu_body`.
+fn with_device_or_mig(
+    sym: &'static str,
+    device: nvmlDevice_t,
+    field: &'static str,
+    gpu_body: impl FnOnce(&Loaded, usize, f64) -> Result<(), Ret>,
+    mig_body: impl FnOnce(&Loaded, usize, usize, f64) -> Result<(), Ret>,
+) -> Ret {
+    let Some((gpu, mig)) = state().and_then(|l| mig_index(&l, device)) else {
+        return with_device(sym, device, field, gpu_body);
+    };
+    guarded(sym, Some(gpu), || {
+        let loaded = initialised()?;
+        check_symbol(&loaded, sym)?;
+        let t = loaded.now();
+        if let Some(code) = loaded.sim.fault(gpu, field, t) {
+            return Err(code);
+        }
+        mig_body(&loaded, gpu, mig, t)
     })
 }
 
@@ -496,16 +540,29 @@ pub unsafe extern "C" fn nvmlDeviceGetIndex(device: nvmlDevice_t, index: *mut c_
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetName(device: nvmlDevice_t, name: *mut c_char, length: c_uint) -> Ret {
-    with_device("nvmlDeviceGetName", device, "name", |l, gpu, _| unsafe {
-        write_str(name, length, &l.sim.gpu(gpu).name)
-    })
+    with_device_or_mig(
+        "nvmlDeviceGetName",
+        device,
+        "name",
+        |l, gpu, _| unsafe { write_str(name, length, &l.sim.gpu(gpu).name) },
+        |l, gpu, mig, _| {
+            let g = l.sim.gpu(gpu);
+            // As real drivers name MIG devices: the GPU's name, "MIG", the profile.
+            let text = format!("{} MIG {}", g.name, g.mig_devices[mig].profile);
+            unsafe { write_str(name, length, &text) }
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetUUID(device: nvmlDevice_t, uuid: *mut c_char, length: c_uint) -> Ret {
-    with_device("nvmlDeviceGetUUID", device, "uuid", |l, gpu, _| unsafe {
-        write_str(uuid, length, &l.sim.gpu(gpu).uuid)
-    })
+    with_device_or_mig(
+        "nvmlDeviceGetUUID",
+        device,
+        "uuid",
+        |l, gpu, _| unsafe { write_str(uuid, length, &l.sim.gpu(gpu).uuid) },
+        |l, gpu, mig, _| unsafe { write_str(uuid, length, &l.sim.gpu(gpu).mig_devices[mig].uuid) },
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -599,32 +656,44 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
     device: nvmlDevice_t,
     memory: *mut nvmlMemory_v2_t,
 ) -> Ret {
-    with_device("nvmlDeviceGetMemoryInfo_v2", device, "memory", |l, gpu, t| {
+    let write = |l: &Loaded, m: crate::engine::MemoryState| {
         let memory = unsafe { out(memory) }?;
         if memory.version != MEMORY_V2_VERSION && !l.sim.scenario.system.lenient_struct_versions {
             return Err(FUNCTION_NOT_FOUND);
         }
-        let m = l.sim.memory(gpu, t)?;
         memory.total = m.total;
         memory.reserved = m.reserved;
         memory.used = m.used;
         memory.free = m.free;
         Ok(())
-    })
+    };
+    with_device_or_mig(
+        "nvmlDeviceGetMemoryInfo_v2",
+        device,
+        "memory",
+        |l, gpu, t| write(l, l.sim.memory(gpu, t)?),
+        |l, gpu, mig, t| write(l, l.sim.mig_memory(gpu, mig, t)),
+    )
 }
 
 /// v1: `used` includes the reserved part, as real NVML reports it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(device: nvmlDevice_t, memory: *mut nvmlMemory_t) -> Ret {
-    with_device("nvmlDeviceGetMemoryInfo", device, "memory", |l, gpu, t| {
-        let m = l.sim.memory(gpu, t)?;
+    let write = |m: crate::engine::MemoryState| {
         *unsafe { out(memory) }? = nvmlMemory_t {
             total: m.total,
             free: m.free,
             used: m.used + m.reserved,
         };
         Ok(())
-    })
+    };
+    with_device_or_mig(
+        "nvmlDeviceGetMemoryInfo",
+        device,
+        "memory",
+        |l, gpu, t| write(l.sim.memory(gpu, t)?),
+        |l, gpu, mig, t| write(l.sim.mig_memory(gpu, mig, t)),
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -1168,19 +1237,29 @@ pub unsafe extern "C" fn nvmlDeviceGetMigMode(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(device: nvmlDevice_t, is_mig: *mut c_uint) -> Ret {
-    with_device("nvmlDeviceIsMigDeviceHandle", device, "mig", |_, _, _| {
-        *unsafe { out(is_mig) }? = 0;
-        Ok(())
-    })
+    with_device_or_mig(
+        "nvmlDeviceIsMigDeviceHandle",
+        device,
+        "mig",
+        |_, _, _| {
+            *unsafe { out(is_mig) }? = 0;
+            Ok(())
+        },
+        |_, _, _, _| {
+            *unsafe { out(is_mig) }? = 1;
+            Ok(())
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(device: nvmlDevice_t, count: *mut c_uint) -> Ret {
     with_device("nvmlDeviceGetMaxMigDeviceCount", device, "mig", |l, gpu, _| {
-        if l.sim.mig(gpu) == MigSetting::Unsupported {
-            return Err(NOT_SUPPORTED);
-        }
-        *unsafe { out(count) }? = 0;
+        *unsafe { out(count) }? = match l.sim.mig(gpu) {
+            MigSetting::Unsupported => return Err(NOT_SUPPORTED),
+            MigSetting::Disabled => 0,
+            MigSetting::Enabled => MAX_MIG_DEVICES,
+        };
         Ok(())
     })
 }
@@ -1188,39 +1267,70 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(device: nvmlDevice_t, co
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
     device: nvmlDevice_t,
-    _index: c_uint,
-    _mig: *mut nvmlDevice_t,
+    index: c_uint,
+    mig: *mut nvmlDevice_t,
 ) -> Ret {
-    with_device("nvmlDeviceGetMigDeviceHandleByIndex", device, "mig", |_, _, _| {
-        Err(NOT_FOUND)
-    })
+    with_device(
+        "nvmlDeviceGetMigDeviceHandleByIndex",
+        device,
+        "mig",
+        |l, gpu, _| {
+            if index >= MAX_MIG_DEVICES {
+                return Err(INVALID_ARGUMENT);
+            }
+            let listed = l.sim.gpu(gpu).mig_devices.len();
+            if l.sim.mig(gpu) != MigSetting::Enabled || index as usize >= listed {
+                return Err(NOT_FOUND);
+            }
+            *unsafe { out(mig) }? = mig_handle(gpu, index as usize);
+            Ok(())
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetDeviceHandleFromMigDeviceHandle(
     device: nvmlDevice_t,
-    _parent: *mut nvmlDevice_t,
+    parent: *mut nvmlDevice_t,
 ) -> Ret {
-    with_device(
+    with_device_or_mig(
         "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
         device,
         "mig",
         |_, _, _| Err(INVALID_ARGUMENT),
+        |_, gpu, _, _| {
+            *unsafe { out(parent) }? = (gpu + 1) as nvmlDevice_t;
+            Ok(())
+        },
     )
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceId(device: nvmlDevice_t, _id: *mut c_uint) -> Ret {
-    with_device("nvmlDeviceGetGpuInstanceId", device, "mig", |_, _, _| {
-        Err(NOT_SUPPORTED)
-    })
+pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceId(device: nvmlDevice_t, id: *mut c_uint) -> Ret {
+    with_device_or_mig(
+        "nvmlDeviceGetGpuInstanceId",
+        device,
+        "mig",
+        |_, _, _| Err(NOT_SUPPORTED),
+        |l, gpu, mig, _| {
+            *unsafe { out(id) }? = l.sim.gpu(gpu).mig_devices[mig].gpu_instance;
+            Ok(())
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetComputeInstanceId(device: nvmlDevice_t, _id: *mut c_uint) -> Ret {
-    with_device("nvmlDeviceGetComputeInstanceId", device, "mig", |_, _, _| {
-        Err(NOT_SUPPORTED)
-    })
+pub unsafe extern "C" fn nvmlDeviceGetComputeInstanceId(device: nvmlDevice_t, id: *mut c_uint) -> Ret {
+    with_device_or_mig(
+        "nvmlDeviceGetComputeInstanceId",
+        device,
+        "mig",
+        |_, _, _| Err(NOT_SUPPORTED),
+        |l, gpu, mig, _| {
+            *unsafe { out(id) }? = l.sim.gpu(gpu).mig_devices[mig].compute_instance;
+            Ok(())
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -1316,8 +1426,8 @@ fn info_v2(p: &LiveProcess) -> nvmlProcessInfo_v2_t {
     nvmlProcessInfo_v2_t {
         pid: p.pid,
         usedGpuMemory: p.used_memory.unwrap_or(VALUE_NOT_AVAILABLE),
-        gpuInstanceId: NO_INSTANCE,
-        computeInstanceId: NO_INSTANCE,
+        gpuInstanceId: p.instance_ids.map_or(NO_INSTANCE, |(gi, _)| gi),
+        computeInstanceId: p.instance_ids.map_or(NO_INSTANCE, |(_, ci)| ci),
     }
 }
 

@@ -263,6 +263,30 @@ struct GpuDef {
     process: Vec<ProcessDef>,
     #[serde(default)]
     fault: Vec<FaultDef>,
+    /// MIG devices (GPU instance + compute instance), with `mig = "enabled"`.
+    #[serde(default)]
+    mig_device: Vec<MigDeviceDef>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MigDeviceDef {
+    gpu_instance: u32,
+    compute_instance: u32,
+    /// As nvidia-smi names it: `1g.10gb`, `3g.40gb`, ...
+    profile: String,
+    memory: Scalar,
+    uuid: Option<String>,
+}
+
+/// One MIG device of a GPU, resolved.
+#[derive(Debug, Clone)]
+pub struct MigDevice {
+    pub gpu_instance: u32,
+    pub compute_instance: u32,
+    pub profile: String,
+    pub memory_total: u64,
+    pub uuid: String,
 }
 
 fn default_gpu_name() -> String {
@@ -517,6 +541,8 @@ struct ProcessDef {
     command: Option<String>,
     /// Extension for the demo: the process's `/proc/PID/cgroup` text (its container).
     cgroup: Option<String>,
+    /// The index of the GPU's `mig_device` the process runs on.
+    mig_device: Option<usize>,
     /// Extension for the demo: host CPU percent and resident memory.
     cpu: Option<toml::Value>,
     host_memory: Option<toml::Value>,
@@ -626,6 +652,7 @@ pub struct Gpu {
     pub dynamic: Dynamic,
     pub processes: Vec<Process>,
     pub faults: Vec<Fault>,
+    pub mig_devices: Vec<MigDevice>,
 }
 
 /// The time-varying values of one GPU.
@@ -655,6 +682,7 @@ pub struct Process {
     pub user: Option<String>,
     pub command: Option<String>,
     pub cgroup: Option<String>,
+    pub mig_device: Option<usize>,
     pub cpu: Expr,
     pub host_memory: Expr,
     pub used_memory: Expr,
@@ -808,6 +836,53 @@ fn resolve_gpu(
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let mig_devices = def
+        .mig_device
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let at = format!("{what}.mig_device[{i}]");
+            if def.mig != MigSetting::Enabled {
+                return Err(err(format!("{at}: MIG devices need mig = \"enabled\"")));
+            }
+            if def.mig_device[..i]
+                .iter()
+                .any(|o| (o.gpu_instance, o.compute_instance) == (m.gpu_instance, m.compute_instance))
+            {
+                return Err(err(format!(
+                    "{at}: GPU instance {} compute instance {} is listed twice",
+                    m.gpu_instance, m.compute_instance
+                )));
+            }
+            Ok(MigDevice {
+                gpu_instance: m.gpu_instance,
+                compute_instance: m.compute_instance,
+                profile: m.profile.clone(),
+                memory_total: m.memory.resolve(&format!("{at}.memory"))?.max(0.0) as u64,
+                uuid: m.uuid.clone().unwrap_or_else(|| {
+                    format!(
+                        "MIG-{:08x}-{:04x}-5{:03x}-9{:03x}-{:012x}",
+                        seed as u32 ^ 0x4d49_4700,
+                        index,
+                        m.gpu_instance & 0xfff,
+                        m.compute_instance & 0xfff,
+                        i
+                    )
+                }),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some((i, p)) = processes
+        .iter()
+        .enumerate()
+        .find(|(_, p)| p.mig_device.is_some_and(|m| m >= mig_devices.len()))
+    {
+        return Err(err(format!(
+            "{what}.process[{i}]: mig_device {} is not one of the {} MIG devices",
+            p.mig_device.unwrap_or(0),
+            mig_devices.len()
+        )));
+    }
     let architecture = match def.architecture.to_ascii_lowercase().as_str() {
         "kepler" => 2,
         "maxwell" => 3,
@@ -878,6 +953,7 @@ fn resolve_gpu(
         dynamic,
         processes,
         faults,
+        mig_devices,
     })
 }
 
@@ -981,6 +1057,7 @@ fn resolve_process(def: &ProcessDef, what: &str, env: EnvLookup<'_>) -> Result<P
         user: def.user.clone(),
         command: def.command.clone(),
         cgroup: def.cgroup.clone(),
+        mig_device: def.mig_device,
         cpu: expr(&def.cpu, "cpu")?,
         host_memory: expr(&def.host_memory, "host_memory")?,
         used_memory: expr(&def.used_memory, "used_memory")?,
