@@ -570,6 +570,14 @@ fn mig_devices_are_enumerated_and_processes_attributed() {
         migs[0]["utilization_gpu_percent"].is_null(),
         "not given per MIG device"
     );
+    // Nor for the MIG-enabled GPU or its processes: N/A, never 0.
+    assert!(a100["utilization_gpu_percent"].is_null() && a100["utilization_gpu_mean_percent"].is_null());
+    assert!(
+        doc["processes"][1]["sm_percent"].is_null(),
+        "{}",
+        doc["processes"][1]
+    );
+    assert_eq!(doc["processes"][0]["sm_percent"], 0, "the whole H100 reports it");
     assert_eq!(doc["devices"][1]["mig_devices"].as_array().unwrap().len(), 0);
     let placed = |doc: &serde_json::Value| -> Vec<(u64, serde_json::Value, serde_json::Value)> {
         doc["processes"]

@@ -125,6 +125,9 @@ impl DemoSource {
                 Ok(format!("{:08X}:{:02X}:{:02X}.0", g.pci.domain, bus, g.pci.device))
             }),
             utilization_gpu: self.field(gpu, "utilization", t, || {
+                if !sim.utilization_supported(gpu) {
+                    return Err(codes::NOT_SUPPORTED);
+                }
                 sim.percent(
                     gpu,
                     &d.utilization_gpu,
@@ -133,6 +136,9 @@ impl DemoSource {
                 )
             }),
             utilization_memory: self.field(gpu, "utilization", t, || {
+                if !sim.utilization_supported(gpu) {
+                    return Err(codes::NOT_SUPPORTED);
+                }
                 sim.percent(
                     gpu,
                     &d.utilization_memory,
@@ -274,7 +280,10 @@ impl DemoSource {
                     .enumerate()
                     .find(|(_, p)| p.pid == live.pid)?;
                 let sample = utilization.iter().find(|s| s.pid == live.pid);
-                let pct = |v: Option<u32>| Reading::Value(v.unwrap_or(0));
+                let pct = |v: Option<u32>| match sim.utilization_supported(gpu) {
+                    true => Reading::Value(v.unwrap_or(0)),
+                    false => Reading::NotSupported,
+                };
                 let host_value = |expr, key: &str| {
                     nvml_sim::engine::eval(expr, t, seed, gpu, &format!("process{position}.{key}"))
                         .unwrap_or(0.0)

@@ -347,6 +347,13 @@ impl Sim {
         time: &TimeBase,
         last_seen_us: u64,
     ) -> Result<Vec<(u64, u32)>, Code> {
+        let utilization = matches!(
+            sample_type,
+            sampling::GPU_UTILIZATION | sampling::MEMORY_UTILIZATION
+        );
+        if utilization && !self.utilization_supported(gpu) {
+            return Err(NOT_SUPPORTED);
+        }
         let (expr, key) = self.sample_source(gpu, sample_type).ok_or(NOT_SUPPORTED)?;
         let is_percent = matches!(
             sample_type,
@@ -418,6 +425,11 @@ impl Sim {
                 }
             })
             .collect()
+    }
+
+    /// Device and per-process utilization: real drivers do not report them with MIG on.
+    pub fn utilization_supported(&self, gpu: usize) -> bool {
+        self.mig(gpu) != MigSetting::Enabled
     }
 
     pub fn mig(&self, gpu: usize) -> MigSetting {

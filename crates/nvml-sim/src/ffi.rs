@@ -723,6 +723,9 @@ pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
         device,
         "utilization",
         |l, gpu, t| {
+            if !l.sim.utilization_supported(gpu) {
+                return Err(NOT_SUPPORTED);
+            }
             let d = &l.sim.gpu(gpu).dynamic;
             let t = l.sim.latest_sample_tick(t);
             let value = nvmlUtilization_t {
@@ -1471,6 +1474,9 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
         device,
         "process_utilization",
         |l, gpu, t| {
+            if !l.sim.utilization_supported(gpu) {
+                return Err(NOT_SUPPORTED);
+            }
             let count = unsafe { out(count) }?;
             let samples = l.sim.process_samples(gpu, t, &l.time, last_seen);
             if samples.is_empty() {

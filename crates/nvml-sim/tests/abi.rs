@@ -739,33 +739,53 @@ fn mig_devices_have_handles_ids_names_memory_and_their_processes() {
     let sim = Sim::load(MIG_GPU);
     assert_eq!(sim.init(), SUCCESS);
     let (_, gpu) = sim.handle(0);
-    assert_eq!(sim.u32_getter("nvmlDeviceGetMaxMigDeviceCount", gpu), (SUCCESS, 7));
-    let by_index = sim.sym::<unsafe extern "C" fn(Device, c_uint, *mut Device) -> u32>("nvmlDeviceGetMigDeviceHandleByIndex");
+    assert_eq!(
+        sim.u32_getter("nvmlDeviceGetMaxMigDeviceCount", gpu),
+        (SUCCESS, 7)
+    );
+    let by_index = sim.sym::<unsafe extern "C" fn(Device, c_uint, *mut Device) -> u32>(
+        "nvmlDeviceGetMigDeviceHandleByIndex",
+    );
     let mut mig = std::ptr::null_mut();
     assert_eq!(unsafe { by_index(gpu, 1, &mut mig) }, NOT_FOUND, "an empty slot");
-    assert_eq!(unsafe { by_index(gpu, 7, &mut mig) }, INVALID_ARGUMENT, "beyond the maximum");
+    assert_eq!(
+        unsafe { by_index(gpu, 7, &mut mig) },
+        INVALID_ARGUMENT,
+        "beyond the maximum"
+    );
     assert_eq!(unsafe { by_index(gpu, 0, &mut mig) }, SUCCESS);
     assert_eq!(sim.u32_getter("nvmlDeviceIsMigDeviceHandle", mig), (SUCCESS, 1));
     assert_eq!(sim.u32_getter("nvmlDeviceIsMigDeviceHandle", gpu), (SUCCESS, 0));
     assert_eq!(sim.u32_getter("nvmlDeviceGetGpuInstanceId", mig), (SUCCESS, 3));
-    assert_eq!(sim.u32_getter("nvmlDeviceGetComputeInstanceId", mig), (SUCCESS, 0));
+    assert_eq!(
+        sim.u32_getter("nvmlDeviceGetComputeInstanceId", mig),
+        (SUCCESS, 0)
+    );
     let mut parent = std::ptr::null_mut();
-    let from_mig =
-        sim.sym::<unsafe extern "C" fn(Device, *mut Device) -> u32>("nvmlDeviceGetDeviceHandleFromMigDeviceHandle");
+    let from_mig = sim.sym::<unsafe extern "C" fn(Device, *mut Device) -> u32>(
+        "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+    );
     assert_eq!(unsafe { from_mig(mig, &mut parent) }, SUCCESS);
     assert_eq!(parent, gpu);
     assert_eq!(unsafe { from_mig(gpu, &mut parent) }, INVALID_ARGUMENT);
     let mut name = [0 as c_char; 96];
     let get_name = sim.sym::<unsafe extern "C" fn(Device, *mut c_char, c_uint) -> u32>("nvmlDeviceGetName");
     assert_eq!(unsafe { get_name(mig, name.as_mut_ptr(), 96) }, SUCCESS);
-    let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_str().unwrap().to_string();
+    let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
+        .to_str()
+        .unwrap()
+        .to_string();
     assert_eq!(name, "NVIDIA A100-SXM4-40GB MIG 2g.10gb");
     let mut memory: nvmlMemory_v2_t = unsafe { std::mem::zeroed() };
     memory.version = 0x0200_0028;
     let get_memory =
         sim.sym::<unsafe extern "C" fn(Device, *mut nvmlMemory_v2_t) -> u32>("nvmlDeviceGetMemoryInfo_v2");
     assert_eq!(unsafe { get_memory(mig, &mut memory) }, SUCCESS);
-    assert_eq!((memory.total, memory.used), ((39 << 30) / 4, 1 << 30), "only its own process");
+    assert_eq!(
+        (memory.total, memory.used),
+        ((39 << 30) / 4, 1 << 30),
+        "only its own process"
+    );
     // Most queries do not apply to a MIG device.
     assert_eq!(sim.u32_getter("nvmlDeviceGetPowerUsage", mig).0, NOT_SUPPORTED);
     // The parent's process list names each process's instance.
@@ -785,8 +805,16 @@ fn mig_devices_need_mig_enabled_and_processes_a_listed_device() {
     let env = |_: &str| None;
     let disabled = MIG_GPU.replace("mig = \"enabled\"", "mig = \"disabled\"");
     let error = nvml_sim::scenario::Scenario::parse(&disabled, "s.toml", &env).unwrap_err();
-    assert!(error.0.contains("MIG devices need mig = \"enabled\""), "{}", error.0);
+    assert!(
+        error.0.contains("MIG devices need mig = \"enabled\""),
+        "{}",
+        error.0
+    );
     let stray = MIG_GPU.replace("mig_device = 0", "mig_device = 2");
     let error = nvml_sim::scenario::Scenario::parse(&stray, "s.toml", &env).unwrap_err();
-    assert!(error.0.contains("mig_device 2 is not one of the 1 MIG devices"), "{}", error.0);
+    assert!(
+        error.0.contains("mig_device 2 is not one of the 1 MIG devices"),
+        "{}",
+        error.0
+    );
 }
