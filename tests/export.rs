@@ -430,7 +430,19 @@ fn the_grafana_dashboard_uses_only_names_the_exporter_serves() {
         &["--processes"],
     );
     wait_ready(port);
-    let served = names(&get(port, "/metrics").2);
+    // PCIe throughput comes from its own slower thread: present from its first reading on.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let served = loop {
+        let served = names(&get(port, "/metrics").2);
+        if served
+            .iter()
+            .any(|n| n == "gputop_gpu_pcie_receive_bytes_per_second")
+            || Instant::now() > deadline
+        {
+            break served;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/grafana/gputop.json");
     let dashboard: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let mut used = Vec::new();

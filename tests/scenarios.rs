@@ -375,7 +375,9 @@ fn eight_gpus_and_64_processes_match_the_scenario_engine() {
             got["temperature_celsius"],
             sim.count(gpu, &d.temperature, "temperature", t).unwrap()
         );
-        let power = sim.count(gpu, &d.power_mw, "power_mw", t).unwrap();
+        let power = sim
+            .count(gpu, &d.power_mw, "power_mw", sim.latest_sample_tick(t))
+            .unwrap();
         assert_eq!(got["power_usage_watts"], json!(f64::from(power) / 1000.0));
         assert_eq!(got["memory_used_bytes"], sim.memory(gpu, t).unwrap().used);
         assert_eq!(got["fan_speed_percent"], Value::Null, "fans = 0");

@@ -82,7 +82,8 @@ impl DemoSource {
     }
 
     fn window(&self, gpu: usize, sample_type: u32, t: f64, since: u64) -> Reading<Window> {
-        self.field(gpu, "samples", t, || {
+        let shared = nvml_sim::engine::sample_field(sample_type).unwrap_or("samples");
+        self.field(gpu, shared, t, || {
             let samples = self.sim.samples(gpu, sample_type, t, &self.time, since)?;
             if samples.is_empty() {
                 return Err(codes::NOT_FOUND);
@@ -170,7 +171,9 @@ impl DemoSource {
                 g.temperature_thresholds.shutdown.ok_or(codes::NOT_SUPPORTED)
             }),
             fan_speeds: fans,
-            power_usage_mw: count("power_usage", &d.power_mw, "power_mw"),
+            power_usage_mw: self.field(gpu, "power_usage", t, || {
+                sim.count(gpu, &d.power_mw, "power_mw", sim.latest_sample_tick(t))
+            }),
             power_usage_window: self.window(gpu, sampling::TOTAL_POWER, t, since),
             power_limit_mw: fixed("power_limit", g.power_limit_mw),
             power_enforced_limit_mw: fixed("enforced_power_limit", g.enforced_power_limit_mw),

@@ -144,6 +144,16 @@ impl TimeBase {
     }
 }
 
+/// The logical field whose faults a sample buffer shares (power, utilization): a metric
+/// the driver cannot read has no samples either.
+pub fn sample_field(sample_type: u32) -> Option<&'static str> {
+    match sample_type {
+        sampling::TOTAL_POWER => Some("power_usage"),
+        sampling::GPU_UTILIZATION | sampling::MEMORY_UTILIZATION => Some("utilization"),
+        _ => None,
+    }
+}
+
 pub fn wall_now_us() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -802,6 +802,12 @@ pub unsafe extern "C" fn nvmlDeviceGetSamples(
     samples: *mut nvmlSample_t,
 ) -> Ret {
     with_device("nvmlDeviceGetSamples", device, "samples", |l, gpu, t| {
+        // A metric the driver cannot read has no samples either.
+        if let Some(code) =
+            crate::engine::sample_field(sample_type).and_then(|field| l.sim.fault(gpu, field, t))
+        {
+            return Err(code);
+        }
         let count = unsafe { out(count) }?;
         let available = l.sim.samples(gpu, sample_type, t, &l.time, last_seen)?;
         if samples.is_null() {
@@ -942,9 +948,11 @@ pub unsafe extern "C" fn nvmlDeviceGetFanSpeed(device: nvmlDevice_t, speed: *mut
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetPowerUsage(device: nvmlDevice_t, mw: *mut c_uint) -> Ret {
     with_device("nvmlDeviceGetPowerUsage", device, "power_usage", |l, gpu, t| {
+        // The driver's latest power reading: the newest sample of its power buffer.
+        let tick = l.sim.latest_sample_tick(t);
         let value = l
             .sim
-            .count(gpu, &l.sim.gpu(gpu).dynamic.power_mw, "power_mw", t)?;
+            .count(gpu, &l.sim.gpu(gpu).dynamic.power_mw, "power_mw", tick)?;
         *unsafe { out(mw) }? = value;
         Ok(())
     })

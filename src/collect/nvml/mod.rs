@@ -1,8 +1,12 @@
-//! NVML through nvml-wrapper: the only module that names `nvml_wrapper`.
+//! NVML through nvml-wrapper: the only module (with its [`raw`] part) that names
+//! `nvml_wrapper`.
 //!
-//! Static facts are read once per device; fast metrics every refresh; utilization means and
-//! peaks come from the driver's sample buffer since the previous read; PCIe throughput, which
-//! blocks in the driver, is read by its own thread on a slower cadence.
+//! Static facts are read once per device; fast metrics every refresh; utilization and power
+//! come from the driver's sample buffer since the previous read (means, peaks, and the latest
+//! sample as the current value); PCIe throughput, which blocks in the driver, is read by its
+//! own thread on a slower cadence.
+
+mod raw;
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -121,6 +125,7 @@ struct SlowFacts {
     energy_mj: Reading<u64>,
     graphics_clock: Reading<u32>,
     video_clock: Reading<u32>,
+    memory_clock: Reading<u32>,
     link_generation: Reading<u32>,
     link_width: Reading<u32>,
     encoder: Reading<u32>,
@@ -235,6 +240,7 @@ impl SlowFacts {
             energy_mj: reading(device.total_energy_consumption()),
             graphics_clock: reading(device.clock_info(Clock::Graphics)),
             video_clock: reading(device.clock_info(Clock::Video)),
+            memory_clock: reading(device.clock_info(Clock::Memory)),
             link_generation: reading(device.current_pcie_link_gen()),
             link_width: reading(device.current_pcie_link_width()),
             encoder: reading(device.encoder_utilization().map(|u| u.utilization)),
@@ -266,13 +272,29 @@ impl SlowFacts {
     }
 }
 
-/// Per-device watermarks: the newest sample timestamp already consumed.
-#[derive(Debug, Clone, Copy, Default)]
+/// Per-device read state: the newest sample timestamp already consumed of each buffer, and
+/// the buffer sizes the lists needed last time (compute, graphics, MPS, process samples).
+#[derive(Debug, Clone, Copy)]
 struct Watermarks {
     gpu_util: u64,
     memory_util: u64,
     power: u64,
     processes: u64,
+    list_capacity: [usize; 3],
+    utilization_capacity: usize,
+}
+
+impl Default for Watermarks {
+    fn default() -> Self {
+        Self {
+            gpu_util: 0,
+            memory_util: 0,
+            power: 0,
+            processes: 0,
+            list_capacity: [64; 3],
+            utilization_capacity: 256,
+        }
+    }
 }
 
 /// A device handle kept between refreshes.
@@ -454,17 +476,29 @@ fn pcie_loop(
     interval: Duration,
     stopped: &Receiver<()>,
 ) {
+    // Handles stay valid while NVML is initialised: asked for once each.
+    let mut handles: Vec<Option<Handle>> = vec![None; count as usize];
     loop {
         let readings: Vec<PcieThroughput> = (0..count)
-            .map(|index| match nvml.device_by_index(index) {
-                Ok(device) => PcieThroughput {
-                    tx_kbps: reading(device.pcie_throughput(PcieUtilCounter::Send)),
-                    rx_kbps: reading(device.pcie_throughput(PcieUtilCounter::Receive)),
-                },
-                Err(error) => PcieThroughput {
-                    tx_kbps: Reading::Failed(error.to_string()),
-                    rx_kbps: Reading::Failed(error.to_string()),
-                },
+            .map(|index| {
+                let device = match handles[index as usize] {
+                    // SAFETY: the handle came from this library, still initialised.
+                    Some(Handle(handle)) => Ok(unsafe { NvmlDevice::new(handle, nvml) }),
+                    None => nvml.device_by_index(index).inspect(|device| {
+                        // SAFETY: reading the raw handle has no preconditions.
+                        handles[index as usize] = Some(Handle(unsafe { device.handle() }));
+                    }),
+                };
+                match device {
+                    Ok(device) => PcieThroughput {
+                        tx_kbps: reading(device.pcie_throughput(PcieUtilCounter::Send)),
+                        rx_kbps: reading(device.pcie_throughput(PcieUtilCounter::Receive)),
+                    },
+                    Err(error) => PcieThroughput {
+                        tx_kbps: Reading::Failed(error.to_string()),
+                        rx_kbps: Reading::Failed(error.to_string()),
+                    },
+                }
             })
             .collect();
         *sink.lock().unwrap_or_else(|e| e.into_inner()) = readings;
@@ -475,19 +509,20 @@ fn pcie_loop(
     }
 }
 
-/// Mean and peak of the driver's samples newer than the watermark (or the last `window`).
+/// Mean and peak of the driver's samples newer than the watermark (or the last `window`),
+/// and the newest sample's value: the current reading.
 fn sample_window(
     device: &NvmlDevice<'_>,
     sampling: Sampling,
     watermark: &mut u64,
     window: Duration,
-) -> Reading<Window> {
+) -> (Reading<Window>, Option<f64>) {
     let since = if *watermark == 0 {
         now_us().saturating_sub(window.as_micros() as u64)
     } else {
         *watermark
     };
-    match device.samples(sampling, since) {
+    match raw::samples(device, sampling, since) {
         Ok(samples) if !samples.is_empty() => {
             let values: Vec<f64> = samples
                 .iter()
@@ -498,15 +533,21 @@ fn sample_window(
                     SampleValue::I64(v) => v as f64,
                 })
                 .collect();
-            *watermark = samples.iter().map(|s| s.timestamp).max().unwrap_or(*watermark);
-            Reading::Value(Window {
+            let newest = samples
+                .iter()
+                .zip(&values)
+                .max_by_key(|(s, _)| s.timestamp)
+                .map(|(s, v)| (s.timestamp, *v));
+            *watermark = newest.map_or(*watermark, |(at, _)| at);
+            let window = Window {
                 mean: values.iter().sum::<f64>() / values.len() as f64,
                 peak: values.iter().copied().fold(f64::MIN, f64::max),
                 samples: values.len(),
-            })
+            };
+            (Reading::Value(window), newest.map(|(_, v)| v))
         }
-        Ok(_) | Err(NvmlError::NotFound) => Reading::Failed("no new samples in the interval".into()),
-        Err(error) => reading(Err(error)),
+        Ok(_) | Err(NvmlError::NotFound) => (Reading::Failed("no new samples in the interval".into()), None),
+        Err(error) => (reading(Err(error)), None),
     }
 }
 
@@ -531,13 +572,25 @@ fn read_device(
             reserved: m.reserved,
         })),
     };
-    let utilization = device.utilization_rates();
-    let (utilization_gpu, utilization_memory) = match utilization {
-        Ok(u) => (Reading::Value(u.gpu), Reading::Value(u.memory)),
-        Err(error) => (
-            reading::<u32>(Err(error)),
-            Reading::Failed("see utilization".into()),
-        ),
+    let (utilization_gpu_window, latest_gpu) =
+        sample_window(device, Sampling::GpuUtilization, &mut marks.gpu_util, window);
+    let (utilization_memory_window, latest_memory) = sample_window(
+        device,
+        Sampling::MemoryUtilization,
+        &mut marks.memory_util,
+        window,
+    );
+    // The newest sample is the current reading; without one, the driver is asked directly.
+    let percent = |v: f64| Reading::Value(v.round().clamp(0.0, 100.0) as u32);
+    let (utilization_gpu, utilization_memory) = match (latest_gpu, latest_memory) {
+        (Some(gpu), Some(memory)) => (percent(gpu), percent(memory)),
+        _ => match device.utilization_rates() {
+            Ok(u) => (Reading::Value(u.gpu), Reading::Value(u.memory)),
+            Err(error) => (
+                reading::<u32>(Err(error)),
+                Reading::Failed("see utilization".into()),
+            ),
+        },
     };
     let utilization_memory = match (&utilization_gpu, utilization_memory) {
         (Reading::NotSupported, _) => Reading::NotSupported,
@@ -549,8 +602,11 @@ fn read_device(
         *slow = Some(SlowFacts::read(device));
     }
     let slow = slow.clone().expect("read above");
-    let power_usage_window = sample_window(device, Sampling::Power, &mut marks.power, window);
-    let power_usage_mw = reading(device.power_usage());
+    let (power_usage_window, latest_power) = sample_window(device, Sampling::Power, &mut marks.power, window);
+    let power_usage_mw = match latest_power {
+        Some(mw) => Reading::Value(mw.round().max(0.0) as u32),
+        None => reading(device.power_usage()),
+    };
     let fan_speeds = match &statics.fan_count {
         Reading::Value(count) => {
             let speeds: Result<Vec<u32>, NvmlError> = (0..*count).map(|fan| device.fan_speed(fan)).collect();
@@ -567,13 +623,8 @@ fn read_device(
         pci_bus_id: statics.pci_bus_id.clone(),
         utilization_gpu,
         utilization_memory,
-        utilization_gpu_window: sample_window(device, Sampling::GpuUtilization, &mut marks.gpu_util, window),
-        utilization_memory_window: sample_window(
-            device,
-            Sampling::MemoryUtilization,
-            &mut marks.memory_util,
-            window,
-        ),
+        utilization_gpu_window,
+        utilization_memory_window,
         memory,
         bar1: slow.bar1,
         temperature: reading(device.temperature(TemperatureSensor::Gpu)),
@@ -589,7 +640,7 @@ fn read_device(
         clocks: Clocks {
             graphics: slow.graphics_clock,
             sm: clock(Clock::SM),
-            memory: clock(Clock::Memory),
+            memory: slow.memory_clock,
             video: slow.video_clock,
         },
         max_clocks: statics.max_clocks.clone(),
@@ -613,12 +664,19 @@ fn read_device(
     })
 }
 
-/// A process list call, falling back to the `_v2` symbol on drivers without `_v3`.
+/// A `_v3` process list in one call, falling back to nvml-wrapper's `_v2` call on drivers
+/// without `_v3`; a list the driver lacks altogether is empty.
 fn process_list(
-    v3: impl Fn() -> Result<Vec<ProcessInfo>, NvmlError>,
-    v2: impl Fn() -> Result<Vec<ProcessInfo>, NvmlError>,
+    device: &NvmlDevice<'_>,
+    list: raw::ProcessList,
+    capacity: &mut usize,
 ) -> Result<Vec<ProcessInfo>, NvmlError> {
-    match v3() {
+    let v2 = || match list {
+        raw::ProcessList::Compute => device.running_compute_processes_v2(),
+        raw::ProcessList::Graphics => device.running_graphics_processes_v2(),
+        raw::ProcessList::Mps => Err(NvmlError::NotSupported),
+    };
+    match raw::processes(device, list, capacity) {
         Err(error) if is_missing(&error) => match v2() {
             Err(error) if is_missing(&error) => Ok(Vec::new()),
             other => other,
@@ -635,18 +693,10 @@ fn read_processes(
     marks: &mut Watermarks,
     window: Duration,
 ) -> Vec<ProcessReadout> {
-    let compute = process_list(
-        || device.running_compute_processes(),
-        || device.running_compute_processes_v2(),
-    );
-    let graphics = process_list(
-        || device.running_graphics_processes(),
-        || device.running_graphics_processes_v2(),
-    );
-    let mps = match device.mps_running_compute_processes() {
-        Err(error) if is_missing(&error) => Ok(Vec::new()),
-        other => other,
-    };
+    let [compute_capacity, graphics_capacity, mps_capacity] = &mut marks.list_capacity;
+    let compute = process_list(device, raw::ProcessList::Compute, compute_capacity);
+    let graphics = process_list(device, raw::ProcessList::Graphics, graphics_capacity);
+    let mps = process_list(device, raw::ProcessList::Mps, mps_capacity);
     let mut merged: Vec<ProcessReadout> = Vec::new();
     let lists = [
         (compute, ProcessType::Compute),
@@ -702,7 +752,7 @@ fn read_processes(
     } else {
         marks.processes
     };
-    match device.process_utilization_stats(since) {
+    match raw::process_utilization(device, since, &mut marks.utilization_capacity) {
         Ok(samples) => {
             marks.processes = samples
                 .iter()
