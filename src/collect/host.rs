@@ -16,13 +16,16 @@ use super::container::{self, Namespaces};
 use crate::model::{Container, HostFacts, HostStats, PidMapping, PidNamespace, Reading};
 
 /// What is kept of a process between refreshes.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Known {
     /// In clock ticks since boot: with the PID, the process's identity.
     start_ticks: u64,
     uid: u32,
     user: String,
     command: String,
+    /// `/proc/PID/stat`, kept open: re-read in place each refresh without a path lookup,
+    /// and pinned to this process (a read fails once it has exited).
+    stat_file: Option<std::fs::File>,
     container: Option<Container>,
     namespace_pid: Option<u32>,
     mapping: PidMapping,
@@ -123,9 +126,24 @@ impl HostCollector {
         }
     }
 
-    fn read_stat(&mut self, pid: u32) -> Option<Stat> {
-        read_small(&format!("/proc/{pid}/stat"), &mut self.buffer).ok()?;
-        parse_stat(&String::from_utf8_lossy(&self.buffer))
+    /// The process's stat, through its open file when it has one (same process), else by
+    /// path; the file comes back to keep when there is room for it.
+    fn read_stat(
+        &mut self,
+        pid: u32,
+        open: Option<std::fs::File>,
+        keep: bool,
+    ) -> Option<(Stat, Option<std::fs::File>)> {
+        if let Some(file) = open
+            && read_at_start(&file, &mut self.buffer).is_ok()
+            && let Some(stat) = parse_stat(&String::from_utf8_lossy(&self.buffer))
+        {
+            return Some((stat, Some(file)));
+        }
+        let file = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+        read_at_start(&file, &mut self.buffer).ok()?;
+        let stat = parse_stat(&String::from_utf8_lossy(&self.buffer))?;
+        Some((stat, keep.then_some(file)))
     }
 
     /// Where gputop runs relative to the host's PID namespace.
@@ -164,7 +182,10 @@ impl HostCollector {
                 continue; // one process on several GPUs
             }
             let in_container = self.namespaces.view == PidNamespace::Container;
-            let Some(stat) = self.read_stat(pid) else {
+            let mut previous = known.remove(&pid);
+            let open = previous.as_mut().and_then(|k| k.stat_file.take());
+            let keep = kept.len() < MAX_OPEN_STAT_FILES;
+            let Some((stat, stat_file)) = self.read_stat(pid, open, keep) else {
                 out.insert(
                     pid,
                     if in_container {
@@ -179,7 +200,7 @@ impl HostCollector {
             };
             let start_time = start_seconds(self.boot_time, stat.start_ticks, self.ticks_per_second);
             let running = now_epoch.saturating_sub(start_time);
-            let previous = known.remove(&pid).filter(|k| k.start_ticks == stat.start_ticks);
+            let previous = previous.filter(|k| k.start_ticks == stat.start_ticks);
             let mapped = match &previous {
                 Some(_) => None,
                 None => {
@@ -214,6 +235,7 @@ impl HostCollector {
                 Some(k) => Known {
                     cpu_ticks: stat.cpu_ticks,
                     read_at: now,
+                    stat_file,
                     ..k
                 },
                 None => {
@@ -244,6 +266,7 @@ impl HostCollector {
                         uid,
                         user,
                         command: command_line(pid, &stat.name),
+                        stat_file,
                         container,
                         namespace_pid,
                         mapping,
@@ -327,6 +350,24 @@ fn command_line(pid: u32, name: &str) -> String {
         format!("[{name}]")
     } else {
         args.join(" ")
+    }
+}
+
+/// Most `/proc/PID/stat` files kept open (well under the usual limit of 1024 descriptors);
+/// processes beyond it are read by path.
+const MAX_OPEN_STAT_FILES: usize = 600;
+
+/// Reads an open /proc file whole from its start into `buffer`: the kernel renders it anew.
+fn read_at_start(file: &std::fs::File, buffer: &mut Vec<u8>) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    buffer.clear();
+    let mut chunk = [0u8; 1024];
+    loop {
+        let n = file.read_at(&mut chunk, buffer.len() as u64)?;
+        if n == 0 {
+            return Ok(());
+        }
+        buffer.extend_from_slice(&chunk[..n]);
     }
 }
 

@@ -115,10 +115,15 @@ impl Series {
 
     /// A series without raw readings: buckets `width` seconds wide over `span` seconds.
     pub fn coarse(nominal: f64, width: f64, span: f64) -> Self {
-        Self {
+        let mut series = Self {
             raw_capacity: 0,
             ..Self::new(nominal, Some(width), span)
+        };
+        // Exactly the buckets the span needs (a growing buffer would end with up to twice).
+        for tier in &mut series.tiers {
+            tier.buckets.reserve_exact(tier.capacity);
         }
+        series
     }
 
     /// Adds the reading at `t` (seconds); `None` is a gap. Readings must move forward in time.
