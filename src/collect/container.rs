@@ -161,6 +161,8 @@ fn namespace_inode(link: &str) -> Option<u64> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Namespaces {
     pub view: PidNamespace,
+    /// gputop's own PID namespace inode.
+    own: Option<u64>,
     /// How deep gputop's namespace is below the one /proc shows (NSpid's index of its PIDs).
     level: usize,
 }
@@ -179,9 +181,15 @@ impl Namespaces {
         Self::classify(own, own_nspid.len(), proc_is_host)
     }
 
+    /// Whether `pid` lives in gputop's own PID namespace (one link read, no file).
+    pub fn shares_mine(&self, pid: u32) -> bool {
+        self.own.is_some() && namespace_inode(&format!("/proc/{pid}/ns/pid")) == self.own
+    }
+
     fn classify(own_inode: Option<u64>, own_nspid_len: usize, proc_is_host: bool) -> Self {
         let host = Self {
             view: PidNamespace::Host,
+            own: own_inode,
             level: 0,
         };
         match own_inode {
@@ -191,10 +199,12 @@ impl Namespaces {
             Some(_) if own_nspid_len >= 2 && proc_is_host => Self {
                 view: PidNamespace::NestedHostProc,
                 level: own_nspid_len - 1,
+                ..host
             },
             Some(_) => Self {
                 view: PidNamespace::Container,
                 level: 0,
+                ..host
             },
         }
     }

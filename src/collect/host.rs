@@ -151,22 +151,6 @@ impl HostCollector {
         self.namespaces.view
     }
 
-    /// How NVML's `pid` maps into gputop's PID namespace; in a container, `None` when it
-    /// does not (the facts then say why), and a local process that merely shares the number
-    /// is never read in its place.
-    fn map_pid(&mut self, pid: u32) -> (PidMapping, Option<String>) {
-        if self.namespaces.view == PidNamespace::Host {
-            return (PidMapping::Same, None);
-        }
-        let status = read_small(&format!("/proc/{pid}/status"), &mut self.buffer)
-            .ok()
-            .map(|()| String::from_utf8_lossy(&self.buffer).into_owned());
-        let mapping = self
-            .namespaces
-            .map(pid, status.as_deref(), || container::holds_nvidia_device(pid));
-        (mapping, status)
-    }
-
     /// Facts for each PID. A PID the host does not know (exited between the NVML call and
     /// now, or in another PID namespace) gets readings that say so.
     pub fn facts(&mut self, pids: &[u32]) -> HashMap<u32, HostFacts> {
@@ -177,15 +161,27 @@ impl HostCollector {
             .map_or(0, |d| d.as_secs());
         let mut known = std::mem::take(&mut self.known);
         let mut kept = HashMap::with_capacity(pids.len());
+        let mut first_sights = first_sights(
+            pids.iter().copied().filter(|pid| !known.contains_key(pid)),
+            &self.namespaces,
+        );
         for &pid in pids {
             if out.contains_key(&pid) {
                 continue; // one process on several GPUs
             }
             let in_container = self.namespaces.view == PidNamespace::Container;
             let mut previous = known.remove(&pid);
-            let open = previous.as_mut().and_then(|k| k.stat_file.take());
+            let mut prefetched = first_sights.remove(&pid);
             let keep = kept.len() < MAX_OPEN_STAT_FILES;
-            let Some((stat, stat_file)) = self.read_stat(pid, open, keep) else {
+            let read = match prefetched.as_mut().and_then(|first| first.stat.take()) {
+                // Opened again, and kept, at the next refresh.
+                Some(stat) => Some((stat, None)),
+                None => {
+                    let open = previous.as_mut().and_then(|k| k.stat_file.take());
+                    self.read_stat(pid, open, keep)
+                }
+            };
+            let Some((stat, stat_file)) = read else {
                 out.insert(
                     pid,
                     if in_container {
@@ -201,16 +197,17 @@ impl HostCollector {
             let start_time = start_seconds(self.boot_time, stat.start_ticks, self.ticks_per_second);
             let running = now_epoch.saturating_sub(start_time);
             let previous = previous.filter(|k| k.start_ticks == stat.start_ticks);
-            let mapped = match &previous {
+            let first = match &previous {
                 Some(_) => None,
                 None => {
-                    let (mapping, status) = self.map_pid(pid);
-                    if let (true, PidMapping::Unmapped { reason }) = (in_container, &mapping) {
+                    let first = prefetched
+                        .unwrap_or_else(|| FirstSight::read(pid, &self.namespaces, &mut self.buffer));
+                    if let (true, PidMapping::Unmapped { reason }) = (in_container, &first.mapping) {
                         // The local process with this number is not the GPU's: show nothing of it.
                         out.insert(pid, HostFacts::unmapped(reason));
                         continue;
                     }
-                    Some((mapping, status))
+                    Some(first)
                 }
             };
             let cpu = match &previous {
@@ -239,37 +236,27 @@ impl HostCollector {
                     ..k
                 },
                 None => {
-                    let (mapping, status) = mapped.unwrap_or_default();
-                    let Ok(metadata) = std::fs::metadata(format!("/proc/{pid}")) else {
+                    let first = first.expect("read above for a process not known");
+                    let Some(uid) = first.uid else {
                         out.insert(pid, HostFacts::gone("no such process"));
                         continue;
                     };
-                    let uid = metadata.uid();
                     let user = self
                         .users
                         .iter()
                         .find(|u| **u.id() == uid)
                         .map_or_else(|| uid.to_string(), |u| u.name().to_string());
-                    let container = self.container(pid);
-                    // Inside a container the process has its own number too (NSpid's last).
-                    let namespace_pid = match (&container, status) {
-                        (Some(_), Some(status)) => Some(status),
-                        (Some(_), None) => read_small(&format!("/proc/{pid}/status"), &mut self.buffer)
-                            .ok()
-                            .map(|()| String::from_utf8_lossy(&self.buffer).into_owned()),
-                        (None, _) => None,
-                    }
-                    .and_then(|status| container::nspid(&status).last().copied())
-                    .filter(|&inner| inner != pid);
                     Known {
                         start_ticks: stat.start_ticks,
                         uid,
                         user,
-                        command: command_line(pid, &stat.name),
+                        // Kernel threads and zombies have no command line: their name in
+                        // brackets, as `ps` shows them.
+                        command: first.command.unwrap_or_else(|| format!("[{}]", stat.name)),
                         stat_file,
-                        container,
-                        namespace_pid,
-                        mapping,
+                        container: first.container,
+                        namespace_pid: first.namespace_pid,
+                        mapping: first.mapping,
                         cpu_ticks: stat.cpu_ticks,
                         read_at: now,
                     }
@@ -324,33 +311,117 @@ impl HostCollector {
 }
 
 impl HostCollector {
-    /// The container of `pid`, from its cgroup; `None` on the host or when unreadable.
-    fn container(&mut self, pid: u32) -> Option<Container> {
-        read_small(&format!("/proc/{pid}/cgroup"), &mut self.buffer).ok()?;
-        container::container_of(&String::from_utf8_lossy(&self.buffer))
-    }
-
     /// The machine's host name, read once.
     pub fn hostname(&self) -> &str {
         &self.hostname
     }
 }
 
-/// The command line, arguments joined by spaces; kernel threads and zombies have none, so
-/// their name in brackets, as `ps` shows them.
-fn command_line(pid: u32, name: &str) -> String {
-    let mut raw = Vec::new();
-    let _ = read_small(&format!("/proc/{pid}/cmdline"), &mut raw);
-    let args: Vec<String> = raw
-        .split(|b| *b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    if args.is_empty() {
-        format!("[{name}]")
-    } else {
-        args.join(" ")
+/// What is read of a process once, when it is first seen: owner, command line, container,
+/// and how its PID maps into gputop's namespace.
+#[derive(Debug)]
+struct FirstSight {
+    /// `/proc/PID/stat`, read by path: files opened by several threads at once would make
+    /// the kernel wait for RCU each time the shared descriptor table grows.
+    stat: Option<Stat>,
+    mapping: PidMapping,
+    /// `None`: the process is gone.
+    uid: Option<u32>,
+    /// Arguments joined by spaces; `None` when it has none (kernel threads, zombies).
+    command: Option<String>,
+    container: Option<Container>,
+    namespace_pid: Option<u32>,
+}
+
+impl FirstSight {
+    fn read(pid: u32, namespaces: &Namespaces, buffer: &mut Vec<u8>) -> Self {
+        let stat = read_small(&format!("/proc/{pid}/stat"), buffer)
+            .ok()
+            .and_then(|()| parse_stat(&String::from_utf8_lossy(buffer)));
+        let mut status = None;
+        let mut read_status = |buffer: &mut Vec<u8>| {
+            status
+                .get_or_insert_with(|| {
+                    read_small(&format!("/proc/{pid}/status"), buffer)
+                        .ok()
+                        .map(|()| String::from_utf8_lossy(buffer).into_owned())
+                })
+                .clone()
+        };
+        // How NVML's PID maps into gputop's namespace: in a container, a local process that
+        // merely shares the number is never read in its place.
+        let mapping = match namespaces.view {
+            PidNamespace::Host => PidMapping::Same,
+            _ => namespaces.map(pid, read_status(buffer).as_deref(), || {
+                container::holds_nvidia_device(pid)
+            }),
+        };
+        let uid = std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid());
+        let container = read_small(&format!("/proc/{pid}/cgroup"), buffer)
+            .ok()
+            .and_then(|()| container::container_of(&String::from_utf8_lossy(buffer)));
+        // In a PID namespace of its own the process has its own number too (NSpid's last).
+        let namespace_pid = container
+            .as_ref()
+            .filter(|_| !namespaces.shares_mine(pid))
+            .and_then(|_| read_status(buffer))
+            .and_then(|status| container::nspid(&status).last().copied())
+            .filter(|&inner| inner != pid);
+        let _ = read_small(&format!("/proc/{pid}/cmdline"), buffer);
+        let args: Vec<String> = buffer
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        Self {
+            stat,
+            mapping,
+            uid,
+            command: (!args.is_empty()).then(|| args.join(" ")),
+            container,
+            namespace_pid,
+        }
     }
+}
+
+/// Below this many new processes one thread reads them; above, up to [`FIRST_SIGHT_THREADS`]
+/// share the work (a one-shot report meets every process at once).
+const FIRST_SIGHT_PARALLEL_FROM: usize = 64;
+const FIRST_SIGHT_THREADS: usize = 4;
+
+/// First sights of `pids` (duplicates read once), in parallel when there are many.
+fn first_sights(pids: impl Iterator<Item = u32>, namespaces: &Namespaces) -> HashMap<u32, FirstSight> {
+    let mut pids: Vec<u32> = pids.collect();
+    pids.sort_unstable();
+    pids.dedup();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(FIRST_SIGHT_THREADS);
+    if pids.len() < FIRST_SIGHT_PARALLEL_FROM || threads < 2 {
+        let mut buffer = Vec::with_capacity(1024);
+        return pids
+            .into_iter()
+            .map(|pid| (pid, FirstSight::read(pid, namespaces, &mut buffer)))
+            .collect();
+    }
+    let chunk = pids.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = pids
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    let mut buffer = Vec::with_capacity(1024);
+                    part.iter()
+                        .map(|&pid| (pid, FirstSight::read(pid, namespaces, &mut buffer)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| worker.join().unwrap_or_default())
+            .collect()
+    })
 }
 
 /// Most `/proc/PID/stat` files kept open (well under the usual limit of 1024 descriptors);

@@ -756,12 +756,19 @@ impl Scenario {
         if let Some(name) = &def.system.init_error {
             parse_code(name, &format!("{origin}: system.init_error"))?;
         }
+        let pid_lists = PidLists::new(env);
         let gpus = def
             .gpu
             .into_iter()
             .enumerate()
             .map(|(index, gpu)| {
-                resolve_gpu(gpu, index, def.meta.seed, &format!("{origin}: gpu[{index}]"), env)
+                resolve_gpu(
+                    gpu,
+                    index,
+                    def.meta.seed,
+                    &format!("{origin}: gpu[{index}]"),
+                    &pid_lists,
+                )
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
@@ -793,7 +800,7 @@ fn resolve_gpu(
     index: usize,
     seed: u64,
     what: &str,
-    env: EnvLookup<'_>,
+    env: &PidLists<'_>,
 ) -> Result<Gpu, ScenarioError> {
     let bytes = |s: &Option<Scalar>, default: u64, key: &str| -> Result<u64, ScenarioError> {
         match s {
@@ -1026,16 +1033,49 @@ fn resolve_dynamic(
     })
 }
 
-fn resolve_process(def: &ProcessDef, what: &str, env: EnvLookup<'_>) -> Result<Process, ScenarioError> {
+/// `pid_env` variables, each split into its PIDs once (a scenario may name thousands).
+struct PidLists<'a> {
+    env: EnvLookup<'a>,
+    split: std::cell::RefCell<BTreeMap<String, Option<std::rc::Rc<Vec<String>>>>>,
+}
+
+impl<'a> PidLists<'a> {
+    fn new(env: EnvLookup<'a>) -> Self {
+        Self {
+            env,
+            split: std::cell::RefCell::new(BTreeMap::new()),
+        }
+    }
+
+    fn get(&self, var: &str) -> Option<std::rc::Rc<Vec<String>>> {
+        self.split
+            .borrow_mut()
+            .entry(var.to_string())
+            .or_insert_with(|| {
+                (self.env)(var).map(|value| {
+                    std::rc::Rc::new(
+                        value
+                            .split(|c: char| c == ',' || c.is_whitespace())
+                            .filter(|s| !s.is_empty())
+                            .map(str::to_string)
+                            .collect(),
+                    )
+                })
+            })
+            .clone()
+    }
+}
+
+fn resolve_process(def: &ProcessDef, what: &str, env: &PidLists<'_>) -> Result<Process, ScenarioError> {
     let pid = match (def.pid, &def.pid_env) {
         (Some(pid), None) => pid,
         (None, Some(var)) => {
-            let value = env(var).ok_or_else(|| err(format!("{what}: pid_env {var} is not set")))?;
+            let list = env
+                .get(var)
+                .ok_or_else(|| err(format!("{what}: pid_env {var} is not set")))?;
             let index = def.pid_index.unwrap_or(0);
-            let item = value
-                .split(|c: char| c == ',' || c.is_whitespace())
-                .filter(|s| !s.is_empty())
-                .nth(index)
+            let item = list
+                .get(index)
                 .ok_or_else(|| err(format!("{what}: {var} has no PID at index {index}")))?;
             item.parse()
                 .map_err(|_| err(format!("{what}: {var} holds '{item}', not a PID")))?
