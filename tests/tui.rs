@@ -918,6 +918,39 @@ fn the_remote_view_watches_fifty_exporters_some_dead_and_opens_one() {
     }
 }
 
+/// `script` under `sh` in new namespaces (`unshare` `flags`) in a 140x30 pty, with
+/// `$GPUTOP`, `$SIM_LIB` and `$REPORT` (where the script writes what it saw) set.
+fn in_namespaces(flags: &[&str], script: &str, home: &Path, scenario: &Path, report: &Path) -> Pty {
+    let mut command = CommandBuilder::new("unshare");
+    command.args(flags);
+    command.args(["sh", "-c", script]);
+    for (key, _) in std::env::vars() {
+        if key.starts_with("GPUTOP_") || key == "NO_COLOR" {
+            command.env_remove(key);
+        }
+    }
+    command.env("HOME", home);
+    command.env("TERM", "xterm-256color");
+    command.env("GPUTOP", env!("CARGO_BIN_EXE_gputop"));
+    command.env("SIM_LIB", common::sim_lib());
+    command.env("GPUTOP_SIM_SCENARIO", scenario);
+    command.env("REPORT", report);
+    Pty::spawn(command, 140, 30)
+}
+
+/// Once gputop has exited, what the script wrote to `report` (waiting for `needle`).
+fn script_report(pty: &mut Pty, report: &Path, needle: &str) -> String {
+    assert!(pty.wait_exit(10).is_some(), "gputop exits");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(report).unwrap_or_default();
+        if text.contains(needle) || Instant::now() > deadline {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// In a container's own PID namespace: the row whose PID a local process merely shares
 /// says so and cannot be signalled (that process lives); the process that holds an NVIDIA
 /// device open is the GPU's and is killed on request.
@@ -945,20 +978,13 @@ kill $namesake
 "#,
         common::FAKE_NVIDIA_DEV
     );
-    let mut command = CommandBuilder::new("unshare");
-    command.args(["--pid", "--fork", "--mount-proc", "sh", "-c", &script]);
-    for (key, _) in std::env::vars() {
-        if key.starts_with("GPUTOP_") || key == "NO_COLOR" {
-            command.env_remove(key);
-        }
-    }
-    command.env("HOME", home.path());
-    command.env("TERM", "xterm-256color");
-    command.env("GPUTOP", env!("CARGO_BIN_EXE_gputop"));
-    command.env("SIM_LIB", common::sim_lib());
-    command.env("GPUTOP_SIM_SCENARIO", &scenario);
-    command.env("REPORT", &report);
-    let mut pty = Pty::spawn(command, 140, 30);
+    let mut pty = in_namespaces(
+        &["--pid", "--fork", "--mount-proc"],
+        &script,
+        home.path(),
+        &scenario,
+        &report,
+    );
     // The namesake's row (5 GiB, first) shows no facts of the local process.
     let screen = pty.wait_until("both rows", 15, |s| process_rows(s).len() == 2);
     assert!(screen.contains("container PID namespace"), "the banner: {screen}");
@@ -978,16 +1004,7 @@ kill $namesake
     pty.keys("\r");
     pty.wait_for("SIGKILL sent to PID");
     pty.keys("q");
-    assert!(pty.wait_exit(10).is_some(), "gputop exits");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut text = String::new();
-    while Instant::now() < deadline {
-        text = std::fs::read_to_string(&report).unwrap_or_default();
-        if text.contains("gpu exit") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let text = script_report(&mut pty, &report, "gpu exit");
     assert!(
         text.contains("gpu exit 137"),
         "the GPU process was killed: {text}"
@@ -1011,4 +1028,42 @@ fn the_users_view_opens_with_u_and_closes_with_u() {
     pty.wait_until("the process table again", 5, |s| process_rows(s).len() == 3);
     pty.keys("q");
     assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
+}
+
+/// In a nested PID namespace that still sees the host's /proc, NVML's host PID is shown and
+/// signalled by its number in gputop's namespace (NSpid), and the kill reaches exactly it.
+#[test]
+fn in_a_nested_namespace_a_host_pid_is_killed_through_its_local_number() {
+    if !common::namespaces_available() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let scenario = scenario(home.path());
+    let report = home.path().join("report");
+    let script = r#"set -e
+sleep 600 &
+local=$!
+host=$(grep -lE "^NSpid:[[:space:]]+[0-9]+[[:space:]]+$local\$" /proc/[0-9]*/status 2>/dev/null | head -1 | cut -d/ -f3)
+GPUTOP_SIM_PIDS="$host $host $host" "$GPUTOP" --nvml-lib "$SIM_LIB" --interval 0.5 || true
+set +e
+wait $local
+echo "local $local exit $?" > "$REPORT"
+"#;
+    let mut pty = in_namespaces(&["--pid", "--fork"], script, home.path(), &scenario, &report);
+    let screen = pty.wait_until("two rows", 15, |s| process_rows(s).len() == 2);
+    assert!(screen.contains("nested PID namespace"), "the banner: {screen}");
+    let local = pid_of(&process_rows(&screen)[0]);
+    assert!(local < 10, "the row shows the local number: {screen}");
+    pty.keys("\x1b[B");
+    pty.keys("K");
+    pty.wait_for("Send SIGKILL to 1 process?");
+    pty.keys("\r");
+    pty.wait_for(&format!("SIGKILL sent to PID {local}"));
+    pty.keys("q");
+    let text = script_report(&mut pty, &report, "exit");
+    assert_eq!(
+        text.trim(),
+        format!("local {local} exit 137"),
+        "the process itself was killed"
+    );
 }

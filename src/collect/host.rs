@@ -165,11 +165,11 @@ impl HostCollector {
             pids.iter().copied().filter(|pid| !known.contains_key(pid)),
             &self.namespaces,
         );
+        let in_container = self.namespaces.view == PidNamespace::Container;
         for &pid in pids {
             if out.contains_key(&pid) {
                 continue; // one process on several GPUs
             }
-            let in_container = self.namespaces.view == PidNamespace::Container;
             let mut previous = known.remove(&pid);
             let mut prefetched = first_sights.remove(&pid);
             let keep = kept.len() < MAX_OPEN_STAT_FILES;

@@ -115,15 +115,10 @@ impl Series {
 
     /// A series without raw readings: buckets `width` seconds wide over `span` seconds.
     pub fn coarse(nominal: f64, width: f64, span: f64) -> Self {
-        let mut series = Self {
+        Self {
             raw_capacity: 0,
             ..Self::new(nominal, Some(width), span)
-        };
-        // Exactly the buckets the span needs (a growing buffer would end with up to twice).
-        for tier in &mut series.tiers {
-            tier.buckets.reserve_exact(tier.capacity);
         }
-        series
     }
 
     /// Adds the reading at `t` (seconds); `None` is a gap. Readings must move forward in time.
@@ -168,6 +163,11 @@ impl Series {
                 _ => {
                     if tier.buckets.len() == tier.capacity {
                         tier.buckets.pop_front();
+                    } else if tier.buckets.len() == tier.buckets.capacity() {
+                        // Grow by doubling, but never past the tier's size (which doubling
+                        // would overshoot by up to twice: many processes each hold a series).
+                        let grown = (tier.buckets.len() * 2).clamp(4, tier.capacity);
+                        tier.buckets.reserve_exact(grown - tier.buckets.len());
                     }
                     tier.buckets.push_back(Bucket {
                         start,
