@@ -386,7 +386,7 @@ impl FirstSight {
 
 /// Below this many new processes one thread reads them; above, up to [`FIRST_SIGHT_THREADS`]
 /// share the work (a one-shot report meets every process at once).
-const FIRST_SIGHT_PARALLEL_FROM: usize = 64;
+const FIRST_SIGHT_PARALLEL_FROM: usize = 128;
 const FIRST_SIGHT_THREADS: usize = 4;
 
 /// First sights of `pids` (duplicates read once), in parallel when there are many.
