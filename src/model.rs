@@ -519,3 +519,53 @@ impl ProcessKey {
         }
     }
 }
+
+/// Minimal values for unit tests elsewhere in the crate.
+#[cfg(test)]
+pub mod testing {
+    use super::*;
+
+    /// A compute process of `user` holding `memory_bytes` on `gpu`, with no other facts.
+    pub fn process(pid: u32, gpu: u32, user: &str, memory_bytes: u64) -> GpuProcess {
+        let mut host = HostFacts::gone("test");
+        host.user = Reading::Value(user.into());
+        GpuProcess {
+            pid,
+            gpu_index: gpu,
+            gpu_uuid: Reading::NotSupported,
+            kind: ProcessType::Compute,
+            gpu_memory_bytes: Reading::Value(memory_bytes),
+            sm_percent: Reading::Value(0),
+            memory_bandwidth_percent: Reading::Value(0),
+            encoder_percent: Reading::Value(0),
+            decoder_percent: Reading::Value(0),
+            mig: None,
+            host,
+        }
+    }
+
+    /// A snapshot taken at `taken_at` holding only `devices` and `processes`.
+    pub fn snapshot(taken_at: SystemTime, devices: Vec<Device>, processes: Vec<GpuProcess>) -> Snapshot {
+        Snapshot {
+            taken_at,
+            hostname: "test".into(),
+            driver: DriverInfo {
+                driver_version: Reading::NotSupported,
+                nvml_version: Reading::NotSupported,
+                cuda_driver_version: Reading::NotSupported,
+            },
+            devices,
+            processes,
+            host: HostStats {
+                cpu_percent: Reading::NotSupported,
+                memory_total_bytes: Reading::NotSupported,
+                memory_used_bytes: Reading::NotSupported,
+                swap_total_bytes: Reading::NotSupported,
+                swap_used_bytes: Reading::NotSupported,
+                load_average: Reading::NotSupported,
+                uptime_seconds: Reading::NotSupported,
+            },
+            pid_namespace: PidNamespace::Host,
+        }
+    }
+}

@@ -171,53 +171,19 @@ impl Accounting {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{
-        DriverInfo, GpuProcess, HostFacts, HostStats, PidNamespace, ProcessType, Reading, Snapshot,
-    };
+    use crate::model::testing;
+    use crate::model::{GpuProcess, Snapshot};
     use std::time::UNIX_EPOCH;
 
     const GIB: u64 = 1 << 30;
 
     fn process(pid: u32, gpu: u32, user: &str, gib: u64) -> GpuProcess {
-        let mut host = HostFacts::gone("test");
-        host.user = Reading::Value(user.into());
-        GpuProcess {
-            pid,
-            gpu_index: gpu,
-            gpu_uuid: Reading::NotSupported,
-            kind: ProcessType::Compute,
-            gpu_memory_bytes: Reading::Value(gib * GIB),
-            sm_percent: Reading::Value(0),
-            memory_bandwidth_percent: Reading::Value(0),
-            encoder_percent: Reading::Value(0),
-            decoder_percent: Reading::Value(0),
-            mig: None,
-            host,
-        }
+        testing::process(pid, gpu, user, gib * GIB)
     }
 
     fn at(second: u64, processes: Vec<GpuProcess>) -> Snapshot {
-        Snapshot {
-            taken_at: UNIX_EPOCH + Duration::from_secs(1_800_000_000 + second),
-            hostname: "h".into(),
-            driver: DriverInfo {
-                driver_version: Reading::NotSupported,
-                nvml_version: Reading::NotSupported,
-                cuda_driver_version: Reading::NotSupported,
-            },
-            devices: Vec::new(),
-            processes,
-            host: HostStats {
-                cpu_percent: Reading::NotSupported,
-                memory_total_bytes: Reading::NotSupported,
-                memory_used_bytes: Reading::NotSupported,
-                swap_total_bytes: Reading::NotSupported,
-                swap_used_bytes: Reading::NotSupported,
-                load_average: Reading::NotSupported,
-                uptime_seconds: Reading::NotSupported,
-            },
-            pid_namespace: PidNamespace::Host,
-        }
+        let taken_at = UNIX_EPOCH + Duration::from_secs(1_800_000_000 + second);
+        testing::snapshot(taken_at, Vec::new(), processes)
     }
 
     #[test]

@@ -184,23 +184,12 @@ impl Selection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{DeviceStatus, HostFacts, MigDevice, ProcessType, Reading};
+    use crate::model::{DeviceStatus, MigDevice, ProcessType, Reading, testing};
 
     fn process(pid: u32, gpu: u32, kind: ProcessType, user: &str) -> GpuProcess {
-        let mut host = HostFacts::gone("test");
-        host.user = Reading::Value(user.to_string());
         GpuProcess {
-            pid,
-            gpu_index: gpu,
-            gpu_uuid: Reading::NotSupported,
             kind,
-            gpu_memory_bytes: Reading::Value(1),
-            sm_percent: Reading::Value(0),
-            memory_bandwidth_percent: Reading::Value(0),
-            encoder_percent: Reading::Value(0),
-            decoder_percent: Reading::Value(0),
-            mig: None,
-            host,
+            ..testing::process(pid, gpu, user, 1)
         }
     }
 
@@ -212,32 +201,6 @@ mod tests {
         gpu_instance: 2,
         compute_instance: 0,
     };
-
-    fn empty_snapshot() -> Snapshot {
-        use crate::model::{DriverInfo, HostStats, PidNamespace};
-        let na = || Reading::NotSupported;
-        Snapshot {
-            taken_at: std::time::UNIX_EPOCH,
-            hostname: String::new(),
-            driver: DriverInfo {
-                driver_version: na(),
-                nvml_version: na(),
-                cuda_driver_version: na(),
-            },
-            devices: Vec::new(),
-            processes: Vec::new(),
-            host: HostStats {
-                cpu_percent: Reading::NotSupported,
-                memory_total_bytes: Reading::NotSupported,
-                memory_used_bytes: Reading::NotSupported,
-                swap_total_bytes: Reading::NotSupported,
-                swap_used_bytes: Reading::NotSupported,
-                load_average: Reading::NotSupported,
-                uptime_seconds: Reading::NotSupported,
-            },
-            pid_namespace: PidNamespace::Host,
-        }
-    }
 
     /// GPU 0 plain; GPU 1 split into two MIG devices.
     fn devices() -> Vec<Device> {
@@ -303,10 +266,11 @@ mod tests {
                 devices: Some(parse_device_list(list)),
                 ..Default::default()
             };
-            let snapshot = selection.apply(&Snapshot {
-                devices: devices.clone(),
-                ..empty_snapshot()
-            });
+            let snapshot = selection.apply(&testing::snapshot(
+                std::time::UNIX_EPOCH,
+                devices.clone(),
+                Vec::new(),
+            ));
             snapshot
                 .devices
                 .iter()
