@@ -229,6 +229,33 @@ mod tests {
     }
 
     #[test]
+    fn containers_are_matched_by_label_and_dash_means_the_host() {
+        let mut a = process(100, 0, "alice", "python3 train.py", 8, 90);
+        a.host.container = Some(crate::model::Container {
+            runtime: crate::model::Runtime::Docker,
+            id: "3f2a1b9c0d12".into(),
+            pod: None,
+        });
+        let b = process(200, 1, "bob", "jupyter-lab", 2, 5);
+        let check = |text: &str| {
+            let q = Query::parse(text).unwrap();
+            [&a, &b]
+                .iter()
+                .filter(|p| q.matches(p))
+                .map(|p| p.pid)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(check("container:docker"), vec![100]);
+        assert_eq!(check("ctr:3F2A"), vec![100]);
+        assert_eq!(check("container:-"), vec![200]);
+        assert_eq!(
+            check("3f2a1b"),
+            vec![100],
+            "a plain word matches the container too"
+        );
+    }
+
+    #[test]
     fn bad_terms_are_named() {
         assert!(
             Query::parse("mem>lots")

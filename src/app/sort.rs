@@ -186,6 +186,29 @@ mod tests {
     }
 
     #[test]
+    fn the_container_key_groups_a_containers_processes_host_last() {
+        let in_container = |pid, id: &str| {
+            let mut p = process(pid, 0, Some(1));
+            p.host.container = Some(crate::model::Container {
+                runtime: crate::model::Runtime::Docker,
+                id: id.into(),
+                pod: None,
+            });
+            p
+        };
+        let list = [
+            in_container(1, "bbbbbbbbbbbb"),
+            process(2, 0, Some(1)),
+            in_container(3, "aaaaaaaaaaaa"),
+            in_container(4, "bbbbbbbbbbbb"),
+        ];
+        let mut refs: Vec<&GpuProcess> = list.iter().collect();
+        by_key(&mut refs, SortKey::Container, false);
+        assert_eq!(refs.iter().map(|p| p.pid).collect::<Vec<_>>(), vec![3, 1, 4, 2]);
+        assert_eq!(SortKey::from_letter('k'), Some(SortKey::Container));
+    }
+
+    #[test]
     fn keys_cycle_and_directions_follow_the_key() {
         assert_eq!(SortKey::Time.next(), SortKey::Natural);
         assert_eq!(SortKey::Natural.previous(), SortKey::Time);
