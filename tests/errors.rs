@@ -128,6 +128,8 @@ fn usage_errors_are_exit_2() {
         &["--interval", "fast"][..],
         &["--bogus"],
         &["--demo", "--nvml-lib", "/x"],
+        &["--only", "gpu0"],
+        &["--only", "0", "--only-visible"],
     ] {
         let output = gputop(home.path()).args(args).output().unwrap();
         assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stderr(&output));
