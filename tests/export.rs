@@ -131,6 +131,13 @@ fn exporter(home: &Path, scenario_path: &Path, pids: &str, extra: &[&str]) -> (K
     }
 }
 
+/// [`exporter`], once it has a snapshot to serve.
+fn ready_exporter(home: &Path, scenario_path: &Path, pids: &str, extra: &[&str]) -> (Killed, u16) {
+    let (exporter, port) = exporter(home, scenario_path, pids, extra);
+    wait_ready(port);
+    (exporter, port)
+}
+
 fn wait_ready(port: u16) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while get(port, "/-/ready").0 != 200 {
@@ -208,13 +215,12 @@ fn a_real_prometheus_scrapes_the_scenario_values_and_loads_the_rules() {
     }
     let home = tempfile::tempdir().unwrap();
     let sleepers = Sleepers::spawn(3);
-    let (_exporter, port) = exporter(
+    let (_exporter, port) = ready_exporter(
         home.path(),
         &scenario("two-gpus-training"),
         &sleepers.env(),
         &["--processes"],
     );
-    wait_ready(port);
     let rules = home.path().join("gputop-rules.yml");
     let generated = gputop(home.path())
         .args(["rules", "--scrape-interval", "1"])
@@ -278,13 +284,12 @@ fn promtool_passes_the_exposition_the_rules_and_their_unit_tests() {
         .spawn()
         .unwrap();
     let pids = format!("{} {}", sleepers.env(), evil.id());
-    let (_exporter, port) = exporter(
+    let (_exporter, port) = ready_exporter(
         home.path(),
         &scenario("two-gpus-training"),
         &pids,
         &["--processes", "--process-commands"],
     );
-    wait_ready(port);
     let (status, head, body) = get(port, "/metrics");
     assert_eq!(status, 200);
     assert!(
@@ -352,8 +357,7 @@ fn last_collect(body: &str) -> f64 {
 fn a_hundred_concurrent_scrapes_are_all_answered_while_collection_goes_on() {
     let home = tempfile::tempdir().unwrap();
     let sleepers = Sleepers::spawn(3);
-    let (_exporter, port) = exporter(home.path(), &scenario("two-gpus-training"), &sleepers.env(), &[]);
-    wait_ready(port);
+    let (_exporter, port) = ready_exporter(home.path(), &scenario("two-gpus-training"), &sleepers.env(), &[]);
     let before = last_collect(&get(port, "/metrics").2);
     let scrapes: Vec<_> = (0..100)
         .map(|_| std::thread::spawn(move || get(port, "/metrics")))
@@ -423,13 +427,12 @@ fn malformed_and_slow_clients_are_answered_or_dropped_and_never_stop_the_exporte
 fn the_grafana_dashboard_uses_only_names_the_exporter_serves() {
     let home = tempfile::tempdir().unwrap();
     let sleepers = Sleepers::spawn(3);
-    let (_exporter, port) = exporter(
+    let (_exporter, port) = ready_exporter(
         home.path(),
         &scenario("two-gpus-training"),
         &sleepers.env(),
         &["--processes"],
     );
-    wait_ready(port);
     // PCIe throughput comes from its own slower thread: present from its first reading on.
     let deadline = Instant::now() + Duration::from_secs(10);
     let served = loop {
@@ -489,13 +492,12 @@ fn the_exporter_judges_the_alert_rules_without_a_terminal() {
         ),
     )
     .unwrap();
-    let (_exporter, port) = exporter(
+    let (_exporter, port) = ready_exporter(
         home.path(),
         &scenario("two-gpus-training"),
         &sleepers.env(),
         &["--config", config.to_str().unwrap()],
     );
-    wait_ready(port);
     let deadline = Instant::now() + Duration::from_secs(20);
     let alerts = loop {
         let doc: serde_json::Value = serde_json::from_str(&get(port, "/snapshot").2).unwrap_or_default();
@@ -530,13 +532,12 @@ fn the_exporter_judges_the_alert_rules_without_a_terminal() {
 fn mig_devices_and_usage_per_user_are_exported_and_scraped() {
     let home = tempfile::tempdir().unwrap();
     let sleepers = Sleepers::spawn(4);
-    let (_exporter, port) = exporter(
+    let (_exporter, port) = ready_exporter(
         home.path(),
         &scenario("mig-a100"),
         &sleepers.env(),
         &["--processes"],
     );
-    wait_ready(port);
     std::thread::sleep(Duration::from_millis(600));
     let (_, _, body) = get(port, "/metrics");
     let line = |prefix: &str| {

@@ -203,18 +203,17 @@ mod tests {
         }
     }
 
+    /// The PIDs of `processes` the filter `text` lets through.
+    fn matching(processes: &[&GpuProcess], text: &str) -> Vec<u32> {
+        let q = Query::parse(text).unwrap();
+        processes.iter().filter(|p| q.matches(p)).map(|p| p.pid).collect()
+    }
+
     #[test]
     fn plain_words_and_field_terms() {
         let a = process(100, 0, "alice", "python3 train.py", 8, 90);
         let b = process(200, 1, "bob", "jupyter-lab", 2, 5);
-        let check = |text: &str| {
-            let q = Query::parse(text).unwrap();
-            [&a, &b]
-                .iter()
-                .filter(|p| q.matches(p))
-                .map(|p| p.pid)
-                .collect::<Vec<_>>()
-        };
+        let check = |text: &str| matching(&[&a, &b], text);
         assert_eq!(check(""), vec![100, 200]);
         assert_eq!(check("TRAIN"), vec![100]);
         assert_eq!(check("bob"), vec![200]);
@@ -237,14 +236,7 @@ mod tests {
             pod: None,
         });
         let b = process(200, 1, "bob", "jupyter-lab", 2, 5);
-        let check = |text: &str| {
-            let q = Query::parse(text).unwrap();
-            [&a, &b]
-                .iter()
-                .filter(|p| q.matches(p))
-                .map(|p| p.pid)
-                .collect::<Vec<_>>()
-        };
+        let check = |text: &str| matching(&[&a, &b], text);
         assert_eq!(check("container:docker"), vec![100]);
         assert_eq!(check("ctr:3F2A"), vec![100]);
         assert_eq!(check("container:-"), vec![200]);

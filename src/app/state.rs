@@ -74,6 +74,13 @@ pub enum Screen {
     Users,
 }
 
+impl Screen {
+    /// Text screens opened over another one: they scroll, and Back returns to it.
+    pub fn is_overlay(self) -> bool {
+        matches!(self, Self::Help | Self::Environment | Self::Alerts | Self::Users)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LayoutMode {
     Auto,
@@ -440,9 +447,7 @@ impl App {
                 self.node = None;
             }
             Action::Back => match self.screen {
-                Screen::Help | Screen::Environment | Screen::Alerts | Screen::Users => {
-                    self.screen = self.previous;
-                }
+                screen if screen.is_overlay() => self.screen = self.previous,
                 _ => self.screen = Screen::Main,
             },
             Action::Up | Action::Down if self.screen == Screen::Cluster => {
@@ -465,12 +470,7 @@ impl App {
                 let keys = self.row_keys();
                 self.select_index(&keys, usize::MAX);
             }
-            Action::Scroll(delta)
-                if matches!(
-                    self.screen,
-                    Screen::Help | Screen::Environment | Screen::Alerts | Screen::Users
-                ) =>
-            {
+            Action::Scroll(delta) if self.screen.is_overlay() => {
                 self.text_scroll = self.text_scroll.saturating_add_signed(delta as isize);
             }
             Action::Scroll(delta) => self.move_selection(delta as isize),
@@ -622,24 +622,8 @@ impl App {
                     (i64::from(self.chart_device) + i64::from(delta)).rem_euclid(count) as u32;
             }
             Action::ChartSpan => self.chart_span = (self.chart_span + 1) % CHART_SPANS.len(),
-            Action::Users => {
-                if self.screen == Screen::Users {
-                    self.screen = self.previous;
-                } else {
-                    self.previous = self.screen;
-                    self.screen = Screen::Users;
-                    self.text_scroll = 0;
-                }
-            }
-            Action::AlertLog => {
-                if self.screen == Screen::Alerts {
-                    self.screen = self.previous;
-                } else {
-                    self.previous = self.screen;
-                    self.screen = Screen::Alerts;
-                    self.text_scroll = 0;
-                }
-            }
+            Action::Users => self.toggle_overlay(Screen::Users),
+            Action::AlertLog => self.toggle_overlay(Screen::Alerts),
             Action::AlertDeliveryFailed(problems) => self.status = Some(problems.join("; ")),
             Action::ReplayStatus(status) => self.replay = Some(status),
             Action::Replay(command) => {
@@ -666,6 +650,17 @@ impl App {
             }
         }
         Vec::new()
+    }
+
+    /// Opens `screen` over the current one, or closes it back to where it was opened.
+    fn toggle_overlay(&mut self, screen: Screen) {
+        if self.screen == screen {
+            self.screen = self.previous;
+        } else {
+            self.previous = self.screen;
+            self.screen = screen;
+            self.text_scroll = 0;
+        }
     }
 
     fn restart_history(&mut self) {

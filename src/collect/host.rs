@@ -228,15 +228,15 @@ impl HostCollector {
                 }
                 None => 0.0,
             };
-            let entry = match previous {
-                Some(k) => Known {
+            let entry = match (previous, first) {
+                (Some(k), _) => Known {
                     cpu_ticks: stat.cpu_ticks,
                     read_at: now,
                     stat_file,
                     ..k
                 },
-                None => {
-                    let first = first.expect("read above for a process not known");
+                (None, None) => continue, // not reached: a process not known has a first sight
+                (None, Some(first)) => {
                     let Some(uid) = first.uid else {
                         out.insert(pid, HostFacts::gone("no such process"));
                         continue;

@@ -1318,13 +1318,23 @@ pub unsafe extern "C" fn nvmlDeviceGetDeviceHandleFromMigDeviceHandle(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceId(device: nvmlDevice_t, id: *mut c_uint) -> Ret {
+    instance_id("nvmlDeviceGetGpuInstanceId", device, id, |m| m.gpu_instance)
+}
+
+/// A MIG device's GPU or compute instance id; a whole GPU has none.
+fn instance_id(
+    sym: &'static str,
+    device: nvmlDevice_t,
+    id: *mut c_uint,
+    pick: fn(&crate::scenario::MigDevice) -> u32,
+) -> Ret {
     with_device_or_mig(
-        "nvmlDeviceGetGpuInstanceId",
+        sym,
         device,
         "mig",
         |_, _, _| Err(NOT_SUPPORTED),
         |l, gpu, mig, _| {
-            *unsafe { out(id) }? = l.sim.gpu(gpu).mig_devices[mig].gpu_instance;
+            *unsafe { out(id) }? = pick(&l.sim.gpu(gpu).mig_devices[mig]);
             Ok(())
         },
     )
@@ -1332,16 +1342,9 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceId(device: nvmlDevice_t, id: *m
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetComputeInstanceId(device: nvmlDevice_t, id: *mut c_uint) -> Ret {
-    with_device_or_mig(
-        "nvmlDeviceGetComputeInstanceId",
-        device,
-        "mig",
-        |_, _, _| Err(NOT_SUPPORTED),
-        |l, gpu, mig, _| {
-            *unsafe { out(id) }? = l.sim.gpu(gpu).mig_devices[mig].compute_instance;
-            Ok(())
-        },
-    )
+    instance_id("nvmlDeviceGetComputeInstanceId", device, id, |m| {
+        m.compute_instance
+    })
 }
 
 #[unsafe(no_mangle)]
