@@ -394,10 +394,15 @@ fn first_sights(pids: impl Iterator<Item = u32>, namespaces: &Namespaces) -> Has
     let mut pids: Vec<u32> = pids.collect();
     pids.sort_unstable();
     pids.dedup();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(FIRST_SIGHT_THREADS);
-    if pids.len() < FIRST_SIGHT_PARALLEL_FROM || threads < 2 {
+    // available_parallelism reads cgroup files: asked only when there are many to read.
+    let threads = if pids.len() < FIRST_SIGHT_PARALLEL_FROM {
+        1
+    } else {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(FIRST_SIGHT_THREADS)
+    };
+    if threads < 2 {
         let mut buffer = Vec::with_capacity(1024);
         return pids
             .into_iter()
@@ -429,31 +434,34 @@ fn first_sights(pids: impl Iterator<Item = u32>, namespaces: &Namespaces) -> Has
 const MAX_OPEN_STAT_FILES: usize = 600;
 
 /// Reads an open /proc file whole from its start into `buffer`: the kernel renders it anew.
+/// A read that fills less than asked has reached the end (/proc renders the whole file per
+/// read): asking again to see the end would make the kernel render it a second time.
 fn read_at_start(file: &std::fs::File, buffer: &mut Vec<u8>) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     buffer.clear();
     let mut chunk = [0u8; 1024];
     loop {
         let n = file.read_at(&mut chunk, buffer.len() as u64)?;
-        if n == 0 {
+        buffer.extend_from_slice(&chunk[..n]);
+        if n < chunk.len() {
             return Ok(());
         }
-        buffer.extend_from_slice(&chunk[..n]);
     }
 }
 
-/// Reads a small /proc file whole into `buffer`: open, read until the end, close (no size
-/// probing: /proc files report no size, and every system call counts with many processes).
+/// Reads a small /proc file whole into `buffer`: open, read until a short read, close (no
+/// size probing: /proc files report no size, and every system call counts with many
+/// processes).
 fn read_small(path: &str, buffer: &mut Vec<u8>) -> std::io::Result<()> {
     buffer.clear();
     let mut file = std::fs::File::open(path)?;
     let mut chunk = [0u8; 4096];
     loop {
         let n = file.read(&mut chunk)?;
-        if n == 0 {
+        buffer.extend_from_slice(&chunk[..n]);
+        if n < chunk.len() {
             return Ok(());
         }
-        buffer.extend_from_slice(&chunk[..n]);
     }
 }
 
