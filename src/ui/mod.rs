@@ -5,6 +5,7 @@
 //! table geometry in the app state so mouse clicks can be mapped to rows and columns.
 
 mod chart;
+mod paint;
 mod screens;
 pub mod theme;
 
@@ -12,7 +13,7 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Row, Table};
+use ratatui::widgets::Paragraph;
 
 use crate::alerts::rules::{Severity, trim_number};
 use crate::alerts::{Active, Phase, Subject};
@@ -482,52 +483,51 @@ fn main_screen(
         Constraint::Length(1),
     ])
     .areas(area);
-    frame.render_widget(Paragraph::new(header_line(snapshot, app, theme)), header);
-    frame.render_widget(Paragraph::new(device_lines), panel);
-    frame.render_widget(
-        Paragraph::new(host_line(snapshot, theme)).style(theme.dim()),
-        host,
-    );
-    frame.render_widget(Paragraph::new(alert_lines), alert_area);
+    let buffer = frame.buffer_mut();
+    paint::line(buffer, header, &header_line(snapshot, app, theme));
+    paint::lines(buffer, panel, &device_lines, Style::default());
+    paint::lines(buffer, host, &[host_line(snapshot, theme)], theme.dim());
+    paint::lines(buffer, alert_area, &alert_lines, Style::default());
 
     let rows = app.rows();
     let visible = table_area.height.saturating_sub(1) as usize;
     let selected = app.selected_index(&rows);
     let (up, down) = theme.sort_marks();
     let descending = app.sort.descending_by_default() != app.reverse;
-    let mut x = table_area.x;
-    let mut columns = Vec::new();
     let table_columns = table_columns(snapshot, table_area.width);
     let mig = table_columns[0].1 > COLUMNS[0].1;
     let with_container = table_columns.iter().any(|c| c.0 == CONTAINER_COLUMN.0);
-    let header_cells: Vec<Span> = table_columns
-        .iter()
-        .map(|(name, width, key, _)| {
-            let sorted = *key == Some(app.sort);
-            let label = if sorted {
-                format!("{name}{}", if descending { down } else { up })
-            } else {
-                name.to_string()
-            };
-            let width = if *width == 0 {
-                table_area.width.saturating_sub(x - table_area.x)
-            } else {
-                *width
-            };
-            if let Some(key) = key {
-                columns.push((x, x + width, *key));
-            }
-            x += width + 1;
-            Span::styled(
-                label,
-                if sorted {
-                    theme.sorted_header()
-                } else {
-                    theme.header()
-                },
-            )
-        })
-        .collect();
+    // Columns left to right with one space between; COMMAND takes the rest, and whatever
+    // does not fit is cut at the right edge.
+    let edge = table_area.right();
+    let mut x = table_area.x;
+    let mut columns = Vec::new();
+    let mut placed = Vec::with_capacity(table_columns.len());
+    for (name, width, key, right) in &table_columns {
+        let width = if *width == 0 {
+            edge.saturating_sub(x)
+        } else {
+            *width
+        };
+        let sorted = *key == Some(app.sort);
+        let label = if sorted {
+            format!("{name}{}", if descending { down } else { up })
+        } else {
+            name.to_string()
+        };
+        let style = if sorted {
+            theme.sorted_header()
+        } else {
+            theme.header()
+        };
+        let end = x.saturating_add(width);
+        paint::text(buffer, x, table_area.y, end, &label, style);
+        if let Some(key) = key {
+            columns.push((x, end, *key));
+        }
+        placed.push((x, end, *right));
+        x = end.saturating_add(1);
+    }
     let my_uid = app.my_uid;
     let alert_memory = app.settings.alert.memory_usage_threshold;
     let device_total = |gpu: u32| {
@@ -538,63 +538,50 @@ fn main_screen(
             .and_then(|d| d.memory.get())
             .map(|m| m.total)
     };
-    let table_rows: Vec<Row> = rows
-        .iter()
-        .enumerate()
-        .skip(app.scroll)
-        .take(visible)
-        .map(|(i, p)| {
-            let cells = process_cells(p, snapshot, app.command_offset, with_container, mig);
-            let mut style = Style::new();
-            if my_uid.is_some() && p.host.uid.get() != my_uid {
-                style = style.patch(theme.dim());
-            }
-            let over = match (p.gpu_memory_bytes.get(), device_total(p.gpu_index)) {
-                (Some(b), Some(t)) => percent_of(b, t) > alert_memory,
-                _ => false,
-            };
-            if over {
-                style = style.patch(theme.error());
-            }
-            if let Some(severity) = app.alerts.severity_of(&Subject::Process(ProcessKey::of(p))) {
-                style = style.patch(theme.severity(severity));
-            }
-            if app.tagged.contains(&p.pid) {
-                style = style.patch(theme.tagged());
-            }
-            if Some(i) == selected {
-                style = style.patch(theme.selected());
-            }
-            let cells: Vec<String> = cells
-                .iter()
-                .zip(table_columns.iter())
-                .map(|(cell, (_, width, _, right))| {
-                    if *right {
-                        format!("{cell:>w$}", w = *width as usize)
-                    } else {
-                        cell.clone()
-                    }
-                })
-                .collect();
-            Row::new(cells).style(style)
-        })
-        .collect();
-    let widths: Vec<Constraint> = table_columns
-        .iter()
-        .map(|(_, w, _, _)| {
-            if *w == 0 {
-                Constraint::Fill(1)
+    let shown = rows.iter().enumerate().skip(app.scroll).take(visible);
+    for (y, (i, p)) in (table_area.y + 1..table_area.bottom()).zip(shown) {
+        let mut style = Style::new();
+        if my_uid.is_some() && p.host.uid.get() != my_uid {
+            style = style.patch(theme.dim());
+        }
+        let over = match (p.gpu_memory_bytes.get(), device_total(p.gpu_index)) {
+            (Some(b), Some(t)) => percent_of(b, t) > alert_memory,
+            _ => false,
+        };
+        if over {
+            style = style.patch(theme.error());
+        }
+        if let Some(severity) = app.alerts.severity_of(&Subject::Process(ProcessKey::of(p))) {
+            style = style.patch(theme.severity(severity));
+        }
+        if app.tagged.contains(&p.pid) {
+            style = style.patch(theme.tagged());
+        }
+        if Some(i) == selected {
+            style = style.patch(theme.selected());
+        }
+        if style != Style::default() {
+            buffer.set_style(
+                Rect {
+                    y,
+                    height: 1,
+                    ..table_area
+                },
+                style,
+            );
+        }
+        let cells = process_cells(p, snapshot, app.command_offset, with_container, mig);
+        for (cell, &(x, end, right)) in cells.iter().zip(&placed) {
+            // Right-aligned as `format!("{cell:>width$}")` would: padded by characters.
+            let pad = if right {
+                (end - x).saturating_sub(u16::try_from(cell.chars().count()).unwrap_or(u16::MAX))
             } else {
-                Constraint::Length(*w)
-            }
-        })
-        .collect();
-    let empty = rows.is_empty();
-    let table = Table::new(table_rows, widths)
-        .header(Row::new(header_cells))
-        .column_spacing(1);
-    frame.render_widget(table, table_area);
-    if empty {
+                0
+            };
+            paint::text(buffer, x + pad, y, end, cell, Style::default());
+        }
+    }
+    if rows.is_empty() {
         let message = if app.filter.is_empty() {
             "No GPU processes."
         } else {
@@ -605,9 +592,10 @@ fn main_screen(
             height: 1,
             ..table_area
         };
-        frame.render_widget(Paragraph::new(message).style(theme.dim()), below);
+        paint::lines(buffer, below, &[Line::from(message)], theme.dim());
     }
-    frame.render_widget(footer_line(app, rows.len(), theme), footer);
+    let (footer_text, footer_style) = footer_line(app, rows.len(), theme);
+    paint::lines(buffer, footer, &[footer_text], footer_style);
     app.table_rows = visible;
     TableGeometry {
         first_row_y: table_area.y + 1,
@@ -650,7 +638,8 @@ fn alert_panel(app: &App, theme: &Theme, height: u16) -> Vec<Line<'static>> {
     lines
 }
 
-fn footer_line(app: &App, shown: usize, theme: &Theme) -> Paragraph<'static> {
+/// The bottom line and the style under it.
+fn footer_line(app: &App, shown: usize, theme: &Theme) -> (Line<'static>, Style) {
     if app.filter_editing || !app.filter.is_empty() {
         let mut spans = vec![
             Span::styled("Filter: ", theme.header()),
@@ -664,15 +653,18 @@ fn footer_line(app: &App, shown: usize, theme: &Theme) -> Paragraph<'static> {
         if let Some(error) = &app.filter_error {
             spans.push(Span::styled(format!("  {}", sanitize(error)), theme.error()));
         }
-        return Paragraph::new(Line::from(spans));
+        return (Line::from(spans), Style::default());
     }
     if let Some(status) = &app.status {
-        return Paragraph::new(Line::from(Span::styled(sanitize(status), theme.header())));
+        return (
+            Line::from(Span::styled(sanitize(status), theme.header())),
+            Style::default(),
+        );
     }
     let hint = if app.readonly {
         "h help  / filter  o+letter sort  Enter details  t tree  g charts  A alerts  u users  q quit  (read-only)"
     } else {
         "h help  / filter  o+letter sort  Space tag  T/K/I signal  Enter details  t tree  g charts  A alerts  u users  q quit"
     };
-    Paragraph::new(hint).style(theme.dim())
+    (Line::from(hint), theme.dim())
 }
