@@ -419,6 +419,24 @@ impl HostFacts {
         }
     }
 
+    /// Until the host reader fills them in (a GPU source's processes before `assemble`);
+    /// nothing to allocate for the many processes read at every refresh.
+    pub fn unread() -> Self {
+        Self {
+            user: Reading::NotSupported,
+            uid: Reading::NotSupported,
+            parent_pid: Reading::NotSupported,
+            command: Reading::NotSupported,
+            cpu_percent: Reading::NotSupported,
+            memory_bytes: Reading::NotSupported,
+            start_time: Reading::NotSupported,
+            running_seconds: Reading::NotSupported,
+            container: None,
+            namespace_pid: None,
+            mapping: PidMapping::Same,
+        }
+    }
+
     /// For an NVML PID gputop cannot reach from its PID namespace.
     pub fn unmapped(reason: &str) -> Self {
         Self {

@@ -44,19 +44,31 @@ struct Stat {
     rss_pages: u64,
 }
 
-fn parse_stat(text: &str) -> Option<Stat> {
+/// Parses the bytes of `/proc/PID/stat` as read (read at every refresh for every process:
+/// no intermediate strings).
+fn parse_stat(text: &[u8]) -> Option<Stat> {
     // The name sits in parentheses and may itself hold spaces and parentheses.
-    let (head, rest) = text.rsplit_once(')')?;
-    let name = head.split_once('(')?.1.to_string();
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // Counting from field 3 (state) at index 0.
-    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
+    let close = text.iter().rposition(|&b| b == b')')?;
+    let open = text[..close].iter().position(|&b| b == b'(')?;
+    let name = String::from_utf8_lossy(&text[open + 1..close]).into_owned();
+    let mut fields = text[close + 1..]
+        .split(u8::is_ascii_whitespace)
+        .filter(|f| !f.is_empty());
+    // Field 3 (state) comes first; each `nth` counts from the field after the last taken.
+    let mut next = |skip: usize| -> Option<u64> {
+        std::str::from_utf8(fields.nth(skip)?).ok()?.parse().ok()
+    };
+    let parent_pid = u32::try_from(next(1)?).ok()?; // field 4
+    let user_ticks = next(9)?; // field 14
+    let system_ticks = next(0)?; // field 15
+    let start_ticks = next(6)?; // field 22
+    let rss_pages = next(1)?; // field 24
     Some(Stat {
         name,
-        parent_pid: field(4)? as u32,
-        cpu_ticks: field(14)? + field(15)?,
-        start_ticks: field(22)?,
-        rss_pages: field(24)?,
+        parent_pid,
+        cpu_ticks: user_ticks + system_ticks,
+        start_ticks,
+        rss_pages,
     })
 }
 
@@ -69,7 +81,7 @@ fn start_seconds(boot_time: u64, start_ticks: u64, ticks_per_second: u64) -> u64
 /// When `pid` started, in seconds since the epoch, read now: with the PID, the process's
 /// identity. `None` if there is no such process.
 pub fn start_time(pid: u32) -> Option<u64> {
-    let stat = parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
+    let stat = parse_stat(&std::fs::read(format!("/proc/{pid}/stat")).ok()?)?;
     // SAFETY: sysconf has no preconditions.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     Some(start_seconds(System::boot_time(), stat.start_ticks, ticks))
@@ -136,13 +148,13 @@ impl HostCollector {
     ) -> Option<(Stat, Option<std::fs::File>)> {
         if let Some(file) = open
             && read_at_start(&file, &mut self.buffer).is_ok()
-            && let Some(stat) = parse_stat(&String::from_utf8_lossy(&self.buffer))
+            && let Some(stat) = parse_stat(&self.buffer)
         {
             return Some((stat, Some(file)));
         }
         let file = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
         read_at_start(&file, &mut self.buffer).ok()?;
-        let stat = parse_stat(&String::from_utf8_lossy(&self.buffer))?;
+        let stat = parse_stat(&self.buffer)?;
         Some((stat, keep.then_some(file)))
     }
 
@@ -337,7 +349,7 @@ impl FirstSight {
     fn read(pid: u32, namespaces: &Namespaces, buffer: &mut Vec<u8>) -> Self {
         let stat = read_small(&format!("/proc/{pid}/stat"), buffer)
             .ok()
-            .and_then(|()| parse_stat(&String::from_utf8_lossy(buffer)));
+            .and_then(|()| parse_stat(buffer));
         let mut status = None;
         let mut read_status = |buffer: &mut Vec<u8>| {
             status
@@ -481,7 +493,7 @@ pub fn process_table() -> Vec<ProcessEntry> {
     dir.filter_map(Result::ok)
         .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
         .filter_map(|pid| {
-            let stat = parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
+            let stat = parse_stat(&std::fs::read(format!("/proc/{pid}/stat")).ok()?)?;
             Some(ProcessEntry {
                 pid,
                 parent_pid: stat.parent_pid,
@@ -518,13 +530,15 @@ mod tests {
     fn stat_lines_parse_even_with_parentheses_and_spaces_in_the_name() {
         let line = "4242 (evil ) name (x)) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0 \
                     123456 10000000 2048 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0";
-        let stat = parse_stat(line).unwrap();
+        let stat = parse_stat(line.as_bytes()).unwrap();
         assert_eq!(stat.name, "evil ) name (x)");
         assert_eq!(stat.parent_pid, 1);
         assert_eq!(stat.cpu_ticks, 300);
         assert_eq!(stat.start_ticks, 123_456);
         assert_eq!(stat.rss_pages, 2048);
-        assert_eq!(parse_stat("garbage"), None);
+        assert_eq!(parse_stat(b"garbage"), None);
+        assert_eq!(parse_stat(b"1 (x) S 1 2"), None, "cut short");
+        assert_eq!(parse_stat(b"1 x) S 1"), None, "no opening parenthesis");
     }
 
     #[test]

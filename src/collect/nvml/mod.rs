@@ -737,7 +737,7 @@ fn read_processes(
                                 compute_instance,
                             },
                         ),
-                        host: HostFacts::gone("not read yet"),
+                        host: HostFacts::unread(),
                     },
                     host_known: false,
                 }),
