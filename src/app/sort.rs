@@ -143,7 +143,9 @@ pub fn by_key(processes: &mut [&GpuProcess], key: SortKey, reverse: bool) {
 
 /// Largest GPU memory first; unknown memory last; ties by GPU index, then PID.
 pub fn by_gpu_memory(processes: &mut [GpuProcess]) {
-    processes.sort_by(|a, b| {
+    // GPU and PID make the order total: an unstable sort gives the same order without the
+    // stable sort's scratch copy of the processes.
+    processes.sort_unstable_by(|a, b| {
         by_option(a.gpu_memory_bytes.get(), b.gpu_memory_bytes.get(), true)
             .then(a.gpu_index.cmp(&b.gpu_index))
             .then(a.pid.cmp(&b.pid))

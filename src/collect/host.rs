@@ -55,9 +55,7 @@ fn parse_stat(text: &[u8]) -> Option<Stat> {
         .split(u8::is_ascii_whitespace)
         .filter(|f| !f.is_empty());
     // Field 3 (state) comes first; each `nth` counts from the field after the last taken.
-    let mut next = |skip: usize| -> Option<u64> {
-        std::str::from_utf8(fields.nth(skip)?).ok()?.parse().ok()
-    };
+    let mut next = |skip: usize| -> Option<u64> { std::str::from_utf8(fields.nth(skip)?).ok()?.parse().ok() };
     let parent_pid = u32::try_from(next(1)?).ok()?; // field 4
     let user_ticks = next(9)?; // field 14
     let system_ticks = next(0)?; // field 15
@@ -171,8 +169,10 @@ impl HostCollector {
         let now_epoch = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
+        // Updated in place (each entry taken out and put back; those not asked about are
+        // dropped at the end): no second table is built at every refresh.
         let mut known = std::mem::take(&mut self.known);
-        let mut kept = HashMap::with_capacity(pids.len());
+        let mut kept = 0;
         let mut first_sights = first_sights(
             pids.iter().copied().filter(|pid| !known.contains_key(pid)),
             &self.namespaces,
@@ -184,7 +184,7 @@ impl HostCollector {
             }
             let mut previous = known.remove(&pid);
             let mut prefetched = first_sights.remove(&pid);
-            let keep = kept.len() < MAX_OPEN_STAT_FILES;
+            let keep = kept < MAX_OPEN_STAT_FILES;
             let read = match prefetched.as_mut().and_then(|first| first.stat.take()) {
                 // Opened again, and kept, at the next refresh.
                 Some(stat) => Some((stat, None)),
@@ -290,10 +290,12 @@ impl HostCollector {
                     mapping: entry.mapping.clone(),
                 },
             );
-            kept.insert(pid, entry);
+            known.insert(pid, entry);
+            kept += 1;
         }
         // Processes no longer asked about are forgotten.
-        self.known = kept;
+        known.retain(|_, entry| entry.read_at == now);
+        self.known = known;
         out
     }
 

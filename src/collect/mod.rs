@@ -62,26 +62,29 @@ fn assemble(source: &mut Source, host: &mut HostCollector, window: Duration) -> 
         .filter(|p| !p.host_known)
         .map(|p| p.process.pid)
         .collect();
-    let facts = if unknown.is_empty() {
+    let mut facts = if unknown.is_empty() {
         Default::default()
     } else {
         host.facts(&unknown)
     };
-    let mut processes: Vec<GpuProcess> = readout
-        .processes
-        .into_iter()
-        .map(|readout| {
-            let mut process = readout.process;
-            if !readout.host_known {
-                // One process may use several GPUs: the same facts serve each of its rows.
-                process.host = facts
-                    .get(&process.pid)
-                    .cloned()
-                    .unwrap_or_else(|| HostFacts::gone("no such process"));
-            }
-            process
-        })
-        .collect();
+    let mut processes: Vec<GpuProcess> = Vec::with_capacity(readout.processes.len());
+    for readout in readout.processes {
+        let mut process = readout.process;
+        if !readout.host_known {
+            process.host = match facts.remove(&process.pid) {
+                Some(host) => host,
+                // One process may use several GPUs: its later rows get the first's facts.
+                None => processes
+                    .iter()
+                    .find(|earlier| earlier.pid == process.pid)
+                    .map_or_else(
+                        || HostFacts::gone("no such process"),
+                        |earlier| earlier.host.clone(),
+                    ),
+            };
+        }
+        processes.push(process);
+    }
     crate::app::sort::by_gpu_memory(&mut processes);
     Snapshot {
         taken_at: SystemTime::now(),
