@@ -35,12 +35,14 @@ struct Point {
     covers: f32,
 }
 
-/// Readings aggregated over `[start, start + width)`.
+/// Readings aggregated over one bucket of its tier, `[start, start + width)`. 24 bytes: a
+/// process keeps three series of them, and a machine may run hundreds of processes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Bucket {
-    start: f64,
-    /// Σ value × seconds covered.
-    weighted_sum: f64,
+    /// Which bucket: the tier's `origin + slot`-th of its width since the epoch.
+    slot: u32,
+    /// Time-weighted mean of the readings (as precise as the raw readings, which are `f32`).
+    mean: f32,
     covered: f32,
     min: f32,
     max: f32,
@@ -51,7 +53,24 @@ struct Bucket {
 struct Tier {
     width: f64,
     capacity: usize,
+    /// Number (since the epoch) of the bucket the slots count from.
+    origin: i64,
     buckets: VecDeque<Bucket>,
+}
+
+impl Tier {
+    /// Number since the epoch of the bucket holding time `t`.
+    fn number_at(&self, t: f64) -> i64 {
+        (t / self.width).floor() as i64
+    }
+
+    fn number(&self, bucket: &Bucket) -> i64 {
+        self.origin + i64::from(bucket.slot)
+    }
+
+    fn start(&self, bucket: &Bucket) -> f64 {
+        self.number(bucket) as f64 * self.width
+    }
 }
 
 /// Aggregates of a series over a window.
@@ -95,6 +114,7 @@ impl Series {
                 tiers.push(Tier {
                     width,
                     capacity,
+                    origin: 0,
                     buckets: VecDeque::new(),
                 });
                 if width * capacity as f64 >= retention {
@@ -151,11 +171,13 @@ impl Series {
         let Some(value) = value else { return };
         let retention = self.retention;
         for tier in &mut self.tiers {
-            let start = (t / tier.width).floor() * tier.width;
+            let number = tier.number_at(t);
+            let newest = tier.buckets.back().map(|b| tier.number(b));
             match tier.buckets.back_mut() {
-                Some(bucket) if bucket.start == start => {
-                    bucket.weighted_sum += value * covers;
-                    bucket.covered += covers as f32;
+                Some(bucket) if newest == Some(number) => {
+                    let covered = bucket.covered + covers as f32;
+                    bucket.mean += (value as f32 - bucket.mean) * (covers as f32 / covered);
+                    bucket.covered = covered;
                     bucket.min = bucket.min.min(value as f32);
                     bucket.max = bucket.max.max(value as f32);
                     bucket.last = value as f32;
@@ -169,9 +191,17 @@ impl Series {
                         let grown = (tier.buckets.len() * 2).clamp(4, tier.capacity);
                         tier.buckets.reserve_exact(grown - tier.buckets.len());
                     }
+                    if tier.buckets.is_empty() {
+                        tier.origin = number;
+                    }
+                    let Ok(slot) = u32::try_from(number - tier.origin) else {
+                        // Slots last 13 years at 0.1 s buckets; past that, count afresh.
+                        tier.buckets.clear();
+                        continue;
+                    };
                     tier.buckets.push_back(Bucket {
-                        start,
-                        weighted_sum: value * covers,
+                        slot,
+                        mean: value as f32,
                         covered: covers as f32,
                         min: value as f32,
                         max: value as f32,
@@ -182,7 +212,7 @@ impl Series {
             while tier
                 .buckets
                 .front()
-                .is_some_and(|b| b.start + tier.width < t - retention)
+                .is_some_and(|b| tier.start(b) + tier.width < t - retention)
             {
                 tier.buckets.pop_front();
             }
@@ -212,7 +242,7 @@ impl Series {
         if raw_start <= from + self.nominal {
             return None;
         }
-        let start = |tier: &Tier| tier.buckets.front().map_or(f64::INFINITY, |b| b.start);
+        let start = |tier: &Tier| tier.buckets.front().map_or(f64::INFINITY, |b| tier.start(b));
         if let Some(tier) = self.tiers.iter().find(|tier| start(tier) <= from) {
             return Some(tier);
         }
@@ -265,9 +295,10 @@ impl Series {
         let mut out: Vec<(f64, Option<f64>)> = tier
             .buckets
             .iter()
-            .filter(|b| b.start + tier.width > from && b.start + tier.width <= raw_start)
+            .map(|b| (tier.start(b) + tier.width, b))
+            .filter(|&(end, _)| end > from && end <= raw_start)
             // The newest bucket is still filling: draw it at its latest reading.
-            .map(|b| ((b.start + tier.width).min(latest), bucket_mean(b)))
+            .map(|(end, b)| (end.min(latest), bucket_mean(b)))
             .collect();
         out.extend(raw);
         out
@@ -285,14 +316,15 @@ impl Series {
 }
 
 fn bucket_mean(bucket: &Bucket) -> Option<f64> {
-    (bucket.covered > 0.0).then(|| bucket.weighted_sum / f64::from(bucket.covered))
+    (bucket.covered > 0.0).then(|| f64::from(bucket.mean))
 }
 
 fn tier_window(tier: &Tier, from: f64, to: f64) -> Option<Aggregate> {
     let mut acc = Accumulator::default();
     for bucket in &tier.buckets {
-        let end = bucket.start + tier.width;
-        let overlap = end.min(to) - bucket.start.max(from);
+        let start = tier.start(bucket);
+        let end = start + tier.width;
+        let overlap = end.min(to) - start.max(from);
         if overlap <= 0.0 {
             continue;
         }
