@@ -1,16 +1,20 @@
-//! Host facts: the only module that reads procfs for processes and names `sysinfo`.
+//! Host facts: the only module that reads procfs for processes and names `sysinfo` (for user
+//! names, the host name and the boot time).
 //!
 //! Per PID: user, command line, CPU %, resident memory, start and running time, read
 //! straight from `/proc/PID/stat` (one small read) and the owner of `/proc/PID` (one stat),
 //! with the command line read once per process. Only the PIDs NVML reported are read, never
-//! the whole process table. The host's own CPU, memory, load and uptime come from sysinfo.
+//! the whole process table. The host's own CPU, memory, load and uptime come from
+//! [`super::machine`].
 
 use std::collections::HashMap;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use sysinfo::{MemoryRefreshKind, System, Users};
+use sysinfo::{System, Users};
+
+use super::machine::MachineReader;
 
 use super::container::{self, Namespaces};
 use crate::model::{Container, HostFacts, HostStats, PidMapping, PidNamespace, Reading};
@@ -87,7 +91,7 @@ pub fn start_time(pid: u32) -> Option<u64> {
 
 /// Reads the host; keeps what it learnt of each process between refreshes.
 pub struct HostCollector {
-    system: System,
+    machine: MachineReader,
     hostname: String,
     users: Users,
     known: HashMap<u32, Known>,
@@ -96,7 +100,6 @@ pub struct HostCollector {
     ticks_per_second: u64,
     page_size: u64,
     buffer: Vec<u8>,
-    cpu_refreshed: bool,
 }
 
 impl std::fmt::Debug for HostCollector {
@@ -123,7 +126,7 @@ impl HostCollector {
             )
         };
         Self {
-            system: System::new(),
+            machine: MachineReader::new(),
             hostname: System::host_name().unwrap_or_else(|| "localhost".into()),
             users: Users::new_with_refreshed_list(),
             known: HashMap::new(),
@@ -132,7 +135,6 @@ impl HostCollector {
             ticks_per_second: ticks.max(1) as u64,
             page_size: page.max(1) as u64,
             buffer: Vec::with_capacity(1024),
-            cpu_refreshed: false,
         }
     }
 
@@ -301,26 +303,7 @@ impl HostCollector {
 
     /// CPU, memory, swap, load and uptime of the host.
     pub fn stats(&mut self) -> HostStats {
-        self.system
-            .refresh_memory_specifics(MemoryRefreshKind::everything());
-        self.system.refresh_cpu_usage();
-        // CPU usage is a delta: the first refresh has nothing to compare with.
-        let cpu_percent = if self.cpu_refreshed {
-            Reading::Value(f64::from(self.system.global_cpu_usage()))
-        } else {
-            Reading::Failed("needs two samples".into())
-        };
-        self.cpu_refreshed = true;
-        let load = System::load_average();
-        HostStats {
-            cpu_percent,
-            memory_total_bytes: Reading::Value(self.system.total_memory()),
-            memory_used_bytes: Reading::Value(self.system.used_memory()),
-            swap_total_bytes: Reading::Value(self.system.total_swap()),
-            swap_used_bytes: Reading::Value(self.system.used_swap()),
-            load_average: Reading::Value([load.one, load.five, load.fifteen]),
-            uptime_seconds: Reading::Value(System::uptime()),
-        }
+        self.machine.read()
     }
 }
 
@@ -448,18 +431,29 @@ fn first_sights(pids: impl Iterator<Item = u32>, namespaces: &Namespaces) -> Has
 const MAX_OPEN_STAT_FILES: usize = 600;
 
 /// Reads an open /proc file whole from its start into `buffer`: the kernel renders it anew.
-/// A read that fills less than asked has reached the end (/proc renders the whole file per
-/// read): asking again to see the end would make the kernel render it a second time.
-fn read_at_start(file: &std::fs::File, buffer: &mut Vec<u8>) -> std::io::Result<()> {
+/// One read into all of the buffer's room (grown to fit, once): a read that fills less than
+/// asked has reached the end, as /proc renders the whole file per read, and asking again,
+/// from an offset, would make the kernel render it a second time.
+pub(super) fn read_at_start(file: &std::fs::File, buffer: &mut Vec<u8>) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     buffer.clear();
-    let mut chunk = [0u8; 1024];
+    buffer.reserve(1024);
     loop {
-        let n = file.read_at(&mut chunk, buffer.len() as u64)?;
-        buffer.extend_from_slice(&chunk[..n]);
-        if n < chunk.len() {
+        let filled = buffer.len();
+        buffer.resize(buffer.capacity(), 0);
+        let room = buffer.len() - filled;
+        let n = match file.read_at(&mut buffer[filled..], filled as u64) {
+            Ok(n) => n,
+            Err(error) => {
+                buffer.truncate(filled);
+                return Err(error);
+            }
+        };
+        buffer.truncate(filled + n);
+        if n < room {
             return Ok(());
         }
+        buffer.reserve(room);
     }
 }
 

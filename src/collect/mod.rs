@@ -7,6 +7,7 @@
 pub mod container;
 pub mod demo;
 pub mod host;
+mod machine;
 pub mod nvml;
 pub mod remote;
 pub mod replay;
