@@ -214,8 +214,9 @@ impl HostCollector {
             let first = match &previous {
                 Some(_) => None,
                 None => {
-                    let first = prefetched
-                        .unwrap_or_else(|| FirstSight::read(pid, &self.namespaces, &mut self.buffer));
+                    let first = prefetched.unwrap_or_else(|| {
+                        FirstSight::read(pid, &self.namespaces, &mut self.buffer, &mut HashMap::new())
+                    });
                     if let (true, PidMapping::Unmapped { reason }) = (in_container, &first.mapping) {
                         // The local process with this number is not the GPU's: show nothing of it.
                         out.insert(pid, HostFacts::unmapped(reason));
@@ -331,7 +332,15 @@ struct FirstSight {
 }
 
 impl FirstSight {
-    fn read(pid: u32, namespaces: &Namespaces, buffer: &mut Vec<u8>) -> Self {
+    /// `shared` remembers, within one batch, whether each container's processes share
+    /// gputop's PID namespace: a container's processes share one namespace, so one link read
+    /// answers for all of them.
+    fn read(
+        pid: u32,
+        namespaces: &Namespaces,
+        buffer: &mut Vec<u8>,
+        shared: &mut HashMap<String, bool>,
+    ) -> Self {
         let stat = read_small(&format!("/proc/{pid}/stat"), buffer)
             .ok()
             .and_then(|()| parse_stat(buffer));
@@ -360,7 +369,11 @@ impl FirstSight {
         // In a PID namespace of its own the process has its own number too (NSpid's last).
         let namespace_pid = container
             .as_ref()
-            .filter(|_| !namespaces.shares_mine(pid))
+            .filter(|c| {
+                !*shared
+                    .entry(c.id.clone())
+                    .or_insert_with(|| namespaces.shares_mine(pid))
+            })
             .and_then(|_| read_status(buffer))
             .and_then(|status| container::nspid(&status).last().copied())
             .filter(|&inner| inner != pid);
@@ -401,9 +414,10 @@ fn first_sights(pids: impl Iterator<Item = u32>, namespaces: &Namespaces) -> Has
     };
     if threads < 2 {
         let mut buffer = Vec::with_capacity(1024);
+        let mut shared = HashMap::new();
         return pids
             .into_iter()
-            .map(|pid| (pid, FirstSight::read(pid, namespaces, &mut buffer)))
+            .map(|pid| (pid, FirstSight::read(pid, namespaces, &mut buffer, &mut shared)))
             .collect();
     }
     let chunk = pids.len().div_ceil(threads);
@@ -413,8 +427,9 @@ fn first_sights(pids: impl Iterator<Item = u32>, namespaces: &Namespaces) -> Has
             .map(|part| {
                 scope.spawn(move || {
                     let mut buffer = Vec::with_capacity(1024);
+                    let mut shared = HashMap::new();
                     part.iter()
-                        .map(|&pid| (pid, FirstSight::read(pid, namespaces, &mut buffer)))
+                        .map(|&pid| (pid, FirstSight::read(pid, namespaces, &mut buffer, &mut shared)))
                         .collect::<Vec<_>>()
                 })
             })
