@@ -538,6 +538,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_open_file_is_read_whole_from_its_start_each_time() {
+        use std::io::Write;
+        let mut file = tempfile::tempfile().unwrap();
+        let long: Vec<u8> = (0..5000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        file.write_all(&long).unwrap();
+        let mut buffer = Vec::new();
+        read_at_start(&file, &mut buffer).unwrap();
+        assert_eq!(buffer, long, "grown past its first kilobyte to the end");
+        read_at_start(&file, &mut buffer).unwrap();
+        assert_eq!(
+            buffer, long,
+            "again from the start, not from where the last read ended"
+        );
+        let stat = std::fs::File::open("/proc/self/stat").unwrap();
+        read_at_start(&stat, &mut buffer).unwrap();
+        let text = String::from_utf8(buffer.clone()).unwrap();
+        assert!(text.ends_with('\n') && parse_stat(&buffer).is_some(), "{text}");
+    }
+
+    #[test]
     fn stat_lines_parse_even_with_parentheses_and_spaces_in_the_name() {
         let line = "4242 (evil ) name (x)) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0 \
                     123456 10000000 2048 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0";
