@@ -54,7 +54,7 @@ impl MachineReader {
 
     /// The figures now; %CPU is over the time since the previous call.
     pub fn read(&mut self) -> HostStats {
-        let cpu = self.parsed(|r| r.stat.as_ref(), parse_cpu, "/proc/stat");
+        let cpu = parsed(self.stat.as_ref(), &mut self.buffer, parse_cpu, "/proc/stat");
         let cpu_percent = match (&cpu, self.previous_cpu) {
             (Ok(now), Some(before)) if now.total > before.total => {
                 let busy = now.busy.saturating_sub(before.busy) as f64;
@@ -70,13 +70,28 @@ impl MachineReader {
         {
             self.previous_cpu = Some(now);
         }
-        let memory = self.parsed(|r| r.meminfo.as_ref(), parse_meminfo, "/proc/meminfo");
+        let memory = parsed(
+            self.meminfo.as_ref(),
+            &mut self.buffer,
+            parse_meminfo,
+            "/proc/meminfo",
+        );
         let of_memory = |f: fn(&Memory) -> u64| match &memory {
             Ok(m) => Reading::Value(f(m)),
             Err(reason) => Reading::failed(reason),
         };
-        let load = self.parsed(|r| r.loadavg.as_ref(), parse_loadavg, "/proc/loadavg");
-        let uptime = self.parsed(|r| r.uptime.as_ref(), parse_uptime, "/proc/uptime");
+        let load = parsed(
+            self.loadavg.as_ref(),
+            &mut self.buffer,
+            parse_loadavg,
+            "/proc/loadavg",
+        );
+        let uptime = parsed(
+            self.uptime.as_ref(),
+            &mut self.buffer,
+            parse_uptime,
+            "/proc/uptime",
+        );
         HostStats {
             cpu_percent,
             memory_total_bytes: of_memory(|m| m.total),
@@ -87,28 +102,21 @@ impl MachineReader {
             uptime_seconds: uptime.map_or_else(|r| Reading::failed(&r), Reading::Value),
         }
     }
+}
 
-    /// One file read afresh and parsed, or why not.
-    fn parsed<T>(
-        &mut self,
-        file: impl Fn(&Self) -> Option<&File>,
-        parse: fn(&str) -> Option<T>,
-        path: &str,
-    ) -> Result<T, String> {
-        let mut buffer = std::mem::take(&mut self.buffer);
-        let result = match file(self) {
-            None => Err(format!("cannot open {path}")),
-            Some(file) => match super::host::read_at_start(file, &mut buffer) {
-                Err(error) => Err(format!("cannot read {path}: {error}")),
-                Ok(()) => std::str::from_utf8(&buffer)
-                    .ok()
-                    .and_then(parse)
-                    .ok_or_else(|| format!("cannot parse {path}")),
-            },
-        };
-        self.buffer = buffer;
-        result
-    }
+/// One file read afresh into `buffer` and parsed, or why not.
+fn parsed<T>(
+    file: Option<&File>,
+    buffer: &mut Vec<u8>,
+    parse: fn(&str) -> Option<T>,
+    path: &str,
+) -> Result<T, String> {
+    let file = file.ok_or_else(|| format!("cannot open {path}"))?;
+    super::host::read_at_start(file, buffer).map_err(|error| format!("cannot read {path}: {error}"))?;
+    std::str::from_utf8(buffer)
+        .ok()
+        .and_then(parse)
+        .ok_or_else(|| format!("cannot parse {path}"))
 }
 
 /// The first line of /proc/stat: `cpu user nice system idle iowait irq softirq steal ...`

@@ -26,12 +26,11 @@ pub fn text(buffer: &mut Buffer, x: u16, y: u16, end: u16, text: &str, style: St
     }
     let start = buffer.index_of(x, y);
     let row = &mut buffer.content[start..start + usize::from(end - x)];
-    let mut cells = row.iter_mut();
+    let styled = style != Style::default();
     let mut written = 0;
-    for byte in text.bytes().filter(|b| !b.is_ascii_control()) {
-        let Some(cell) = cells.next() else { break };
+    for (cell, byte) in row.iter_mut().zip(text.bytes().filter(|b| !b.is_ascii_control())) {
         cell.set_char(char::from(byte));
-        if style != Style::default() {
+        if styled {
             cell.set_style(style);
         }
         written += 1;
