@@ -588,4 +588,25 @@ mod tests {
             "the same process, the same start"
         );
     }
+
+    #[test]
+    fn processes_no_longer_asked_about_are_forgotten_and_their_files_closed() {
+        let mut host = HostCollector::new();
+        let me = std::process::id();
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let facts = host.facts(&[me, child.id()]);
+        assert!(
+            facts[&child.id()]
+                .command
+                .value()
+                .is_some_and(|c| c.starts_with("sleep"))
+        );
+        // The child's stat file is opened for keeping at the refresh after its first sight.
+        host.facts(&[me, child.id()]);
+        assert!(host.known[&child.id()].stat_file.is_some());
+        host.facts(&[me]);
+        assert_eq!(host.known.keys().copied().collect::<Vec<_>>(), vec![me]);
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
 }
