@@ -150,16 +150,19 @@ fn in_a_nested_namespace_seeing_the_host_proc_nspid_maps_host_pids_to_local_ones
     let outer = common::Sleepers::spawn(1);
     // /proc stays the host's (no --mount-proc): NVML's host PIDs are found there, and NSpid
     // gives each one's number in gputop's namespace.
-    let script = r#"set -e
+    let script = format!(
+        r#"set -e
 sleep 600 &
 local=$!
-host=$(grep -lE "^NSpid:[[:space:]]+[0-9]+[[:space:]]+$local\$" /proc/[0-9]*/status 2>/dev/null | head -1 | cut -d/ -f3)
+{}
 test -n "$host"
 echo "mapping $host $local"
 GPUTOP_SIM_PIDS="$host $OUTER_PIDS $OUTER_PIDS" "$GPUTOP" --nvml-lib "$SIM_LIB" --once --json
 kill $local
-"#;
-    let doc = run_inside(dir.path(), &["--pid", "--fork"], script, &outer.env());
+"#,
+        common::HOST_PID_OF_LOCAL
+    );
+    let doc = run_inside(dir.path(), &["--pid", "--fork"], &script, &outer.env());
     assert_eq!(doc["pid_namespace"], "nested_host_proc", "{doc}");
     let inner = &doc["processes"].as_array().unwrap()[0];
     assert_eq!(inner["pid_mapping"], "mapped", "{inner}");

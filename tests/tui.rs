@@ -1040,16 +1040,19 @@ fn in_a_nested_namespace_a_host_pid_is_killed_through_its_local_number() {
     let home = tempfile::tempdir().unwrap();
     let scenario = scenario(home.path());
     let report = home.path().join("report");
-    let script = r#"set -e
+    let script = format!(
+        r#"set -e
 sleep 600 &
 local=$!
-host=$(grep -lE "^NSpid:[[:space:]]+[0-9]+[[:space:]]+$local\$" /proc/[0-9]*/status 2>/dev/null | head -1 | cut -d/ -f3)
+{}
 GPUTOP_SIM_PIDS="$host $host $host" "$GPUTOP" --nvml-lib "$SIM_LIB" --interval 0.5 || true
 set +e
 wait $local
 echo "local $local exit $?" > "$REPORT"
-"#;
-    let mut pty = in_namespaces(&["--pid", "--fork"], script, home.path(), &scenario, &report);
+"#,
+        common::HOST_PID_OF_LOCAL
+    );
+    let mut pty = in_namespaces(&["--pid", "--fork"], &script, home.path(), &scenario, &report);
     let screen = pty.wait_until("two rows", 15, |s| process_rows(s).len() == 2);
     assert!(screen.contains("nested PID namespace"), "the banner: {screen}");
     let local = pid_of(&process_rows(&screen)[0]);

@@ -164,6 +164,18 @@ mkdir /dev/pts && mount --bind "$old/pts" /dev/pts
 touch /dev/nvidia0
 "#;
 
+/// Shell: sets `host` to the host's PID of this namespace's process `$local`. Other tests'
+/// namespaces run at the same time and number from 1 too, so the NSpid match alone can name
+/// a stranger: the candidate must also be in this shell's PID namespace.
+pub const HOST_PID_OF_LOCAL: &str = r#"
+host=
+mine=$(readlink /proc/self/ns/pid)
+for status in $(grep -lE "^NSpid:[[:space:]]+[0-9]+[[:space:]]+$local\$" /proc/[0-9]*/status 2>/dev/null); do
+    candidate=${status#/proc/}; candidate=${candidate%/status}
+    if [ "$(readlink /proc/$candidate/ns/pid 2>/dev/null)" = "$mine" ]; then host=$candidate; break; fi
+done
+"#;
+
 pub fn namespaces_available() -> bool {
     if std::env::var_os("GPUTOP_SKIP_NAMESPACES").is_some() {
         eprintln!("GPUTOP_SKIP_NAMESPACES is set: the PID-namespace tests are skipped knowingly");
