@@ -11,9 +11,10 @@ use gputop::app::state::{Action, App};
 use gputop::collect::nvml::NvmlSource;
 use gputop::config::Settings;
 use gputop::model::*;
+use gputop::tui::changes;
 use gputop::ui::{self, theme::Theme};
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
 
 fn median(mut f: impl FnMut(), runs: usize) -> Duration {
     f(); // warm-up
@@ -128,14 +129,15 @@ fn main() {
         ascii: false,
         light: false,
     };
-    let mut terminal = Terminal::new(TestBackend::new(200, 50)).unwrap();
+    // A frame as the terminal gets it: drawn, then compared with the one before.
+    let area = Rect::new(0, 0, 200, 50);
+    let (mut shown, mut next) = (Buffer::empty(area), Buffer::empty(area));
     let render = median(
         || {
-            terminal
-                .draw(|frame| {
-                    black_box(ui::draw(frame, &mut app, &theme));
-                })
-                .unwrap();
+            next.reset();
+            black_box(ui::draw(&mut next, &mut app, &theme));
+            black_box(changes(&shown, &next).count());
+            std::mem::swap(&mut shown, &mut next);
         },
         51,
     );

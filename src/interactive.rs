@@ -163,14 +163,13 @@ pub fn run(
     let signal_handle = spawn_signals(events.clone())?;
     let mut tui = Tui::enter()?;
     spawn_input(events);
-
     // SAFETY: getuid has no preconditions.
     let my_uid = Some(unsafe { libc::getuid() });
     let mut app = App::new(settings.clone(), selection, readonly, my_uid);
     if remote {
         app.screen = Screen::Cluster;
     }
-    let mut geometry = tui.draw(|frame| ui::draw(frame, &mut app, &theme))?;
+    let mut geometry = tui.draw(|buffer| ui::draw(buffer, &mut app, &theme))?;
     let ending = 'events: loop {
         let Ok(event) = inbox.recv() else {
             break Ending::TerminalClosed;
@@ -241,7 +240,7 @@ pub fn run(
                 }
             }
         }
-        match tui.draw(|frame| ui::draw(frame, &mut app, &theme)) {
+        match tui.draw(|buffer| ui::draw(buffer, &mut app, &theme)) {
             Ok(drawn) => geometry = drawn,
             // The terminal went away under us.
             Err(_) => break Ending::TerminalClosed,

@@ -68,7 +68,7 @@ fn render(app: &mut App, theme: &Theme, width: u16, height: u16) -> String {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
     terminal
         .draw(|frame| {
-            ui::draw(frame, app, theme);
+            ui::draw(frame.buffer_mut(), app, theme);
         })
         .unwrap();
     // Text only: styles are checked by the assertions that need them. (TestBackend cannot
@@ -231,7 +231,7 @@ fn buffer(app: &mut App, theme: &Theme) -> ratatui::buffer::Buffer {
     let mut terminal = Terminal::new(TestBackend::new(200, 50)).unwrap();
     terminal
         .draw(|frame| {
-            ui::draw(frame, app, theme);
+            ui::draw(frame.buffer_mut(), app, theme);
         })
         .unwrap();
     terminal.backend().buffer().clone()

@@ -1,4 +1,4 @@
-//! Drawing: every screen as a pure function of the app state into a ratatui frame.
+//! Drawing: every screen as a pure function of the app state into a ratatui buffer.
 //!
 //! Nothing here does I/O. Every string from outside (GPU names, users, command lines,
 //! environment) passes through `report::sanitize` before it is drawn. The renderer records the
@@ -9,11 +9,11 @@ mod paint;
 mod screens;
 pub mod theme;
 
-use ratatui::Frame;
+use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
+use ratatui::widgets::{Paragraph, Widget};
 
 use crate::alerts::rules::{Severity, trim_number};
 use crate::alerts::{Active, Phase, Subject};
@@ -39,16 +39,17 @@ pub struct TableGeometry {
 }
 
 /// Draws the current screen. Returns the table geometry of the main screen.
-pub fn draw(frame: &mut Frame, app: &mut App, theme: &Theme) -> TableGeometry {
-    let area = frame.area();
+pub fn draw(buffer: &mut Buffer, app: &mut App, theme: &Theme) -> TableGeometry {
+    let area = buffer.area;
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         let text = format!(
             "Terminal too small: {}x{}. gputop needs at least {MIN_WIDTH}x{MIN_HEIGHT}; enlarge it or press q.",
             area.width, area.height
         );
-        frame.render_widget(
+        Widget::render(
             Paragraph::new(text).wrap(ratatui::widgets::Wrap { trim: true }),
             area,
+            buffer,
         );
         return TableGeometry::default();
     }
@@ -56,30 +57,30 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: &Theme) -> TableGeometry {
         || (app.screen == Screen::Help && app.cluster.is_some() && app.snapshot.is_none())
     {
         if app.screen == Screen::Cluster {
-            screens::cluster(frame, area, app, theme);
+            screens::cluster(buffer, area, app, theme);
         } else {
-            screens::help(frame, area, app, theme);
+            screens::help(buffer, area, app, theme);
         }
         return TableGeometry::default();
     }
     let Some(snapshot) = app.snapshot.clone() else {
-        frame.render_widget(Paragraph::new("gputop: reading the GPUs..."), area);
+        Widget::render(Paragraph::new("gputop: reading the GPUs..."), area, buffer);
         return TableGeometry::default();
     };
     let mut geometry = TableGeometry::default();
     match app.screen {
-        Screen::Main => geometry = main_screen(frame, area, app, &snapshot, theme),
-        Screen::Help => screens::help(frame, area, app, theme),
-        Screen::Details => screens::details(frame, area, app, theme),
-        Screen::Environment => screens::environment(frame, area, app, theme),
-        Screen::Tree => screens::tree(frame, area, app, theme),
-        Screen::Charts => screens::charts(frame, area, app, theme),
-        Screen::Alerts => screens::alerts(frame, area, app, theme),
-        Screen::Users => screens::users(frame, area, app, theme),
-        Screen::Cluster => screens::cluster(frame, area, app, theme),
+        Screen::Main => geometry = main_screen(buffer, area, app, &snapshot, theme),
+        Screen::Help => screens::help(buffer, area, app, theme),
+        Screen::Details => screens::details(buffer, area, app, theme),
+        Screen::Environment => screens::environment(buffer, area, app, theme),
+        Screen::Tree => screens::tree(buffer, area, app, theme),
+        Screen::Charts => screens::charts(buffer, area, app, theme),
+        Screen::Alerts => screens::alerts(buffer, area, app, theme),
+        Screen::Users => screens::users(buffer, area, app, theme),
+        Screen::Cluster => screens::cluster(buffer, area, app, theme),
     }
     if let Some(confirmation) = &app.confirmation {
-        screens::confirmation(frame, area, confirmation, theme);
+        screens::confirmation(buffer, area, confirmation, theme);
     }
     geometry
 }
@@ -453,7 +454,7 @@ fn process_cells(
 }
 
 fn main_screen(
-    frame: &mut Frame,
+    buffer: &mut Buffer,
     area: Rect,
     app: &mut App,
     snapshot: &Snapshot,
@@ -483,7 +484,6 @@ fn main_screen(
         Constraint::Length(1),
     ])
     .areas(area);
-    let buffer = frame.buffer_mut();
     paint::line(buffer, header, &header_line(snapshot, app, theme));
     paint::lines(buffer, panel, &device_lines, Style::default());
     paint::lines(buffer, host, &[host_line(snapshot, theme)], theme.dim());

@@ -1,10 +1,10 @@
 //! The screens besides the main one, and the signal confirmation dialog.
 
-use ratatui::Frame;
+use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::symbols;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
 
 use super::chart::TimeChart;
 use super::theme::Theme;
@@ -38,7 +38,7 @@ fn block<'a>(title: &str, theme: &Theme) -> Block<'a> {
 }
 
 /// Help, generated from the key tables the event loop decodes with.
-pub fn help(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
+pub fn help(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     let mut lines = Vec::new();
     let mut section = |title: &str, table: &[Binding]| {
         lines.push(Line::from(Span::styled(title.to_string(), theme.header())));
@@ -67,21 +67,22 @@ pub fn help(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         lines.push(Line::from("Read-only: signals are disabled."));
     }
     lines.push(Line::from(Span::styled("Press any key to go back.", theme.dim())));
-    frame.render_widget(
+    Widget::render(
         Paragraph::new(lines)
             .block(block("gputop help", theme))
             .wrap(Wrap { trim: false }),
         area,
+        buffer,
     );
 }
 
 /// Identity, figures and history of the selected process.
-pub fn details(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
+pub fn details(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     let outer = block("process details (Enter or Esc: back)", theme);
     let inner = outer.inner(area);
-    frame.render_widget(outer, area);
+    Widget::render(outer, area, buffer);
     let Some(p) = app.selected_process() else {
-        frame.render_widget(Paragraph::new("The process has ended."), inner);
+        Widget::render(Paragraph::new("The process has ended."), inner, buffer);
         return;
     };
     let snapshot = app.snapshot.as_ref();
@@ -122,7 +123,7 @@ pub fn details(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         )),
     ];
     let [top, charts] = Layout::vertical([Constraint::Length(7), Constraint::Min(3)]).areas(inner);
-    frame.render_widget(Paragraph::new(facts).wrap(Wrap { trim: false }), top);
+    Widget::render(Paragraph::new(facts).wrap(Wrap { trim: false }), top, buffer);
     let key = ProcessKey::of(p);
     let device_mib = snapshot
         .and_then(|s| s.devices.iter().find(|d| d.index == p.gpu_index))
@@ -171,8 +172,8 @@ pub fn details(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             .collect();
         let outer = block(&format!("{title} now {now} (last 10 min)"), theme);
         let inner = outer.inner(*row);
-        frame.render_widget(outer, *row);
-        frame.render_widget(chart(&points, from, to, top, unit, theme), inner);
+        Widget::render(outer, *row, buffer);
+        Widget::render(chart(&points, from, to, top, unit, theme), inner, buffer);
     }
 }
 
@@ -198,7 +199,7 @@ fn chart<'a>(
 }
 
 /// History charts of one GPU: utilization, memory, temperature, power.
-pub fn charts(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
+pub fn charts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     let span = CHART_SPANS[app.chart_span % CHART_SPANS.len()];
     let index = app.chart_device;
     let device = app
@@ -212,7 +213,7 @@ pub fn charts(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     );
     let outer = block(&title, theme);
     let inner = outer.inner(area);
-    frame.render_widget(outer, area);
+    Widget::render(outer, area, buffer);
     let to = app.history.now().unwrap_or(0.0);
     let from = to - span;
     let power_limit = device
@@ -260,13 +261,13 @@ pub fn charts(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         );
         let outer = block(&format!("{label}: {stats}"), theme);
         let area = outer.inner(cell);
-        frame.render_widget(outer, cell);
-        frame.render_widget(chart(&points, from, to, top, unit, theme), area);
+        Widget::render(outer, cell, buffer);
+        Widget::render(chart(&points, from, to, top, unit, theme), area, buffer);
     }
 }
 
 /// Active alerts, the log of transitions (newest first) and the rules in force.
-pub fn alerts(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
+pub fn alerts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     let now = app.history.now().unwrap_or(0.0);
     let ago = |at: f64| format!("{} ago", human_duration((now - at).max(0.0) as u64));
     let mut lines = vec![Line::from(Span::styled("Active", theme.header()))];
@@ -320,11 +321,12 @@ pub fn alerts(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         )));
     }
     let scroll = app.text_scroll.min(lines.len().saturating_sub(1)) as u16;
-    frame.render_widget(
+    Widget::render(
         Paragraph::new(lines)
             .block(block("alerts (A or Esc: back)", theme))
             .scroll((scroll, 0)),
         area,
+        buffer,
     );
 }
 
@@ -336,7 +338,7 @@ fn gpu_time(seconds: f64) -> String {
 
 /// Who uses what: per user, then per container, the GPUs and memory they hold now, their
 /// processes, and GPU-time and memory-time since the view started.
-pub fn users(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
+pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     let usage = &app.usage;
     let header = |first: &str| {
         Line::from(Span::styled(
@@ -390,19 +392,20 @@ pub fn users(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         lines.push(row(container, u));
     }
     let scroll = app.text_scroll.min(lines.len().saturating_sub(1)) as u16;
-    frame.render_widget(
+    Widget::render(
         Paragraph::new(lines)
             .block(block("users and containers (u or Esc: back)", theme))
             .wrap(Wrap { trim: false })
             .scroll((scroll, 0)),
         area,
+        buffer,
     );
 }
 
 /// The remote view: every node with its state and load, then GPU use per user across nodes.
-pub fn cluster(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
+pub fn cluster(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     let Some(cluster) = &app.cluster else {
-        frame.render_widget(Paragraph::new("gputop: asking the nodes..."), area);
+        Widget::render(Paragraph::new("gputop: asking the nodes..."), area, buffer);
         return;
     };
     let up = cluster
@@ -538,7 +541,7 @@ pub fn cluster(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         "Up/Down select a node, Enter opens it (Esc or Backspace: back), q quits. Remote views are read-only.",
         theme.dim(),
     )));
-    frame.render_widget(Paragraph::new(lines), area);
+    Widget::render(Paragraph::new(lines), area, buffer);
 }
 
 fn utilization(d: &Device) -> Option<f64> {
@@ -604,7 +607,7 @@ fn user_totals(nodes: &[crate::collect::remote::NodeState]) -> Vec<(String, User
 }
 
 /// The environment of the selected process.
-pub fn environment(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
+pub fn environment(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     let (title, lines): (String, Vec<Line>) = match &app.environment {
         None => ("environment".into(), vec![Line::from("Reading...")]),
         Some((pid, Ok(vars))) => (
@@ -620,16 +623,17 @@ pub fn environment(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         ),
     };
     let scroll = app.text_scroll.min(lines.len().saturating_sub(1)) as u16;
-    frame.render_widget(
+    Widget::render(
         Paragraph::new(lines)
             .block(block(&title, theme))
             .scroll((scroll, 0)),
         area,
+        buffer,
     );
 }
 
 /// GPU processes with their ancestors and children.
-pub fn tree(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
+pub fn tree(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     let (branch, last, bar) = if theme.ascii {
         ("|- ", "`- ", "|  ")
     } else {
@@ -680,14 +684,15 @@ pub fn tree(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     } else {
         lines
     };
-    frame.render_widget(
+    Widget::render(
         Paragraph::new(lines).block(block("process tree: GPU processes in bold (t: back)", theme)),
         area,
+        buffer,
     );
 }
 
 /// The signal confirmation, naming every target.
-pub fn confirmation(frame: &mut Frame, area: Rect, confirmation: &Confirmation, theme: &Theme) {
+pub fn confirmation(buffer: &mut Buffer, area: Rect, confirmation: &Confirmation, theme: &Theme) {
     let width = area.width.saturating_sub(4).min(100);
     let height = (confirmation.targets.len() as u16 + 5).min(area.height.saturating_sub(2));
     let rect = Rect {
@@ -715,8 +720,8 @@ pub fn confirmation(frame: &mut Frame, area: Rect, confirmation: &Confirmation, 
         "Enter: send    Esc: cancel",
         theme.header(),
     )));
-    frame.render_widget(Clear, rect);
-    frame.render_widget(Paragraph::new(lines).block(block("confirm", theme)), rect);
+    Widget::render(Clear, rect, buffer);
+    Widget::render(Paragraph::new(lines).block(block("confirm", theme)), rect, buffer);
 }
 
 /// The container and PID-namespace line of the details screen.
