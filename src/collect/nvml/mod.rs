@@ -317,6 +317,8 @@ pub struct NvmlSource {
     handles: Vec<Option<Handle>>,
     watermarks: Vec<Watermarks>,
     pcie: Option<Arc<Mutex<Vec<PcieThroughput>>>>,
+    /// Processes at the last read.
+    process_count: usize,
     /// Dropping it stops the PCIe thread.
     _pcie_stop: Option<Sender<()>>,
 }
@@ -372,6 +374,7 @@ impl NvmlSource {
             handles: vec![None; count],
             watermarks: vec![Watermarks::default(); count],
             pcie: None,
+            process_count: 0,
             _pcie_stop: None,
         })
     }
@@ -401,7 +404,8 @@ impl NvmlSource {
             .as_ref()
             .map(|shared| shared.lock().unwrap_or_else(|e| e.into_inner()).clone());
         let mut devices = Vec::with_capacity(self.device_count as usize);
-        let mut processes = Vec::new();
+        // Sized as the last read's list: growing it would copy every process several times.
+        let mut processes = Vec::with_capacity(self.process_count);
         for index in 0..self.device_count {
             let slot = index as usize;
             let device = match self.handles[slot] {
@@ -444,6 +448,7 @@ impl NvmlSource {
             }
             processes.extend(read_processes(&device, index, &statics.uuid, marks, window));
         }
+        self.process_count = processes.len();
         Readout {
             driver,
             devices,
@@ -697,7 +702,11 @@ fn read_processes(
     let compute = process_list(device, raw::ProcessList::Compute, compute_capacity);
     let graphics = process_list(device, raw::ProcessList::Graphics, graphics_capacity);
     let mps = process_list(device, raw::ProcessList::Mps, mps_capacity);
-    let mut merged: Vec<ProcessReadout> = Vec::new();
+    let listed = [&compute, &graphics, &mps]
+        .iter()
+        .map(|list| list.as_ref().map_or(0, Vec::len))
+        .sum();
+    let mut merged: Vec<ProcessReadout> = Vec::with_capacity(listed);
     let lists = [
         (compute, ProcessType::Compute),
         (mps, ProcessType::Compute),
