@@ -152,7 +152,9 @@ fn gputop_command(home: &Path, scenario: &Path, pids: &str, extra: &[&str]) -> C
     command.env("GPUTOP_SIM_PIDS", pids);
     command.arg("--nvml-lib");
     command.arg(common::sim_lib());
-    command.args(["--interval", "0.5"]);
+    if !extra.contains(&"--interval") {
+        command.args(["--interval", "0.5"]);
+    }
     command.args(extra);
     command
 }
@@ -1026,6 +1028,42 @@ fn the_users_view_opens_with_u_and_closes_with_u() {
     assert!(row.contains(" 3 "), "three processes: {row}");
     pty.keys("u");
     pty.wait_until("the process table again", 5, |s| process_rows(s).len() == 3);
+    pty.keys("q");
+    assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
+}
+
+#[test]
+fn a_redraw_that_changes_nothing_writes_nothing_and_one_that_changes_a_cell_writes_it() {
+    let home = tempfile::tempdir().unwrap();
+    let sleepers = common::Sleepers::spawn(3);
+    // No snapshot for a minute after the first: every frame below comes from a key.
+    let command = gputop_command(
+        home.path(),
+        &scenario(home.path()),
+        &sleepers.env(),
+        &["--interval", "60"],
+    );
+    let mut pty = Pty::spawn(command, 120, 30);
+    pty.wait_until("three process rows", 15, |s| process_rows(s).len() == 3);
+    std::thread::sleep(Duration::from_millis(500));
+    let before = pty.raw.lock().unwrap().len();
+    // Unbound on the main screen: the event loop redraws, and the frame is the same.
+    pty.keys("Z");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        pty.raw.lock().unwrap().len(),
+        before,
+        "bytes for an unchanged frame"
+    );
+    // The selection moves: a few cells change, and only they are written.
+    pty.keys("\x1b[B");
+    std::thread::sleep(Duration::from_millis(500));
+    let written = pty.raw.lock().unwrap().len() - before;
+    assert!(written > 0, "nothing written for a moved selection");
+    assert!(
+        written < 2000,
+        "{written} bytes for a moved selection: the frame was redrawn whole"
+    );
     pty.keys("q");
     assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
 }
