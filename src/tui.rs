@@ -174,8 +174,8 @@ const SHOWS_ON_BLANK: Modifier = Modifier::REVERSED
 
 /// The cells of `next` to write over `shown`, with their positions: the cells ratatui's
 /// own diff finds (the same rules for wide characters, their trailing columns and cells
-/// marked to skip), a little cheaper: cells are compared inline, one-byte symbols
-/// directly, and a symbol's width is looked up only when it is longer than a byte (109
+/// marked to skip), a little cheaper: one-byte symbols are compared directly, and a
+/// symbol's width is looked up only when it is longer than a byte (109
 /// instructions a cell under callgrind, ratatui's 139). Both are bound by reading the two
 /// frames' cells, which a 1 s interval finds out of the cache.
 pub fn changes<'a>(shown: &'a Buffer, next: &'a Buffer) -> Changes<'a> {
@@ -297,7 +297,8 @@ fn width(cell: &Cell) -> usize {
     }
 }
 
-/// Cell equality as ratatui defines it (a blank and a space are the same), inline.
+/// Cell equality as ratatui defines it (a blank and a space are the same), with one-byte
+/// symbols compared directly.
 #[allow(deprecated)] // `skip`: compared as ratatui compares it
 fn same(a: &Cell, b: &Cell) -> bool {
     let symbols = match (a.symbol().as_bytes(), b.symbol().as_bytes()) {
