@@ -8,7 +8,6 @@
 //! [`super::machine`].
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -472,20 +471,11 @@ pub(super) fn read_at_start(file: &std::fs::File, buffer: &mut Vec<u8>) -> std::
     }
 }
 
-/// Reads a small /proc file whole into `buffer`: open, read until a short read, close (no
-/// size probing: /proc files report no size, and every system call counts with many
-/// processes).
+/// Reads a small /proc file whole into `buffer`: open, one read (see [`read_at_start`]),
+/// close; no size probing, as /proc files report no size and every system call counts with
+/// many processes.
 fn read_small(path: &str, buffer: &mut Vec<u8>) -> std::io::Result<()> {
-    buffer.clear();
-    let mut file = std::fs::File::open(path)?;
-    let mut chunk = [0u8; 4096];
-    loop {
-        let n = file.read(&mut chunk)?;
-        buffer.extend_from_slice(&chunk[..n]);
-        if n < chunk.len() {
-            return Ok(());
-        }
-    }
+    read_at_start(&std::fs::File::open(path)?, buffer)
 }
 
 /// One process of the whole table, for the tree view.

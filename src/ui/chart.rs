@@ -42,7 +42,8 @@ pub fn ago_label(seconds: f64) -> String {
     }
 }
 
-/// Halves round up (104.5 is "105"), where formatting alone would round them to even.
+/// Whole numbers: halves round up (104.5 is "105"), where formatting alone would round
+/// them to even.
 fn axis_number(value: f64) -> String {
     if value >= 10_000.0 {
         format!("{:.0}k", (value / 1000.0).round())
