@@ -347,6 +347,11 @@ impl Container {
             (runtime, _) => format!("{}:{}", runtime.label(), self.id),
         }
     }
+
+    /// The CONTAINER label of a process in `container`, `-` for one on the host.
+    pub fn label_of(container: Option<&Self>) -> String {
+        container.map_or_else(|| "-".to_string(), Self::label)
+    }
 }
 
 /// How a PID NVML reported relates to gputop's own PID namespace.
@@ -478,10 +483,7 @@ impl GpuProcess {
 
     /// The CONTAINER label, `-` on the host.
     pub fn container_label(&self) -> String {
-        self.host
-            .container
-            .as_ref()
-            .map_or_else(|| "-".to_string(), Container::label)
+        Container::label_of(self.host.container.as_ref())
     }
 }
 

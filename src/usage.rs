@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
-use crate::model::{GpuProcess, Snapshot};
+use crate::model::{Container, GpuProcess, Snapshot};
 
 /// Longest gap between snapshots, in refresh intervals, that still counts.
 pub const MAX_GAP_INTERVALS: f64 = 3.0;
@@ -46,12 +46,27 @@ pub struct Accounting {
     pub containers: BTreeMap<String, Usage>,
 }
 
-fn user_of(p: &GpuProcess) -> String {
-    p.host
-        .user
-        .value()
-        .cloned()
-        .unwrap_or_else(|| UNKNOWN_USER.into())
+/// What the processes of a snapshot are grouped by before they are named: borrowed from the
+/// snapshot, so each owner's name is made once per refresh, not once per process.
+fn user_of(p: &GpuProcess) -> Option<&str> {
+    p.host.user.value().map(String::as_str)
+}
+
+fn user_name(user: Option<&str>) -> String {
+    user.unwrap_or(UNKNOWN_USER).to_string()
+}
+
+fn container_of(p: &GpuProcess) -> Option<&Container> {
+    p.host.container.as_ref()
+}
+
+/// What one owner holds in one snapshot.
+#[derive(Debug, Default)]
+struct Held {
+    gpus: BTreeSet<u32>,
+    memory_bytes: u64,
+    /// Sorted and without repeats once complete (a process on two GPUs is one process).
+    pids: Vec<u32>,
 }
 
 impl Accounting {
@@ -80,40 +95,53 @@ impl Accounting {
             self.last = Some(now);
         }
         self.seconds += elapsed;
-        let users = Self::current(snapshot, user_of);
-        let containers = Self::current(snapshot, GpuProcess::container_label);
+        let users = Self::current(snapshot, user_of, user_name);
+        let containers = Self::current(snapshot, container_of, Container::label_of);
         for (table, current) in [(&mut self.users, users), (&mut self.containers, containers)] {
             for usage in table.values_mut() {
                 usage.gpus.clear();
                 usage.memory_bytes = 0;
                 usage.processes = 0;
             }
-            for (owner, (gpus, memory, pids)) in current {
+            for (owner, held) in current {
                 let usage = table.entry(owner).or_default();
-                usage.gpu_seconds += gpus.len() as f64 * elapsed;
-                usage.memory_byte_seconds += memory as f64 * elapsed;
-                usage.gpus = gpus;
-                usage.memory_bytes = memory;
-                usage.processes = pids.len();
+                usage.gpu_seconds += held.gpus.len() as f64 * elapsed;
+                usage.memory_byte_seconds += held.memory_bytes as f64 * elapsed;
+                usage.gpus = held.gpus;
+                usage.memory_bytes = held.memory_bytes;
+                usage.processes = held.pids.len();
                 usage.last_active = Some(now);
             }
             Self::forget_idle(table);
         }
     }
 
-    /// GPUs, memory and PIDs per owner in one snapshot.
-    fn current(
-        snapshot: &Snapshot,
-        owner: impl Fn(&GpuProcess) -> String,
-    ) -> BTreeMap<String, (BTreeSet<u32>, u64, BTreeSet<u32>)> {
-        let mut out: BTreeMap<String, (BTreeSet<u32>, u64, BTreeSet<u32>)> = BTreeMap::new();
+    /// GPUs, memory and PIDs per owner in one snapshot: grouped by `owner`, then named.
+    fn current<'a, K: Ord>(
+        snapshot: &'a Snapshot,
+        owner: impl Fn(&'a GpuProcess) -> K,
+        name: impl Fn(K) -> String,
+    ) -> BTreeMap<String, Held> {
+        let mut by_owner: BTreeMap<K, Held> = BTreeMap::new();
         for p in &snapshot.processes {
-            let entry = out.entry(owner(p)).or_default();
-            entry.0.insert(p.gpu_index);
-            entry.1 += p.gpu_memory_bytes.get().unwrap_or(0);
-            entry.2.insert(p.pid);
+            let held = by_owner.entry(owner(p)).or_default();
+            held.gpus.insert(p.gpu_index);
+            held.memory_bytes += p.gpu_memory_bytes.get().unwrap_or(0);
+            held.pids.push(p.pid);
         }
-        out
+        // Two owners may share a name (a user name and an unreadable owner's stand-in).
+        let mut named: BTreeMap<String, Held> = BTreeMap::new();
+        for (key, held) in by_owner {
+            let same = named.entry(name(key)).or_default();
+            same.gpus.extend(held.gpus);
+            same.memory_bytes += held.memory_bytes;
+            same.pids.extend(held.pids);
+        }
+        for held in named.values_mut() {
+            held.pids.sort_unstable();
+            held.pids.dedup();
+        }
+        named
     }
 
     fn forget_idle(table: &mut BTreeMap<String, Usage>) {
@@ -172,7 +200,6 @@ impl Accounting {
 mod tests {
     use super::*;
     use crate::model::testing;
-    use crate::model::{GpuProcess, Snapshot};
     use std::time::UNIX_EPOCH;
 
     const GIB: u64 = 1 << 30;
@@ -219,6 +246,42 @@ mod tests {
         assert_eq!((bob.processes, bob.memory_bytes, bob.gpus.len()), (0, 0, 0));
         assert!((bob.gpu_seconds - 60.0).abs() < 1e-9);
         assert!((accounting.users["alice"].gpu_seconds - 121.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_process_on_two_gpus_counts_once_and_containers_are_grouped_by_label() {
+        let in_container = |mut p: GpuProcess, id: &str| {
+            p.host.container = Some(Container {
+                runtime: crate::model::Runtime::Docker,
+                id: id.into(),
+                pod: None,
+            });
+            p
+        };
+        let mut unreadable = process(40, 1, "x", 1);
+        unreadable.host.user = crate::model::Reading::Failed("gone".into());
+        let mut accounting = Accounting::new(Duration::from_secs(1));
+        accounting.record(&at(
+            0,
+            vec![
+                in_container(process(30, 0, "carol", 1), "3f2a1b9c0d12"),
+                in_container(process(30, 1, "carol", 2), "3f2a1b9c0d12"),
+                in_container(process(31, 1, "dave", 4), "aaaaaaaaaaaa"),
+                unreadable,
+                process(41, 0, UNKNOWN_USER, 8),
+            ],
+        ));
+        let carol = &accounting.users["carol"];
+        assert_eq!((carol.processes, carol.memory_bytes), (1, 3 * GIB));
+        assert_eq!(carol.gpus, BTreeSet::from([0, 1]));
+        let docker = &accounting.containers["docker:3f2a1b9c0d12"];
+        assert_eq!((docker.processes, docker.memory_bytes), (1, 3 * GIB));
+        assert_eq!(accounting.containers["docker:aaaaaaaaaaaa"].processes, 1);
+        assert_eq!(accounting.containers["-"].processes, 2);
+        // An unreadable owner and one literally named as the stand-in are one row.
+        let unknown = &accounting.users[UNKNOWN_USER];
+        assert_eq!((unknown.processes, unknown.memory_bytes), (2, 9 * GIB));
+        assert_eq!(unknown.gpus, BTreeSet::from([0, 1]));
     }
 
     #[test]
