@@ -143,13 +143,34 @@ pub fn by_key(processes: &mut [&GpuProcess], key: SortKey, reverse: bool) {
 
 /// Largest GPU memory first; unknown memory last; ties by GPU index, then PID.
 pub fn by_gpu_memory(processes: &mut [GpuProcess]) {
-    // GPU and PID make the order total: an unstable sort gives the same order without the
-    // stable sort's scratch copy of the processes.
-    processes.sort_unstable_by(|a, b| {
+    // GPU and PID make the order total: an unstable sort gives the same order as a stable
+    // one. The positions are sorted, then the processes moved once into place: a process is
+    // some 500 bytes, and sorting them in place moved each several times per refresh.
+    let mut order: Vec<usize> = (0..processes.len()).collect();
+    order.sort_unstable_by(|&a, &b| {
+        let (a, b) = (&processes[a], &processes[b]);
         by_option(a.gpu_memory_bytes.get(), b.gpu_memory_bytes.get(), true)
             .then(a.gpu_index.cmp(&b.gpu_index))
             .then(a.pid.cmp(&b.pid))
     });
+    arrange(processes, order);
+}
+
+/// Rearranges `items` so that position k holds the item that was at `order[k]` (`order` a
+/// permutation), by swaps along each cycle of the permutation: at most one swap per item.
+fn arrange<T>(items: &mut [T], mut order: Vec<usize>) {
+    for start in 0..items.len() {
+        let mut at = start;
+        // Position `at` takes the item at `order[at]`; the one it held travels on along the
+        // cycle until it reaches the position that asks for it, which closes the cycle.
+        while order[at] != start {
+            let from = order[at];
+            items.swap(at, from);
+            order[at] = at;
+            at = from;
+        }
+        order[at] = at;
+    }
 }
 
 #[cfg(test)]
@@ -185,6 +206,42 @@ mod tests {
         by_gpu_memory(&mut list);
         let order: Vec<u32> = list.iter().map(|p| p.pid).collect();
         assert_eq!(order, vec![2, 1, 3, 4, 5]);
+    }
+
+    #[test]
+    fn arranging_by_an_order_puts_each_item_where_the_order_says() {
+        // Every permutation of five items (cycles of every length), then a larger shuffle.
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut orders: Vec<Vec<usize>> = Vec::new();
+        let mut permutation = vec![0, 1, 2, 3, 4];
+        for _ in 0..120 {
+            orders.push(permutation.clone());
+            // The next permutation in lexicographic order (wrapping to the first).
+            let Some(i) = (0..4).rev().find(|&i| permutation[i] < permutation[i + 1]) else {
+                permutation.reverse();
+                continue;
+            };
+            let j = (i + 1..5)
+                .rev()
+                .find(|&j| permutation[j] > permutation[i])
+                .unwrap();
+            permutation.swap(i, j);
+            permutation[i + 1..].reverse();
+        }
+        let mut shuffled: Vec<usize> = (0..1000).collect();
+        for i in (1..shuffled.len()).rev() {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            shuffled.swap(i, (seed % (i as u64 + 1)) as usize);
+        }
+        orders.push(shuffled);
+        for order in orders {
+            let mut items: Vec<String> = (0..order.len()).map(|i| format!("item{i}")).collect();
+            let expected: Vec<String> = order.iter().map(|&i| items[i].clone()).collect();
+            arrange(&mut items, order.clone());
+            assert_eq!(items, expected, "order {order:?}");
+        }
     }
 
     #[test]
