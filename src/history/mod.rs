@@ -479,7 +479,9 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 #[derive(Debug, Clone, PartialEq)]
 struct ProcessSeries {
-    series: Vec<Series>,
+    /// In [`ProcessMetric::ALL`]'s order; held in place, not behind a pointer: every
+    /// refresh updates every process's series, and each pointer is a cache miss.
+    series: [Series; ProcessMetric::ALL.len()],
     last_seen: f64,
     /// Whether it held the GPU in the latest snapshot.
     present: bool,
@@ -557,10 +559,7 @@ impl History {
                 .processes
                 .entry(ProcessKey::of(process))
                 .or_insert_with(|| ProcessSeries {
-                    series: ProcessMetric::ALL
-                        .iter()
-                        .map(|_| Series::coarse(refresh, PROCESS_BUCKET, RAW_SPAN))
-                        .collect(),
+                    series: ProcessMetric::ALL.map(|_| Series::coarse(refresh, PROCESS_BUCKET, RAW_SPAN)),
                     last_seen: t,
                     present: true,
                 });
