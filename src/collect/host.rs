@@ -16,7 +16,7 @@ use sysinfo::{System, Users};
 use super::machine::MachineReader;
 
 use super::container::{self, Namespaces};
-use crate::model::{Container, HostFacts, HostStats, PidMapping, PidNamespace, Reading};
+use crate::model::{Container, GpuProcess, HostFacts, HostStats, PidMapping, PidNamespace, Reading};
 
 /// What is kept of a process between refreshes.
 #[derive(Debug)]
@@ -37,40 +37,79 @@ struct Known {
     read_at: Instant,
 }
 
+/// When a refresh reads the host: to measure %CPU over, and to date processes by.
+struct Clock {
+    now: Instant,
+    epoch_seconds: u64,
+}
+
 /// The fields of `/proc/PID/stat` gputop uses.
 #[derive(Debug, Clone, PartialEq)]
 struct Stat {
-    name: String,
     parent_pid: u32,
     cpu_ticks: u64,
     start_ticks: u64,
     rss_pages: u64,
 }
 
-/// Parses the bytes of `/proc/PID/stat` as read (read at every refresh for every process:
-/// no intermediate strings).
-fn parse_stat(text: &[u8]) -> Option<Stat> {
-    // The name sits in parentheses and may itself hold spaces and parentheses.
+/// `/proc/PID/stat` split into the process name (in parentheses, and it may itself hold
+/// spaces and parentheses) and the fields after it.
+fn split_stat(text: &[u8]) -> Option<(&[u8], &[u8])> {
     let close = text.iter().rposition(|&b| b == b')')?;
     let open = text[..close].iter().position(|&b| b == b'(')?;
-    let name = String::from_utf8_lossy(&text[open + 1..close]).into_owned();
-    let mut fields = text[close + 1..]
-        .split(u8::is_ascii_whitespace)
-        .filter(|f| !f.is_empty());
-    // Field 3 (state) comes first; each `nth` counts from the field after the last taken.
-    let mut next = |skip: usize| -> Option<u64> { std::str::from_utf8(fields.nth(skip)?).ok()?.parse().ok() };
-    let parent_pid = u32::try_from(next(1)?).ok()?; // field 4
-    let user_ticks = next(9)?; // field 14
-    let system_ticks = next(0)?; // field 15
-    let start_ticks = next(6)?; // field 22
-    let rss_pages = next(1)?; // field 24
+    Some((&text[open + 1..close], &text[close + 1..]))
+}
+
+/// The process name in the bytes of `/proc/PID/stat`.
+fn stat_name(text: &[u8]) -> Option<String> {
+    split_stat(text).map(|(name, _)| String::from_utf8_lossy(name).into_owned())
+}
+
+/// Parses the numbers gputop needs from the bytes of `/proc/PID/stat` as read (read at
+/// every refresh for every process: no strings, one pass over the bytes).
+fn parse_stat(text: &[u8]) -> Option<Stat> {
+    let (_, after_name) = split_stat(text)?;
+    let mut fields = StatFields(after_name);
+    // Field 3 (state) comes first; each skip counts from the field after the last taken.
+    let parent_pid = u32::try_from(fields.number_after(1)?).ok()?; // field 4
+    let user_ticks = fields.number_after(9)?; // field 14
+    let system_ticks = fields.number_after(0)?; // field 15
+    let start_ticks = fields.number_after(6)?; // field 22
+    let rss_pages = fields.number_after(1)?; // field 24
     Some(Stat {
-        name,
         parent_pid,
         cpu_ticks: user_ticks + system_ticks,
         start_ticks,
         rss_pages,
     })
+}
+
+/// The whitespace-separated fields of a stat line not yet taken.
+struct StatFields<'a>(&'a [u8]);
+
+impl StatFields<'_> {
+    /// Passes over `skip` fields and reads the next as an unsigned number.
+    fn number_after(&mut self, skip: usize) -> Option<u64> {
+        for _ in 0..skip {
+            self.next_field()?;
+        }
+        let digits = self.next_field()?;
+        digits.iter().try_fold(0u64, |number, &digit| {
+            let value = char::from(digit).to_digit(10)?;
+            number.checked_mul(10)?.checked_add(u64::from(value))
+        })
+    }
+
+    fn next_field(&mut self) -> Option<&[u8]> {
+        let start = self.0.iter().position(|b| !b.is_ascii_whitespace())?;
+        let field = &self.0[start..];
+        let end = field
+            .iter()
+            .position(u8::is_ascii_whitespace)
+            .unwrap_or(field.len());
+        self.0 = &field[end..];
+        Some(&field[..end])
+    }
 }
 
 /// Seconds since the epoch at which a process started: whole seconds, so the host facts and
@@ -162,143 +201,146 @@ impl HostCollector {
         self.namespaces.view
     }
 
-    /// Facts for each PID. A PID the host does not know (exited between the NVML call and
-    /// now, or in another PID namespace) gets readings that say so.
-    pub fn facts(&mut self, pids: &[u32]) -> HashMap<u32, HostFacts> {
-        let mut out = HashMap::with_capacity(pids.len());
-        let now = Instant::now();
-        let now_epoch = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        // Updated in place (each entry taken out and put back; those not asked about are
-        // dropped at the end): no second table is built at every refresh.
+    /// Fills in the host facts of each process, in place. A PID the host does not know
+    /// (exited between the NVML call and now, or in another PID namespace) gets readings
+    /// that say so; a process on several GPUs is read once.
+    pub fn fill(&mut self, processes: &mut [&mut GpuProcess]) {
+        let clock = Clock {
+            now: Instant::now(),
+            epoch_seconds: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        };
+        // Updated in place; those not asked about are dropped at the end.
         let mut known = std::mem::take(&mut self.known);
-        let mut kept = 0;
         let mut first_sights = first_sights(
-            pids.iter().copied().filter(|pid| !known.contains_key(pid)),
+            processes
+                .iter()
+                .map(|p| p.pid)
+                .filter(|pid| !known.contains_key(pid)),
             &self.namespaces,
         );
-        let in_container = self.namespaces.view == PidNamespace::Container;
-        for &pid in pids {
-            if out.contains_key(&pid) {
-                continue; // one process on several GPUs
-            }
-            let mut previous = known.remove(&pid);
-            let mut prefetched = first_sights.remove(&pid);
-            let keep = kept < MAX_OPEN_STAT_FILES;
-            let read = match prefetched.as_mut().and_then(|first| first.stat.take()) {
-                // Opened again, and kept, at the next refresh.
-                Some(stat) => Some((stat, None)),
-                None => {
-                    let open = previous.as_mut().and_then(|k| k.stat_file.take());
-                    self.read_stat(pid, open, keep)
-                }
-            };
-            let Some((stat, stat_file)) = read else {
-                out.insert(
-                    pid,
-                    if in_container {
-                        HostFacts::unmapped(
-                            "host PID, not in this container (run gputop with the host's PID namespace)",
-                        )
-                    } else {
-                        HostFacts::gone("no such process")
-                    },
-                );
+        // Where each PID was first met: a later row of the same process copies its facts.
+        let mut met: HashMap<u32, usize> = HashMap::with_capacity(processes.len());
+        let mut kept = 0;
+        for index in 0..processes.len() {
+            let pid = processes[index].pid;
+            if let Some(&first) = met.get(&pid) {
+                processes[index].host = processes[first].host.clone();
                 continue;
-            };
-            let start_time = start_seconds(self.boot_time, stat.start_ticks, self.ticks_per_second);
-            let running = now_epoch.saturating_sub(start_time);
-            let previous = previous.filter(|k| k.start_ticks == stat.start_ticks);
-            let first = match &previous {
-                Some(_) => None,
-                None => {
-                    let first = prefetched.unwrap_or_else(|| {
-                        FirstSight::read(pid, &self.namespaces, &mut self.buffer, &mut HashMap::new())
-                    });
-                    if let (true, PidMapping::Unmapped { reason }) = (in_container, &first.mapping) {
-                        // The local process with this number is not the GPU's: show nothing of it.
-                        out.insert(pid, HostFacts::unmapped(reason));
-                        continue;
-                    }
-                    Some(first)
-                }
-            };
-            let cpu = match &previous {
-                // Seen before: the delta over the interval.
-                Some(k) => {
-                    let seconds = now.duration_since(k.read_at).as_secs_f64();
-                    let used =
-                        stat.cpu_ticks.saturating_sub(k.cpu_ticks) as f64 / self.ticks_per_second as f64;
-                    if seconds > 0.0 {
-                        used * 100.0 / seconds
-                    } else {
-                        0.0
-                    }
-                }
-                // First sight: the lifetime average, as `ps` reports %CPU.
-                None if running > 0 => {
-                    stat.cpu_ticks as f64 / self.ticks_per_second as f64 * 100.0 / running as f64
-                }
-                None => 0.0,
-            };
-            let entry = match (previous, first) {
-                (Some(k), _) => Known {
-                    cpu_ticks: stat.cpu_ticks,
-                    read_at: now,
-                    stat_file,
-                    ..k
-                },
-                (None, None) => continue, // not reached: a process not known has a first sight
-                (None, Some(first)) => {
-                    let Some(uid) = first.uid else {
-                        out.insert(pid, HostFacts::gone("no such process"));
-                        continue;
-                    };
-                    let user = self
-                        .users
-                        .iter()
-                        .find(|u| **u.id() == uid)
-                        .map_or_else(|| uid.to_string(), |u| u.name().to_string());
-                    Known {
-                        start_ticks: stat.start_ticks,
-                        uid,
-                        user,
-                        // Kernel threads and zombies have no command line: their name in
-                        // brackets, as `ps` shows them.
-                        command: first.command.unwrap_or_else(|| format!("[{}]", stat.name)),
-                        stat_file,
-                        container: first.container,
-                        namespace_pid: first.namespace_pid,
-                        mapping: first.mapping,
-                        cpu_ticks: stat.cpu_ticks,
-                        read_at: now,
-                    }
-                }
-            };
-            out.insert(
-                pid,
-                HostFacts {
-                    user: Reading::Value(entry.user.clone()),
-                    uid: Reading::Value(entry.uid),
-                    parent_pid: Reading::Value(stat.parent_pid),
-                    command: Reading::Value(entry.command.clone()),
-                    cpu_percent: Reading::Value(cpu),
-                    memory_bytes: Reading::Value(stat.rss_pages * self.page_size),
-                    start_time: Reading::Value(start_time),
-                    running_seconds: Reading::Value(running),
-                    container: entry.container.clone(),
-                    namespace_pid: entry.namespace_pid,
-                    mapping: entry.mapping.clone(),
-                },
-            );
-            known.insert(pid, entry);
-            kept += 1;
+            }
+            met.insert(pid, index);
+            let keep = kept < MAX_OPEN_STAT_FILES;
+            let (facts, known_now) = self.read_one(pid, &mut known, first_sights.remove(&pid), keep, &clock);
+            processes[index].host = facts;
+            kept += usize::from(known_now);
         }
         // Processes no longer asked about are forgotten.
-        known.retain(|_, entry| entry.read_at == now);
+        known.retain(|_, entry| entry.read_at == clock.now);
         self.known = known;
-        out
+    }
+
+    /// The facts of one process, and whether it is (now) known: its entry in `known` read
+    /// in place when it was seen before, else made from its first sight (`prefetched`, or
+    /// read now).
+    fn read_one(
+        &mut self,
+        pid: u32,
+        known: &mut HashMap<u32, Known>,
+        mut prefetched: Option<FirstSight>,
+        keep: bool,
+        clock: &Clock,
+    ) -> (HostFacts, bool) {
+        let in_container = self.namespaces.view == PidNamespace::Container;
+        let read = match prefetched.as_mut().and_then(|first| first.stat.take()) {
+            // Opened again, and kept, at the next refresh.
+            Some(stat) => Some((stat, None)),
+            None => {
+                let open = known.get_mut(&pid).and_then(|k| k.stat_file.take());
+                self.read_stat(pid, open, keep)
+            }
+        };
+        let Some((stat, stat_file)) = read else {
+            let facts = if in_container {
+                HostFacts::unmapped(
+                    "host PID, not in this container (run gputop with the host's PID namespace)",
+                )
+            } else {
+                HostFacts::gone("no such process")
+            };
+            return (facts, false);
+        };
+        let start_time = start_seconds(self.boot_time, stat.start_ticks, self.ticks_per_second);
+        let running = clock.epoch_seconds.saturating_sub(start_time);
+        let ticks_per_second = self.ticks_per_second as f64;
+        // The same process as last time (a reused PID starts at another tick): the %CPU is
+        // the delta over the interval.
+        if let Some(entry) = known.get_mut(&pid).filter(|k| k.start_ticks == stat.start_ticks) {
+            let seconds = clock.now.duration_since(entry.read_at).as_secs_f64();
+            let used = stat.cpu_ticks.saturating_sub(entry.cpu_ticks) as f64 / ticks_per_second;
+            let cpu = if seconds > 0.0 {
+                used * 100.0 / seconds
+            } else {
+                0.0
+            };
+            entry.cpu_ticks = stat.cpu_ticks;
+            entry.read_at = clock.now;
+            entry.stat_file = stat_file;
+            return (self.facts_now(entry, &stat, cpu, start_time, running), true);
+        }
+        let first = prefetched.unwrap_or_else(|| {
+            FirstSight::read(pid, &self.namespaces, &mut self.buffer, &mut HashMap::new())
+        });
+        if let (true, PidMapping::Unmapped { reason }) = (in_container, &first.mapping) {
+            // The local process with this number is not the GPU's: show nothing of it.
+            return (HostFacts::unmapped(reason), false);
+        }
+        let Some(uid) = first.uid else {
+            return (HostFacts::gone("no such process"), false);
+        };
+        // First sight: the lifetime average, as `ps` reports %CPU.
+        let cpu = if running > 0 {
+            stat.cpu_ticks as f64 / ticks_per_second * 100.0 / running as f64
+        } else {
+            0.0
+        };
+        let user = self
+            .users
+            .iter()
+            .find(|u| **u.id() == uid)
+            .map_or_else(|| uid.to_string(), |u| u.name().to_string());
+        let entry = Known {
+            start_ticks: stat.start_ticks,
+            uid,
+            user,
+            command: first.command.unwrap_or_else(|| "?".into()),
+            stat_file,
+            container: first.container,
+            namespace_pid: first.namespace_pid,
+            mapping: first.mapping,
+            cpu_ticks: stat.cpu_ticks,
+            read_at: clock.now,
+        };
+        let facts = self.facts_now(&entry, &stat, cpu, start_time, running);
+        known.insert(pid, entry);
+        (facts, true)
+    }
+
+    /// A known process's facts with this refresh's readings.
+    fn facts_now(&self, entry: &Known, stat: &Stat, cpu: f64, start_time: u64, running: u64) -> HostFacts {
+        HostFacts {
+            user: Reading::Value(entry.user.clone()),
+            uid: Reading::Value(entry.uid),
+            parent_pid: Reading::Value(stat.parent_pid),
+            command: Reading::Value(entry.command.clone()),
+            cpu_percent: Reading::Value(cpu),
+            memory_bytes: Reading::Value(stat.rss_pages * self.page_size),
+            start_time: Reading::Value(start_time),
+            running_seconds: Reading::Value(running),
+            container: entry.container.clone(),
+            namespace_pid: entry.namespace_pid,
+            mapping: entry.mapping.clone(),
+        }
     }
 
     /// CPU, memory, swap, load and uptime of the host.
@@ -324,7 +366,8 @@ struct FirstSight {
     mapping: PidMapping,
     /// `None`: the process is gone.
     uid: Option<u32>,
-    /// Arguments joined by spaces; `None` when it has none (kernel threads, zombies).
+    /// Arguments joined by spaces, or the name in brackets when there are none (kernel
+    /// threads, zombies); `None` when neither could be read (the process is gone).
     command: Option<String>,
     container: Option<Container>,
     namespace_pid: Option<u32>,
@@ -340,9 +383,10 @@ impl FirstSight {
         buffer: &mut Vec<u8>,
         shared: &mut HashMap<String, bool>,
     ) -> Self {
-        let stat = read_small(&format!("/proc/{pid}/stat"), buffer)
-            .ok()
-            .and_then(|()| parse_stat(buffer));
+        let (stat, name) = match read_small(&format!("/proc/{pid}/stat"), buffer) {
+            Ok(()) => (parse_stat(buffer), stat_name(buffer)),
+            Err(_) => (None, None),
+        };
         let mut status = None;
         let mut read_status = |buffer: &mut Vec<u8>| {
             status
@@ -386,7 +430,13 @@ impl FirstSight {
             stat,
             mapping,
             uid,
-            command: (!args.is_empty()).then(|| args.join(" ")),
+            // Kernel threads and zombies have no command line: their name in brackets, as
+            // `ps` shows them.
+            command: if args.is_empty() {
+                name.map(|name| format!("[{name}]"))
+            } else {
+                Some(args.join(" "))
+            },
             container,
             namespace_pid,
         }
@@ -494,11 +544,11 @@ pub fn process_table() -> Vec<ProcessEntry> {
     dir.filter_map(Result::ok)
         .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
         .filter_map(|pid| {
-            let stat = parse_stat(&std::fs::read(format!("/proc/{pid}/stat")).ok()?)?;
+            let text = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
             Some(ProcessEntry {
                 pid,
-                parent_pid: stat.parent_pid,
-                name: stat.name,
+                parent_pid: parse_stat(&text)?.parent_pid,
+                name: stat_name(&text)?,
             })
         })
         .collect()
@@ -527,6 +577,16 @@ pub fn table_of(snapshot: &crate::model::Snapshot) -> Vec<ProcessEntry> {
 mod tests {
     use super::*;
 
+    /// Each PID's facts as `fill` writes them, in the order asked.
+    fn facts(host: &mut HostCollector, pids: &[u32]) -> Vec<HostFacts> {
+        let mut processes: Vec<GpuProcess> = pids
+            .iter()
+            .map(|&pid| crate::model::testing::process(pid, 0, "unread", 0))
+            .collect();
+        host.fill(&mut processes.iter_mut().collect::<Vec<_>>());
+        processes.into_iter().map(|p| p.host).collect()
+    }
+
     #[test]
     fn an_open_file_is_read_whole_from_its_start_each_time() {
         use std::io::Write;
@@ -552,7 +612,7 @@ mod tests {
         let line = "4242 (evil ) name (x)) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0 \
                     123456 10000000 2048 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0";
         let stat = parse_stat(line.as_bytes()).unwrap();
-        assert_eq!(stat.name, "evil ) name (x)");
+        assert_eq!(stat_name(line.as_bytes()).unwrap(), "evil ) name (x)");
         assert_eq!(stat.parent_pid, 1);
         assert_eq!(stat.cpu_ticks, 300);
         assert_eq!(stat.start_ticks, 123_456);
@@ -560,23 +620,59 @@ mod tests {
         assert_eq!(parse_stat(b"garbage"), None);
         assert_eq!(parse_stat(b"1 (x) S 1 2"), None, "cut short");
         assert_eq!(parse_stat(b"1 x) S 1"), None, "no opening parenthesis");
+        let spaced = line.replace(" 250 50 ", "  250\t50  ");
+        assert_eq!(
+            parse_stat(spaced.as_bytes()).unwrap().cpu_ticks,
+            300,
+            "runs of whitespace"
+        );
+        let signed = line.replace(" 250 50 ", " 250 -50 ");
+        assert_eq!(
+            parse_stat(signed.as_bytes()),
+            None,
+            "a sign where a count belongs"
+        );
+        let huge = line.replace(" 250 50 ", " 250 99999999999999999999 ");
+        assert_eq!(parse_stat(huge.as_bytes()), None, "a count past u64");
+        let empty_name = "7 () S 1 7 7 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 5 0 3 0";
+        assert_eq!(stat_name(empty_name.as_bytes()).unwrap(), "");
+        assert_eq!(parse_stat(empty_name.as_bytes()).unwrap().rss_pages, 3);
     }
 
     #[test]
     fn this_process_is_read_with_its_owner_start_and_command() {
         let mut host = HostCollector::new();
         let me = std::process::id();
-        let facts = host.facts(&[me, me]);
-        let mine = &facts[&me];
+        let read = facts(&mut host, &[me, me]);
+        let mine = &read[0];
+        assert_eq!(
+            read[1], *mine,
+            "one process on two GPUs: read once, the same facts"
+        );
         // SAFETY: getuid has no preconditions.
         assert_eq!(mine.uid.get(), Some(unsafe { libc::getuid() }));
         assert!(mine.command.value().is_some_and(|c| !c.is_empty()));
         assert!(mine.memory_bytes.get().is_some_and(|m| m > 0));
-        let again = host.facts(&[me]);
+        let again = facts(&mut host, &[me]);
         assert_eq!(
-            again[&me].start_time, mine.start_time,
+            again[0].start_time, mine.start_time,
             "the same process, the same start"
         );
+    }
+
+    #[test]
+    fn a_process_without_a_command_line_is_shown_by_its_name_in_brackets() {
+        // A zombie (exited, not yet waited for) has no command line left, as kernel threads.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let stat_path = format!("/proc/{}/stat", child.id());
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        while !std::fs::read_to_string(&stat_path).unwrap().contains(") Z ") {
+            assert!(Instant::now() < deadline, "the child never became a zombie");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let read = facts(&mut HostCollector::new(), &[child.id()]);
+        assert_eq!(read[0].command.value().map(String::as_str), Some("[true]"));
+        child.wait().unwrap();
     }
 
     #[test]
@@ -584,17 +680,12 @@ mod tests {
         let mut host = HostCollector::new();
         let me = std::process::id();
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
-        let facts = host.facts(&[me, child.id()]);
-        assert!(
-            facts[&child.id()]
-                .command
-                .value()
-                .is_some_and(|c| c.starts_with("sleep"))
-        );
+        let read = facts(&mut host, &[me, child.id()]);
+        assert!(read[1].command.value().is_some_and(|c| c.starts_with("sleep")));
         // The child's stat file is opened for keeping at the refresh after its first sight.
-        host.facts(&[me, child.id()]);
+        facts(&mut host, &[me, child.id()]);
         assert!(host.known[&child.id()].stat_file.is_some());
-        host.facts(&[me]);
+        facts(&mut host, &[me]);
         assert_eq!(host.known.keys().copied().collect::<Vec<_>>(), vec![me]);
         child.kill().unwrap();
         child.wait().unwrap();

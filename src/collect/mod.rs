@@ -17,7 +17,7 @@ use std::sync::{Arc, RwLock};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::model::{Device, DriverInfo, GpuProcess, HostFacts, Snapshot};
+use crate::model::{Device, DriverInfo, GpuProcess, Snapshot};
 use demo::DemoSource;
 use host::HostCollector;
 use nvml::NvmlSource;
@@ -57,34 +57,20 @@ impl Source {
 /// Reads the source and the host into one snapshot.
 fn assemble(source: &mut Source, host: &mut HostCollector, window: Duration) -> Snapshot {
     let readout = source.read(window);
-    let unknown: Vec<u32> = readout
-        .processes
-        .iter()
-        .filter(|p| !p.host_known)
-        .map(|p| p.process.pid)
-        .collect();
-    let mut facts = if unknown.is_empty() {
-        Default::default()
-    } else {
-        host.facts(&unknown)
-    };
     let mut processes: Vec<GpuProcess> = Vec::with_capacity(readout.processes.len());
+    let mut host_known: Vec<bool> = Vec::with_capacity(readout.processes.len());
     for readout in readout.processes {
-        let mut process = readout.process;
-        if !readout.host_known {
-            process.host = match facts.remove(&process.pid) {
-                Some(host) => host,
-                // One process may use several GPUs: its later rows get the first's facts.
-                None => processes
-                    .iter()
-                    .find(|earlier| earlier.pid == process.pid)
-                    .map_or_else(
-                        || HostFacts::gone("no such process"),
-                        |earlier| earlier.host.clone(),
-                    ),
-            };
-        }
-        processes.push(process);
+        host_known.push(readout.host_known);
+        processes.push(readout.process);
+    }
+    let mut unknown: Vec<&mut GpuProcess> = processes
+        .iter_mut()
+        .zip(&host_known)
+        .filter(|(_, known)| !**known)
+        .map(|(process, _)| process)
+        .collect();
+    if !unknown.is_empty() {
+        host.fill(&mut unknown);
     }
     crate::app::sort::by_gpu_memory(&mut processes);
     Snapshot {
