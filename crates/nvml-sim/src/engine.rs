@@ -37,6 +37,16 @@ fn hash_str(s: &str) -> u64 {
     })
 }
 
+/// The key of field `field` of the `index`-th process, for [`eval`]. Only a `random`
+/// expression uses it, so only one gets it made: each call answers for every process, and
+/// clients call several times a second.
+fn process_key(expr: &Expr, index: usize, field: &str) -> String {
+    match expr {
+        Expr::Random { .. } => format!("process{index}.{field}"),
+        _ => String::new(),
+    }
+}
+
 /// Evaluates an expression at scenario time `t`. `key` identifies the field for `random`.
 pub fn eval(expr: &Expr, t: f64, seed: u64, gpu: usize, key: &str) -> Result<f64, Code> {
     match expr {
@@ -245,7 +255,12 @@ impl Sim {
                 pid: p.pid,
                 kind: p.kind,
                 used_memory: self
-                    .value(gpu, &p.used_memory, &format!("process{i}.used_memory"), t)
+                    .value(
+                        gpu,
+                        &p.used_memory,
+                        &process_key(&p.used_memory, i, "used_memory"),
+                        t,
+                    )
                     .ok()
                     .map(|v| v.max(0.0) as u64),
                 mig_device: p.mig_device,
@@ -422,8 +437,7 @@ impl Sim {
             .filter(|(_, p)| Self::process_alive(p, tick_t))
             .map(|(i, p)| {
                 let pct = |e: &Expr, name: &str| {
-                    eval(e, tick_t, seed, gpu, &format!("process{i}.{name}"))
-                        .map_or(0, |v| clamp_u32(v, 100.0))
+                    eval(e, tick_t, seed, gpu, &process_key(e, i, name)).map_or(0, |v| clamp_u32(v, 100.0))
                 };
                 ProcessSample {
                     pid: p.pid,

@@ -442,8 +442,35 @@ enum ExprDef {
 }
 
 impl Expr {
+    /// The definition `value` holds. The common shapes (a number, a text, a one-key `sine`
+    /// or `random` table) are read directly; the rest go through serde's untagged matching,
+    /// which tries each shape in turn and formats an error for each miss: with hundreds of
+    /// processes that was a large part of the scenario's parse, which every client of the
+    /// simulator pays inside nvmlInit.
+    fn definition(value: &toml::Value) -> Option<ExprDef> {
+        let direct = match value {
+            toml::Value::Integer(n) => Some(ExprDef::Scalar(Scalar::Number(*n as f64))),
+            toml::Value::Float(x) => Some(ExprDef::Scalar(Scalar::Number(*x))),
+            toml::Value::String(text) => Some(ExprDef::Scalar(Scalar::Text(text.clone()))),
+            toml::Value::Table(table) if table.len() == 1 => {
+                let (kind, inner) = table.iter().next()?;
+                match kind.as_str() {
+                    "sine" => inner.clone().try_into().ok().map(|sine| ExprDef::Sine { sine }),
+                    "random" => inner
+                        .clone()
+                        .try_into()
+                        .ok()
+                        .map(|random| ExprDef::Random { random }),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        direct.or_else(|| value.clone().try_into().ok())
+    }
+
     fn parse(value: &toml::Value, what: &str) -> Result<Self, ScenarioError> {
-        let def: ExprDef = value.clone().try_into().map_err(|_| {
+        let def = Self::definition(value).ok_or_else(|| {
             err(format!(
                 "{what}: expected a number, a size, or {{ keyframes | sine | random | error }}, found {value}"
             ))
@@ -1108,4 +1135,41 @@ fn resolve_process(def: &ProcessDef, what: &str, env: &PidLists<'_>) -> Result<P
         start: def.start,
         end: def.end,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expressions_read_directly_match_serdes_untagged_reading() {
+        let values = [
+            "5",
+            "2.5",
+            "-3",
+            "\"64 MiB\"",
+            "\"unavailable\"",
+            "{ sine = { mean = 40, amplitude = 30, period = 8 } }",
+            "{ sine = { mean = 40, amplitude = 30, period = 8, phase = 1 } }",
+            "{ random = { min = 10, max = 20 } }",
+            "{ random = { min = 10, max = 20, hold = 2 } }",
+            "{ random = { min = 10, max = 20, bogus = 2 } }",
+            "{ random = { min = 10 } }",
+            "{ sine = { mean = 1, amplitude = 1, period = 1 }, extra = 1 }",
+            "{ keyframes = [[0, 1], [5, \"2 GiB\"]], interp = \"step\" }",
+            "{ error = \"GPU_IS_LOST\" }",
+            "true",
+            "[1, 2]",
+        ];
+        for text in values {
+            let value: toml::Value =
+                toml::from_str::<toml::Table>(&format!("v = {text}")).unwrap()["v"].clone();
+            let untagged: Option<ExprDef> = value.clone().try_into().ok();
+            assert_eq!(
+                format!("{:?}", Expr::definition(&value)),
+                format!("{untagged:?}"),
+                "{text}"
+            );
+        }
+    }
 }
