@@ -39,16 +39,28 @@ pub fn human_bytes(bytes: u64) -> String {
     if bytes < 1024 {
         return format!("{bytes}B");
     }
-    let mut value = bytes as f64 / 1024.0;
+    // In whole numbers: the value is bytes / scale, written with one decimal below 100 and
+    // none from 100, rounded half to even as float formatting rounds (which, for one value
+    // per process row, cost more than the rest of the row).
+    let bytes = u128::from(bytes);
+    let mut scale: u128 = 1024;
     let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
+    while bytes >= scale * 1024 && unit < UNITS.len() - 1 {
+        scale *= 1024;
         unit += 1;
     }
-    if value >= 100.0 {
-        format!("{value:.0}{}", UNITS[unit])
+    let tenths = bytes < 100 * scale;
+    let scaled = if tenths { bytes * 10 } else { bytes };
+    let (whole, rest) = (scaled / scale, scaled % scale);
+    let rounded = match (2 * rest).cmp(&scale) {
+        std::cmp::Ordering::Greater => whole + 1,
+        std::cmp::Ordering::Equal => whole + whole % 2,
+        std::cmp::Ordering::Less => whole,
+    };
+    if tenths {
+        format!("{}.{}{}", rounded / 10, rounded % 10, UNITS[unit])
     } else {
-        format!("{value:.1}{}", UNITS[unit])
+        format!("{rounded}{}", UNITS[unit])
     }
 }
 
@@ -158,26 +170,28 @@ pub fn table(rows: &[Vec<String>], right: &[bool]) -> String {
                 .unwrap_or(0)
         })
         .collect();
-    let mut out = String::new();
+    let spaces = |out: &mut String, n: usize| out.extend(std::iter::repeat_n(' ', n));
+    let mut out = String::with_capacity(rows.len() * (widths.iter().sum::<usize>() + 2 * columns + 1));
     for row in rows {
-        let mut line = String::new();
+        let line_start = out.len();
         for (c, cell) in row.iter().enumerate() {
             if c > 0 {
-                line.push_str("  ");
+                out.push_str("  ");
             }
             let pad = widths[c].saturating_sub(cell.chars().count());
             let last = c + 1 == row.len();
             if right.get(c).copied().unwrap_or(false) {
-                line.push_str(&" ".repeat(pad));
-                line.push_str(cell);
+                spaces(&mut out, pad);
+                out.push_str(cell);
             } else {
-                line.push_str(cell);
+                out.push_str(cell);
                 if !last {
-                    line.push_str(&" ".repeat(pad));
+                    spaces(&mut out, pad);
                 }
             }
         }
-        out.push_str(line.trim_end());
+        let line_end = line_start + out[line_start..].trim_end().len();
+        out.truncate(line_end);
         out.push('\n');
     }
     out
@@ -713,6 +727,34 @@ mod tests {
         assert_eq!(human_bytes(0), "0B");
         assert_eq!(human_bytes(1536), "1.5KiB");
         assert_eq!(human_bytes(80 << 30), "80.0GiB");
+        // As float formatting writes the same value (exact below 2^53 bytes), ties included.
+        let float = |bytes: u64| {
+            const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+            let mut value = bytes as f64 / 1024.0;
+            let mut unit = 0;
+            while value >= 1024.0 && unit < UNITS.len() - 1 {
+                value /= 1024.0;
+                unit += 1;
+            }
+            if value >= 100.0 {
+                format!("{value:.0}{}", UNITS[unit])
+            } else {
+                format!("{value:.1}{}", UNITS[unit])
+            }
+        };
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        // Ties: 1.25 and 1.75 KiB, 100.5 and 101.5 KiB, 2.25 GiB.
+        let mut values: Vec<u64> = vec![1024, 1280, 1792, 102_912, 103_936, 9 << 28, 1_048_575, 1 << 52];
+        for shift in 10..53 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            values.extend((0..200).map(|k| (1u64 << shift) + (seed.rotate_left(k) >> (64 - shift))));
+            values.extend((1..40).map(|k| (1u64 << shift) / 8 * k).filter(|&v| v >= 1024));
+        }
+        for bytes in values {
+            assert_eq!(human_bytes(bytes), float(bytes), "{bytes}");
+        }
         assert_eq!(human_bytes(300 << 20), "300MiB");
         assert_eq!(human_duration(3723), "1:02:03");
         assert_eq!(human_duration(90_061), "1d 01:01");
