@@ -66,50 +66,25 @@ fn stat_name(text: &[u8]) -> Option<String> {
 }
 
 /// Parses the numbers gputop needs from the bytes of `/proc/PID/stat` as read (read at
-/// every refresh for every process: no strings, one pass over the bytes).
+/// every refresh for every process: no strings are made).
 fn parse_stat(text: &[u8]) -> Option<Stat> {
     let (_, after_name) = split_stat(text)?;
-    let mut fields = StatFields(after_name);
-    // Field 3 (state) comes first; each skip counts from the field after the last taken.
-    let parent_pid = u32::try_from(fields.number_after(1)?).ok()?; // field 4
-    let user_ticks = fields.number_after(9)?; // field 14
-    let system_ticks = fields.number_after(0)?; // field 15
-    let start_ticks = fields.number_after(6)?; // field 22
-    let rss_pages = fields.number_after(1)?; // field 24
+    let mut fields = after_name
+        .split(u8::is_ascii_whitespace)
+        .filter(|f| !f.is_empty());
+    // Field 3 (state) comes first; each `nth` counts from the field after the last taken.
+    let mut next = |skip: usize| -> Option<u64> { std::str::from_utf8(fields.nth(skip)?).ok()?.parse().ok() };
+    let parent_pid = u32::try_from(next(1)?).ok()?; // field 4
+    let user_ticks = next(9)?; // field 14
+    let system_ticks = next(0)?; // field 15
+    let start_ticks = next(6)?; // field 22
+    let rss_pages = next(1)?; // field 24
     Some(Stat {
         parent_pid,
         cpu_ticks: user_ticks + system_ticks,
         start_ticks,
         rss_pages,
     })
-}
-
-/// The whitespace-separated fields of a stat line not yet taken.
-struct StatFields<'a>(&'a [u8]);
-
-impl StatFields<'_> {
-    /// Passes over `skip` fields and reads the next as an unsigned number.
-    fn number_after(&mut self, skip: usize) -> Option<u64> {
-        for _ in 0..skip {
-            self.next_field()?;
-        }
-        let digits = self.next_field()?;
-        digits.iter().try_fold(0u64, |number, &digit| {
-            let value = char::from(digit).to_digit(10)?;
-            number.checked_mul(10)?.checked_add(u64::from(value))
-        })
-    }
-
-    fn next_field(&mut self) -> Option<&[u8]> {
-        let start = self.0.iter().position(|b| !b.is_ascii_whitespace())?;
-        let field = &self.0[start..];
-        let end = field
-            .iter()
-            .position(u8::is_ascii_whitespace)
-            .unwrap_or(field.len());
-        self.0 = &field[end..];
-        Some(&field[..end])
-    }
 }
 
 /// Seconds since the epoch at which a process started: whole seconds, so the host facts and
