@@ -474,7 +474,6 @@ fn compare_processes(round: &Round, tolerance: f64) -> Vec<ProcessComparison> {
         .gputop
         .processes
         .iter()
-        .map(|r| &r.process)
         .filter(|p| p.kind != ProcessType::Graphics)
         .map(|p| {
             let gpu_uuid = uuid_of(p.gpu_index);

@@ -10,8 +10,8 @@ use nvml_sim::codes::{self, Code};
 use nvml_sim::engine::{Sim, TimeBase, sampling, wall_now_us};
 use nvml_sim::scenario::{ComputeMode, MigSetting, Scenario};
 
+use super::Readout;
 use super::container::container_of;
-use super::{ProcessReadout, Readout};
 use crate::model::{
     Bar1, Clocks, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, Memory, MigDevice, MigId,
     PcieLink, PidMapping, ProcessType, Reading, Window,
@@ -64,6 +64,8 @@ impl DemoSource {
             driver,
             devices,
             processes,
+            // A demo process's owner and command come from the scenario, not this host.
+            host_known: true,
         }
     }
 
@@ -265,7 +267,7 @@ impl DemoSource {
         }
     }
 
-    fn processes(&self, gpu: usize, t: f64) -> Vec<ProcessReadout> {
+    fn processes(&self, gpu: usize, t: f64) -> Vec<GpuProcess> {
         let sim = &self.sim;
         if sim.is_lost(gpu, t) {
             return Vec::new();
@@ -294,48 +296,45 @@ impl DemoSource {
                 // A demo process seems to have run for an hour before the demo began.
                 let running = (t - script.start).max(0.0) as u64 + 3600;
                 let start_epoch = (wall_now_us() / 1_000_000).saturating_sub(running);
-                Some(ProcessReadout {
-                    host_known: true,
-                    process: GpuProcess {
-                        pid: live.pid,
-                        gpu_index: gpu as u32,
-                        gpu_uuid: uuid.clone(),
-                        kind: match live.kind {
-                            nvml_sim::scenario::ProcessType::Graphics => ProcessType::Graphics,
-                            nvml_sim::scenario::ProcessType::ComputeGraphics => ProcessType::ComputeGraphics,
-                            _ => ProcessType::Compute,
-                        },
-                        gpu_memory_bytes: live.used_memory.map_or(Reading::NotSupported, Reading::Value),
-                        sm_percent: pct(sample.map(|s| s.sm)),
-                        memory_bandwidth_percent: pct(sample.map(|s| s.mem)),
-                        encoder_percent: pct(sample.map(|s| s.enc)),
-                        decoder_percent: pct(sample.map(|s| s.dec)),
-                        mig: live.instance_ids.map(|(gpu_instance, compute_instance)| MigId {
-                            gpu_instance,
-                            compute_instance,
-                        }),
-                        host: HostFacts {
-                            user: Reading::Value(script.user.clone().unwrap_or_else(|| "demo".into())),
-                            // Invented owners: uid 0 for root, 1000 and up for the others.
-                            uid: Reading::Value(demo_uid(script.user.as_deref())),
-                            parent_pid: Reading::Value(1),
-                            command: Reading::Value(
-                                script
-                                    .command
-                                    .clone()
-                                    .or_else(|| script.name.clone())
-                                    .unwrap_or_default(),
-                            ),
-                            cpu_percent: Reading::Value(host_value(&script.cpu, "cpu").max(0.0)),
-                            memory_bytes: Reading::Value(
-                                host_value(&script.host_memory, "host_memory").max(0.0) as u64,
-                            ),
-                            start_time: Reading::Value(start_epoch),
-                            running_seconds: Reading::Value(running),
-                            container: script.cgroup.as_deref().and_then(container_of),
-                            namespace_pid: None,
-                            mapping: PidMapping::Same,
-                        },
+                Some(GpuProcess {
+                    pid: live.pid,
+                    gpu_index: gpu as u32,
+                    gpu_uuid: uuid.clone(),
+                    kind: match live.kind {
+                        nvml_sim::scenario::ProcessType::Graphics => ProcessType::Graphics,
+                        nvml_sim::scenario::ProcessType::ComputeGraphics => ProcessType::ComputeGraphics,
+                        _ => ProcessType::Compute,
+                    },
+                    gpu_memory_bytes: live.used_memory.map_or(Reading::NotSupported, Reading::Value),
+                    sm_percent: pct(sample.map(|s| s.sm)),
+                    memory_bandwidth_percent: pct(sample.map(|s| s.mem)),
+                    encoder_percent: pct(sample.map(|s| s.enc)),
+                    decoder_percent: pct(sample.map(|s| s.dec)),
+                    mig: live.instance_ids.map(|(gpu_instance, compute_instance)| MigId {
+                        gpu_instance,
+                        compute_instance,
+                    }),
+                    host: HostFacts {
+                        user: Reading::Value(script.user.clone().unwrap_or_else(|| "demo".into())),
+                        // Invented owners: uid 0 for root, 1000 and up for the others.
+                        uid: Reading::Value(demo_uid(script.user.as_deref())),
+                        parent_pid: Reading::Value(1),
+                        command: Reading::Value(
+                            script
+                                .command
+                                .clone()
+                                .or_else(|| script.name.clone())
+                                .unwrap_or_default(),
+                        ),
+                        cpu_percent: Reading::Value(host_value(&script.cpu, "cpu").max(0.0)),
+                        memory_bytes: Reading::Value(
+                            host_value(&script.host_memory, "host_memory").max(0.0) as u64
+                        ),
+                        start_time: Reading::Value(start_epoch),
+                        running_seconds: Reading::Value(running),
+                        container: script.cgroup.as_deref().and_then(container_of),
+                        namespace_pid: None,
+                        mapping: PidMapping::Same,
                     },
                 })
             })

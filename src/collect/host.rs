@@ -179,7 +179,7 @@ impl HostCollector {
     /// Fills in the host facts of each process, in place. A PID the host does not know
     /// (exited between the NVML call and now, or in another PID namespace) gets readings
     /// that say so; a process on several GPUs is read once.
-    pub fn fill(&mut self, processes: &mut [&mut GpuProcess]) {
+    pub fn fill(&mut self, processes: &mut [GpuProcess]) {
         let clock = Clock {
             now: Instant::now(),
             epoch_seconds: SystemTime::now()
@@ -558,7 +558,7 @@ mod tests {
             .iter()
             .map(|&pid| crate::model::testing::process(pid, 0, "unread", 0))
             .collect();
-        host.fill(&mut processes.iter_mut().collect::<Vec<_>>());
+        host.fill(&mut processes);
         processes.into_iter().map(|p| p.host).collect()
     }
 

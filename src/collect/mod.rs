@@ -27,14 +27,9 @@ use nvml::NvmlSource;
 pub struct Readout {
     pub driver: DriverInfo,
     pub devices: Vec<Device>,
-    pub processes: Vec<ProcessReadout>,
-}
-
-/// A process as the GPU source sees it. Unless `host_known`, its host facts are read from
-/// /proc when the snapshot is assembled.
-#[derive(Debug, Clone)]
-pub struct ProcessReadout {
-    pub process: GpuProcess,
+    pub processes: Vec<GpuProcess>,
+    /// Whether the source gave its processes' host facts itself (the demo); else they are
+    /// read from /proc when the snapshot is assembled.
     pub host_known: bool,
 }
 
@@ -57,20 +52,9 @@ impl Source {
 /// Reads the source and the host into one snapshot.
 fn assemble(source: &mut Source, host: &mut HostCollector, window: Duration) -> Snapshot {
     let readout = source.read(window);
-    let mut processes: Vec<GpuProcess> = Vec::with_capacity(readout.processes.len());
-    let mut host_known: Vec<bool> = Vec::with_capacity(readout.processes.len());
-    for readout in readout.processes {
-        host_known.push(readout.host_known);
-        processes.push(readout.process);
-    }
-    let mut unknown: Vec<&mut GpuProcess> = processes
-        .iter_mut()
-        .zip(&host_known)
-        .filter(|(_, known)| !**known)
-        .map(|(process, _)| process)
-        .collect();
-    if !unknown.is_empty() {
-        host.fill(&mut unknown);
+    let mut processes = readout.processes;
+    if !readout.host_known {
+        host.fill(&mut processes);
     }
     crate::app::sort::by_gpu_memory(&mut processes);
     Snapshot {

@@ -26,7 +26,7 @@ use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::{Device as NvmlDevice, cuda_driver_version_major, cuda_driver_version_minor};
 use nvml_wrapper_sys::bindings::nvmlDevice_t;
 
-use super::{ProcessReadout, Readout};
+use super::Readout;
 use crate::model::{
     Bar1, Clocks, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, Memory, MigDevice, MigId,
     PcieLink, ProcessType, Reading, Window,
@@ -453,6 +453,7 @@ impl NvmlSource {
             driver,
             devices,
             processes,
+            host_known: false,
         }
     }
 }
@@ -697,7 +698,7 @@ fn read_processes(
     uuid: &Reading<String>,
     marks: &mut Watermarks,
     window: Duration,
-) -> Vec<ProcessReadout> {
+) -> Vec<GpuProcess> {
     let [compute_capacity, graphics_capacity, mps_capacity] = &mut marks.list_capacity;
     let compute = process_list(device, raw::ProcessList::Compute, compute_capacity);
     let graphics = process_list(device, raw::ProcessList::Graphics, graphics_capacity);
@@ -706,7 +707,7 @@ fn read_processes(
         .iter()
         .map(|list| list.as_ref().map_or(0, Vec::len))
         .sum();
-    let mut merged: Vec<ProcessReadout> = Vec::with_capacity(listed);
+    let mut merged: Vec<GpuProcess> = Vec::with_capacity(listed);
     let lists = [
         (compute, ProcessType::Compute),
         (mps, ProcessType::Compute),
@@ -718,37 +719,30 @@ fn read_processes(
                 UsedGpuMemory::Used(bytes) => Reading::Value(bytes),
                 UsedGpuMemory::Unavailable => Reading::NotSupported,
             };
-            match merged
-                .iter_mut()
-                .map(|r| &mut r.process)
-                .find(|p| p.pid == info.pid)
-            {
+            match merged.iter_mut().find(|p| p.pid == info.pid) {
                 Some(existing) => {
                     existing.kind = existing.kind.merge(kind);
                     if let (Some(a), Some(b)) = (existing.gpu_memory_bytes.get(), memory.get()) {
                         existing.gpu_memory_bytes = Reading::Value(a.max(b));
                     }
                 }
-                None => merged.push(ProcessReadout {
-                    process: GpuProcess {
-                        pid: info.pid,
-                        gpu_index: index,
-                        gpu_uuid: uuid.clone(),
-                        kind,
-                        gpu_memory_bytes: memory,
-                        sm_percent: Reading::Value(0),
-                        memory_bandwidth_percent: Reading::Value(0),
-                        encoder_percent: Reading::Value(0),
-                        decoder_percent: Reading::Value(0),
-                        mig: info.gpu_instance_id.zip(info.compute_instance_id).map(
-                            |(gpu_instance, compute_instance)| MigId {
-                                gpu_instance,
-                                compute_instance,
-                            },
-                        ),
-                        host: HostFacts::unread(),
-                    },
-                    host_known: false,
+                None => merged.push(GpuProcess {
+                    pid: info.pid,
+                    gpu_index: index,
+                    gpu_uuid: uuid.clone(),
+                    kind,
+                    gpu_memory_bytes: memory,
+                    sm_percent: Reading::Value(0),
+                    memory_bandwidth_percent: Reading::Value(0),
+                    encoder_percent: Reading::Value(0),
+                    decoder_percent: Reading::Value(0),
+                    mig: info.gpu_instance_id.zip(info.compute_instance_id).map(
+                        |(gpu_instance, compute_instance)| MigId {
+                            gpu_instance,
+                            compute_instance,
+                        },
+                    ),
+                    host: HostFacts::unread(),
                 }),
             }
         }
@@ -768,7 +762,7 @@ fn read_processes(
                 .map(|s| s.timestamp)
                 .max()
                 .unwrap_or(marks.processes);
-            for process in merged.iter_mut().map(|r| &mut r.process) {
+            for process in &mut merged {
                 let mine: Vec<_> = samples.iter().filter(|s| s.pid == process.pid).collect();
                 if mine.is_empty() {
                     continue;
@@ -788,7 +782,7 @@ fn read_processes(
         Err(NvmlError::NotFound) => {}
         Err(error) => {
             let failed: Reading<u32> = reading(Err(error));
-            for process in merged.iter_mut().map(|r| &mut r.process) {
+            for process in &mut merged {
                 process.sm_percent = failed.clone();
                 process.memory_bandwidth_percent = failed.clone();
                 process.encoder_percent = failed.clone();
