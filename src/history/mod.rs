@@ -96,7 +96,9 @@ pub struct Series {
     /// 0 for a series with aggregate tiers only.
     raw_capacity: usize,
     last: Option<Point>,
-    tiers: Vec<Tier>,
+    /// Fixed at creation: a slice, without a Vec's spare capacity (a process holds three
+    /// series of one tier each, and a machine may run hundreds of processes).
+    tiers: Box<[Tier]>,
     retention: f64,
 }
 
@@ -128,7 +130,7 @@ impl Series {
             raw: VecDeque::new(),
             raw_capacity,
             last: None,
-            tiers,
+            tiers: tiers.into_boxed_slice(),
             retention,
         }
     }
@@ -158,6 +160,9 @@ impl Series {
         if self.raw_capacity > 0 {
             if self.raw.len() == self.raw_capacity {
                 self.raw.pop_front();
+            } else if self.raw.len() == self.raw.capacity() {
+                self.raw
+                    .reserve_exact(grown_capacity(self.raw.len(), self.raw_capacity) - self.raw.len());
             }
             self.raw.push_back(point);
         }
@@ -186,9 +191,7 @@ impl Series {
                     if tier.buckets.len() == tier.capacity {
                         tier.buckets.pop_front();
                     } else if tier.buckets.len() == tier.buckets.capacity() {
-                        // Grow by doubling, but never past the tier's size (which doubling
-                        // would overshoot by up to twice: many processes each hold a series).
-                        let grown = (tier.buckets.len() * 2).clamp(4, tier.capacity);
+                        let grown = grown_capacity(tier.buckets.len(), tier.capacity);
                         tier.buckets.reserve_exact(grown - tier.buckets.len());
                     }
                     if tier.buckets.is_empty() {
@@ -313,6 +316,12 @@ impl Series {
                 .map(|t| t.buckets.capacity() * size_of::<Bucket>() + size_of::<Tier>())
                 .sum::<usize>()
     }
+}
+
+/// The capacity a full buffer of `len` grows to: double, but never past `limit`, the most it
+/// will hold (doubling would overshoot it by up to twice, in every one of many series).
+fn grown_capacity(len: usize, limit: usize) -> usize {
+    (len * 2).max(4).min(limit).max(len + 1)
 }
 
 fn bucket_mean(bucket: &Bucket) -> Option<f64> {
@@ -693,6 +702,36 @@ mod tests {
             points.len()
         );
         assert!(points.first().unwrap().0 < 700.0);
+    }
+
+    #[test]
+    fn a_tier_of_fewer_than_four_buckets_fills_and_rolls() {
+        // history.retention_time = 60 with sample_interval = 30: one tier of two buckets.
+        let mut series = Series::new(1.0, Some(30.0), 60.0);
+        for second in 1..=300u32 {
+            series.push(f64::from(second), Some(f64::from(second)));
+        }
+        assert_eq!(series.tiers[0].buckets.len(), 2);
+        assert!(series.tiers[0].buckets.capacity() < 4);
+        let both = tier_window(&series.tiers[0], 270.0, 330.0).unwrap();
+        assert_eq!((both.min, both.max), (270.0, 300.0));
+    }
+
+    #[test]
+    fn buffers_grow_to_what_they_hold_and_no_further() {
+        // Raw readings: 901 over 15 minutes at 1 s, where doubling would reserve 1024.
+        let mut series = Series::new(1.0, None, 86_400.0);
+        for second in 1..=2000u32 {
+            series.push(f64::from(second), Some(1.0));
+        }
+        assert_eq!(series.raw.capacity(), series.raw_capacity);
+        // A process series: one tier of 90 buckets, where doubling would reserve 128.
+        let mut series = Series::coarse(1.0, PROCESS_BUCKET, RAW_SPAN);
+        for second in 1..=2000u32 {
+            series.push(f64::from(second), Some(1.0));
+        }
+        assert_eq!(series.tiers.len(), 1);
+        assert_eq!(series.tiers[0].buckets.capacity(), 90);
     }
 
     #[test]
