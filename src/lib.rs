@@ -14,6 +14,7 @@ pub mod cli;
 pub mod collect;
 pub mod config;
 pub mod export;
+pub mod heap;
 pub mod history;
 pub mod interactive;
 pub mod model;

@@ -121,6 +121,7 @@ impl Collector {
             .name("gputop-collect".into())
             .spawn(move || {
                 let mut host = HostCollector::new();
+                let mut heap = crate::heap::Releaser::default();
                 loop {
                     let started = Instant::now();
                     let snapshot = Arc::new(assemble(&mut source, &mut host, interval));
@@ -128,6 +129,7 @@ impl Collector {
                     if !publish(snapshot) {
                         return;
                     }
+                    heap.tick();
                     let rest = interval.saturating_sub(started.elapsed());
                     match stopped.recv_timeout(rest) {
                         Err(RecvTimeoutError::Timeout) => {}

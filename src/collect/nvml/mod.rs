@@ -365,6 +365,9 @@ impl NvmlSource {
                 )
             }),
         };
+        // Initialising frees most of what it allocated (a driver's tables, the simulator's
+        // scenario): hand those pages back rather than keep them resident for the run.
+        crate::heap::release_free_pages();
         Ok(Self {
             nvml: Arc::new(nvml),
             driver,
