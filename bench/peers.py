@@ -41,6 +41,8 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv-bench"
 GPUTOP = ROOT / "target/release/gputop"
 SIM = ROOT / "target/release/libnvml_sim.so"
+# nvtop 3.2, built from source by peers.sh: Debian 12's nvtop (3.0.1) has no one-shot mode.
+NVTOP_ONCE = ROOT / "target/bench-nvtop/nvtop"
 TICK = os.sysconf("SC_CLK_TCK")
 COLS, ROWS = 200, 50
 
@@ -93,6 +95,8 @@ def one_shots(simdir):
     out = {"gputop": [str(GPUTOP), "--once", "--nvml-lib", lib]}
     if (VENV / "bin/nvitop").exists():
         out["nvitop"] = [str(VENV / "bin/nvitop"), "-1"]
+    if NVTOP_ONCE.exists():
+        out["nvtop"] = [str(NVTOP_ONCE), "-s"]
     if (VENV / "bin/gpustat").exists():
         out["gpustat"] = [str(VENV / "bin/gpustat")]
     return out
@@ -360,8 +364,8 @@ def main():
             latency, first = keypress_latency(command, env, name, 3 if args.smoke else 10)
             results[latency_label][name]["latency_ms"] = latency * 1000 if latency else None
             del first
-        if shutil.which("nvtop"):
-            # nvtop 3.0.1 has no one-shot mode: the time from start to its first screen instead.
+        if shutil.which("nvtop") and not NVTOP_ONCE.exists():
+            # No nvtop with a one-shot mode: the time from start to its first screen instead.
             for label, path in scenarios.items():
                 firsts = []
                 for _ in range(1 if args.smoke else 3):
@@ -387,6 +391,8 @@ def main():
         if (VENV / "bin/nvitop").exists() else "missing",
         "nvtop": subprocess.run(["nvtop", "--version"], capture_output=True, text=True).stdout.strip()
         if shutil.which("nvtop") else "missing",
+        "nvtop -s": subprocess.run([str(NVTOP_ONCE), "--version"], capture_output=True, text=True).stdout.strip()
+        + " (-s)" if NVTOP_ONCE.exists() else "missing",
         "gpustat": subprocess.run([str(VENV / "bin/gpustat"), "--version"], capture_output=True, text=True).stdout.strip()
         if (VENV / "bin/gpustat").exists() else "missing",
     }
@@ -404,11 +410,15 @@ def main():
             mine = name == "gputop"
             once = f.get("once_ms")
             once_text = fmt(once, " ms", 1) + ("" if mine else ratio(g.get("once_ms"), once))
-            if name == "nvtop":
+            if name == "nvtop" and once is not None:
+                once_text = f"{versions['nvtop -s'].split()[-2]} -s: " + once_text
+            elif name == "nvtop":
                 once_text = f"no -s in 3.0.1; first screen {fmt(f.get('first_screen_ms'), ' ms', 0)}" + ratio(
                     g.get("once_ms"), f.get("first_screen_ms"))
             once_rss_text = fmt(f.get("once_rss"), " MiB", 1) + ("" if mine else ratio(g.get("once_rss"), f.get("once_rss")))
-            if name == "nvtop":
+            if name == "nvtop" and f.get("once_rss") is not None:
+                once_rss_text = f"{versions['nvtop -s'].split()[-2]} -s: {once_rss_text}; 3.0.1's run peak {fmt(f.get('peak_rss'), ' MiB', 1)}"
+            elif name == "nvtop":
                 # No one-shot: its peak over the whole 1 s run stands in.
                 once_rss_text = f"none; peak of its run {fmt(f.get('peak_rss'), ' MiB', 1)}" + ratio(
                     g.get("once_rss"), f.get("peak_rss"))
