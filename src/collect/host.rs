@@ -313,9 +313,8 @@ impl HostCollector {
             entry.stat_file = stat_file;
             return (self.facts_now(entry, &stat, cpu, start_time, running), true);
         }
-        let first = prefetched.unwrap_or_else(|| {
-            FirstSight::read(pid, &self.namespaces, &mut self.buffer, &mut HashMap::new())
-        });
+        let first =
+            prefetched.unwrap_or_else(|| FirstSight::read(pid, &self.namespaces, &mut Batch::default()));
         if let (true, PidMapping::Unmapped { reason }) = (in_container, &first.mapping) {
             // The local process with this number is not the GPU's: show nothing of it.
             return (HostFacts::unmapped(reason), false);
@@ -394,16 +393,32 @@ struct FirstSight {
     namespace_pid: Option<u32>,
 }
 
+/// What one reader of a batch of first sights keeps from one process to the next.
+#[derive(Debug, Default)]
+struct Batch {
+    buffer: Vec<u8>,
+    /// Whether each container's processes share gputop's PID namespace: a container's
+    /// processes share one namespace, so one link read answers for all of them.
+    shared: HashMap<String, bool>,
+    /// The container of each `/proc/PID/cgroup` content met: the processes of a job, a
+    /// container or a session have the same one, and reading it is most of a first sight.
+    containers: HashMap<Vec<u8>, Option<Container>>,
+}
+
+impl Batch {
+    fn container(&mut self) -> Option<Container> {
+        if let Some(known) = self.containers.get(self.buffer.as_slice()) {
+            return known.clone();
+        }
+        let container = container::container_of(&String::from_utf8_lossy(&self.buffer));
+        self.containers.insert(self.buffer.clone(), container.clone());
+        container
+    }
+}
+
 impl FirstSight {
-    /// `shared` remembers, within one batch, whether each container's processes share
-    /// gputop's PID namespace: a container's processes share one namespace, so one link read
-    /// answers for all of them.
-    fn read(
-        pid: u32,
-        namespaces: &Namespaces,
-        buffer: &mut Vec<u8>,
-        shared: &mut HashMap<String, bool>,
-    ) -> Self {
+    fn read(pid: u32, namespaces: &Namespaces, batch: &mut Batch) -> Self {
+        let buffer = &mut batch.buffer;
         let (stat, name) = match read_small(&format!("/proc/{pid}/stat"), buffer) {
             Ok(()) => (parse_stat(buffer), stat_name(buffer)),
             Err(_) => (None, None),
@@ -429,12 +444,14 @@ impl FirstSight {
         let uid = std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid());
         let container = read_small(&format!("/proc/{pid}/cgroup"), buffer)
             .ok()
-            .and_then(|()| container::container_of(&String::from_utf8_lossy(buffer)));
+            .and_then(|()| batch.container());
+        let buffer = &mut batch.buffer;
         // In a PID namespace of its own the process has its own number too (NSpid's last).
         let namespace_pid = container
             .as_ref()
             .filter(|c| {
-                !*shared
+                !*batch
+                    .shared
                     .entry(c.id.clone())
                     .or_insert_with(|| namespaces.shares_mine(pid))
             })
@@ -483,11 +500,10 @@ fn first_sights(pids: impl Iterator<Item = u32>, namespaces: &Namespaces) -> Has
             .min(FIRST_SIGHT_THREADS)
     };
     if threads < 2 {
-        let mut buffer = Vec::with_capacity(1024);
-        let mut shared = HashMap::new();
+        let mut batch = Batch::default();
         return pids
             .into_iter()
-            .map(|pid| (pid, FirstSight::read(pid, namespaces, &mut buffer, &mut shared)))
+            .map(|pid| (pid, FirstSight::read(pid, namespaces, &mut batch)))
             .collect();
     }
     let chunk = pids.len().div_ceil(threads);
@@ -496,10 +512,9 @@ fn first_sights(pids: impl Iterator<Item = u32>, namespaces: &Namespaces) -> Has
             .chunks(chunk)
             .map(|part| {
                 scope.spawn(move || {
-                    let mut buffer = Vec::with_capacity(1024);
-                    let mut shared = HashMap::new();
+                    let mut batch = Batch::default();
                     part.iter()
-                        .map(|&pid| (pid, FirstSight::read(pid, namespaces, &mut buffer, &mut shared)))
+                        .map(|&pid| (pid, FirstSight::read(pid, namespaces, &mut batch)))
                         .collect::<Vec<_>>()
                 })
             })
@@ -597,6 +612,23 @@ pub fn table_of(snapshot: &crate::model::Snapshot) -> Vec<ProcessEntry> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batch_reads_each_cgroup_content_once_and_keeps_containers_apart() {
+        let docker = "0::/system.slice/docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope\n";
+        let slurm = "0::/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0\n";
+        let mut batch = Batch::default();
+        let mut container_of = |text: &str| {
+            batch.buffer = text.as_bytes().to_vec();
+            batch.container().map(|c| c.label())
+        };
+        assert_eq!(container_of(docker).as_deref(), Some("docker:0123456789ab"));
+        assert_eq!(container_of(slurm).as_deref(), Some("slurm:4242"));
+        assert_eq!(container_of(docker).as_deref(), Some("docker:0123456789ab"));
+        assert_eq!(container_of("0::/\n"), None);
+        assert_eq!(container_of("0::/\n"), None);
+        assert_eq!(batch.containers.len(), 3, "one parse per distinct content");
+    }
 
     #[test]
     fn users_are_named_by_the_user_database_and_unknown_ones_by_number() {
