@@ -344,7 +344,7 @@ impl Container {
             (Runtime::Kubernetes, Some(pod)) => {
                 format!("pod:{}/{}", pod.chars().take(8).collect::<String>(), self.id)
             }
-            (runtime, _) => format!("{}:{}", runtime.label(), self.id),
+            (runtime, _) => [runtime.label(), ":", &self.id].concat(),
         }
     }
 

@@ -21,6 +21,16 @@ const NA: &str = "N/A";
 /// Escapes control characters (terminal escape sequences among them) and bidirectional
 /// overrides so they show as text and can neither drive the terminal nor reorder the line.
 pub fn sanitize(text: &str) -> String {
+    // Printable ASCII needs no escape: most names and command lines are, and are copied whole
+    // instead of a character at a time (a report writes several per process).
+    if text.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+        return text.to_owned();
+    }
+    escape_each(text)
+}
+
+/// `sanitize`, a character at a time.
+fn escape_each(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         let bidi = matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}');
@@ -716,6 +726,12 @@ mod tests {
     #[test]
     fn escape_sequences_are_shown_not_executed() {
         assert_eq!(sanitize("evil\x1b[2J\x07name\n"), "evil\\u{1b}[2J\\u{7}name\\n");
+        // The printable-ASCII shortcut agrees with the escaping, on every ASCII character.
+        for byte in 0..=127u8 {
+            let text = format!("a{}b", byte as char);
+            assert_eq!(sanitize(&text), escape_each(&text), "byte {byte}");
+        }
+        assert_eq!(sanitize("del\x7f"), "del\\u{7f}");
         assert_eq!(
             sanitize("python3 train.py --lr=3e-4 ü"),
             "python3 train.py --lr=3e-4 ü"
