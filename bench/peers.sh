@@ -39,6 +39,7 @@ if [ ! -x target/bench-nvtop/nvtop ]; then
     fi
     # Debian 13's source index in a private apt state: the machine's own sources stay as they are.
     apt_state=$(mktemp -d)
+    chmod 0755 "$apt_state"  # apt fetches as its own user, _apt
     mkdir -p "$apt_state/lists/partial" "$apt_state/src"
     echo "deb-src http://deb.debian.org/debian trixie main" > "$apt_state/sources.list"
     apt_private=(-o Dir::Etc::sourcelist="$apt_state/sources.list" -o Dir::Etc::sourceparts=-
