@@ -406,6 +406,7 @@ struct Batch {
 }
 
 impl Batch {
+    /// The container of the `/proc/PID/cgroup` content in the buffer.
     fn container(&mut self) -> Option<Container> {
         if let Some(known) = self.containers.get(self.buffer.as_slice()) {
             return known.clone();
@@ -418,9 +419,8 @@ impl Batch {
 
 impl FirstSight {
     fn read(pid: u32, namespaces: &Namespaces, batch: &mut Batch) -> Self {
-        let buffer = &mut batch.buffer;
-        let (stat, name) = match read_small(&format!("/proc/{pid}/stat"), buffer) {
-            Ok(()) => (parse_stat(buffer), stat_name(buffer)),
+        let (stat, name) = match read_small(&format!("/proc/{pid}/stat"), &mut batch.buffer) {
+            Ok(()) => (parse_stat(&batch.buffer), stat_name(&batch.buffer)),
             Err(_) => (None, None),
         };
         let mut status = None;
@@ -437,15 +437,14 @@ impl FirstSight {
         // merely shares the number is never read in its place.
         let mapping = match namespaces.view {
             PidNamespace::Host => PidMapping::Same,
-            _ => namespaces.map(pid, read_status(buffer).as_deref(), || {
+            _ => namespaces.map(pid, read_status(&mut batch.buffer).as_deref(), || {
                 container::holds_nvidia_device(pid)
             }),
         };
         let uid = std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid());
-        let container = read_small(&format!("/proc/{pid}/cgroup"), buffer)
+        let container = read_small(&format!("/proc/{pid}/cgroup"), &mut batch.buffer)
             .ok()
             .and_then(|()| batch.container());
-        let buffer = &mut batch.buffer;
         // In a PID namespace of its own the process has its own number too (NSpid's last).
         let namespace_pid = container
             .as_ref()
@@ -455,11 +454,12 @@ impl FirstSight {
                     .entry(c.id.clone())
                     .or_insert_with(|| namespaces.shares_mine(pid))
             })
-            .and_then(|_| read_status(buffer))
+            .and_then(|_| read_status(&mut batch.buffer))
             .and_then(|status| container::nspid(&status).last().copied())
             .filter(|&inner| inner != pid);
-        let _ = read_small(&format!("/proc/{pid}/cmdline"), buffer);
-        let args: Vec<String> = buffer
+        let _ = read_small(&format!("/proc/{pid}/cmdline"), &mut batch.buffer);
+        let args: Vec<String> = batch
+            .buffer
             .split(|b| *b == 0)
             .filter(|a| !a.is_empty())
             .map(|a| String::from_utf8_lossy(a).into_owned())
