@@ -4,12 +4,12 @@
 Every tool reads the same simulated libnvidia-ml.so.1 (crates/nvml-sim) serving the same
 scenario, with the same real sleeping processes. Measured per tool and scenario:
 
-- one-shot: wall time and peak RSS of `gputop --once`, `nvitop -1`, `gpustat` (nvtop 3.0.1,
-  Debian 12's, has no one-shot mode: its time to the first full screen in a terminal is
-  shown instead), median of several runs;
+- one-shot: wall time and peak RSS of `gputop --once`, `nvitop -1`, `nvtop -s` (nvtop 3.2,
+  built by peers.sh: Debian 12's 3.0.1 has no one-shot mode; without 3.2, 3.0.1's time to its
+  first screen is shown instead), `gpustat`, median of several runs;
 - interactive, in a 200x50 pseudo-terminal: CPU seconds per minute at a 1 s and a 0.25 s
-  interval (nvtop counts in tenths of a second: 0.2 s), RSS at the end of the 1 s run (and
-  its peak, which stands in for nvtop's missing one-shot peak),
+  interval (nvtop counts in tenths of a second: 0.2 s), RSS at the end of the 1 s run and its
+  peak (shown beside nvtop's one-shot peak),
   bytes written to the terminal per minute;
 - NVML calls per second (the simulator's call trace, 1 s interval);
 - keypress-to-screen latency of a sort key (median of 10).
@@ -117,6 +117,11 @@ def env_for(simdir, scenario_path, pids, trace=None):
     if trace:
         env["GPUTOP_SIM_TRACE"] = str(trace)
     return env
+
+
+def version_number(text):
+    """`3.2.0` of `nvtop version 3.2.0 (-s)`; the text itself when it has no number."""
+    return next((word for word in reversed(text.split()) if word[:1].isdigit()), text)
 
 
 def run_once(command, env):
@@ -392,7 +397,7 @@ def main():
         "nvtop": subprocess.run(["nvtop", "--version"], capture_output=True, text=True).stdout.strip()
         if shutil.which("nvtop") else "missing",
         "nvtop -s": subprocess.run([str(NVTOP_ONCE), "--version"], capture_output=True, text=True).stdout.strip()
-        + " (-s)" if NVTOP_ONCE.exists() else "missing",
+        + " (-s)" if NVTOP_ONCE.exists() else "nvtop -s: missing",
         "gpustat": subprocess.run([str(VENV / "bin/gpustat"), "--version"], capture_output=True, text=True).stdout.strip()
         if (VENV / "bin/gpustat").exists() else "missing",
     }
@@ -410,14 +415,16 @@ def main():
             mine = name == "gputop"
             once = f.get("once_ms")
             once_text = fmt(once, " ms", 1) + ("" if mine else ratio(g.get("once_ms"), once))
+            # The versions of the nvtop run interactively and of the one measured with -s.
+            live_nvtop, once_nvtop = version_number(versions["nvtop"]), version_number(versions["nvtop -s"])
             if name == "nvtop" and once is not None:
-                once_text = f"{versions['nvtop -s'].split()[-2]} -s: " + once_text
+                once_text = f"{once_nvtop} -s: " + once_text
             elif name == "nvtop":
-                once_text = f"no -s in 3.0.1; first screen {fmt(f.get('first_screen_ms'), ' ms', 0)}" + ratio(
+                once_text = f"no -s in {live_nvtop}; first screen {fmt(f.get('first_screen_ms'), ' ms', 0)}" + ratio(
                     g.get("once_ms"), f.get("first_screen_ms"))
             once_rss_text = fmt(f.get("once_rss"), " MiB", 1) + ("" if mine else ratio(g.get("once_rss"), f.get("once_rss")))
             if name == "nvtop" and f.get("once_rss") is not None:
-                once_rss_text = f"{versions['nvtop -s'].split()[-2]} -s: {once_rss_text}; 3.0.1's run peak {fmt(f.get('peak_rss'), ' MiB', 1)}"
+                once_rss_text = f"{once_nvtop} -s: {once_rss_text}; {live_nvtop}'s run peak {fmt(f.get('peak_rss'), ' MiB', 1)}"
             elif name == "nvtop":
                 # No one-shot: its peak over the whole 1 s run stands in.
                 once_rss_text = f"none; peak of its run {fmt(f.get('peak_rss'), ' MiB', 1)}" + ratio(
