@@ -7,7 +7,9 @@ use std::sync::mpsc::{self, Sender};
 use std::thread;
 use std::time::Duration;
 
-use ratatui::crossterm::event::{self, Event as TermEvent, KeyEventKind, MouseButton, MouseEventKind};
+use ratatui_crossterm::crossterm::event::{
+    self, Event as TermEvent, KeyEventKind, MouseButton, MouseEventKind,
+};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 

@@ -4,16 +4,17 @@
 use std::io::{self, Write};
 use std::sync::Once;
 
-use ratatui::backend::{Backend, CrosstermBackend};
+use ratatui::backend::Backend;
 use ratatui::buffer::{Buffer, Cell, CellDiffOption, CellWidth};
-use ratatui::crossterm::event::{DisableMouseCapture, EnableMouseCapture};
-use ratatui::crossterm::terminal::{
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier};
+use ratatui_crossterm::CrosstermBackend;
+use ratatui_crossterm::crossterm::event::{DisableMouseCapture, EnableMouseCapture};
+use ratatui_crossterm::crossterm::terminal::{
     BeginSynchronizedUpdate, Clear, ClearType, EndSynchronizedUpdate, EnterAlternateScreen,
     LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
 };
-use ratatui::crossterm::{cursor, execute, queue};
-use ratatui::layout::Rect;
-use ratatui::style::{Color, Modifier};
+use ratatui_crossterm::crossterm::{cursor, execute, queue};
 
 /// Leaves raw mode and the alternate screen; safe to call more than once.
 pub fn restore() {
@@ -309,7 +310,6 @@ fn same(a: &Cell, b: &Cell) -> bool {
         && a.fg == b.fg
         && a.bg == b.bg
         && a.modifier == b.modifier
-        && a.underline_color == b.underline_color
         && a.diff_option == b.diff_option
         && a.skip == b.skip
 }

@@ -1,7 +1,7 @@
 //! Key bindings: one table per screen, used both to decode keys and to draw the help screen,
 //! so the help can never drift from what the keys do.
 
-use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui_crossterm::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::app::sort::SortKey;
 use crate::app::state::{Action, App, LayoutMode, Screen, Signal};
