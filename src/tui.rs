@@ -375,6 +375,14 @@ mod tests {
         buffer
     }
 
+    /// Both frames are compared cell by cell every refresh. A dependency that turns ratatui's
+    /// underline colour back on (ratatui-crossterm's defaults do) grows a cell by 8 bytes, and
+    /// `same` would not see that colour change.
+    #[test]
+    fn a_cell_is_forty_bytes() {
+        assert_eq!(std::mem::size_of::<Cell>(), 40);
+    }
+
     #[test]
     fn changes_are_the_cells_ratatuis_diff_finds() {
         let area = Rect::new(2, 1, 9, 4);
