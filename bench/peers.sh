@@ -8,7 +8,10 @@
 #   bash bench/peers.sh --smoke         # tiny scenario, seconds (CI)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked --quiet -p gputop -p nvml-sim
+# One at a time: built together, the two would share their dependencies' features, and the
+# symbol names bench/symbol-order.txt lists for gputop's link (see build.rs) would change.
+cargo build --release --locked --quiet -p gputop
+cargo build --release --locked --quiet -p nvml-sim
 if [ ! -x /usr/bin/time ] && [ "$(id -u)" = 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time
 fi
