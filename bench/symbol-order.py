@@ -154,7 +154,7 @@ def check(binary):
     address = {name: at for at, name in symbols}
     found = [name for name in names if name in address]
     print(f"symbol order: {len(found)} of the {len(names)} functions listed are in {binary.name}")
-    if len(found) * 4 < len(names) * 3:
+    if not found or len(found) * 4 < len(names) * 3:
         sys.exit(f"bench/symbol-order.txt is stale ({len(found)} of {len(names)} functions found): "
                  "write it again with `python3 bench/symbol-order.py`")
     wanted = set(found)
