@@ -8,14 +8,10 @@
 #   bash bench/peers.sh --smoke         # tiny scenario, seconds (CI)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# One at a time: built together, the two would share their dependencies' features, and the
-# symbol names bench/symbol-order.txt lists for gputop's link (see build.rs) would change.
-cargo build --release --locked --quiet -p gputop
-cargo build --release --locked --quiet -p nvml-sim
+bash bench/build.sh
 if [ ! -x /usr/bin/time ] && [ "$(id -u)" = 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time
 fi
-[ -f target/release/libnvml_sim.so ] || cp target/release/deps/libnvml_sim.so target/release/
 if [ ! -x .venv-bench/bin/nvitop ] || [ ! -x .venv-bench/bin/gpustat ]; then
   python3 -m venv .venv-bench
   .venv-bench/bin/pip install --quiet nvitop gpustat

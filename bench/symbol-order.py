@@ -7,8 +7,8 @@
 Writing traces target/release/gputop under valgrind's callgrind, which names every function
 that ran: one-shot reports with 64 and 512 processes, then interactive 200x50 runs with 64
 and 512 processes in which keys sort, move, open the process screen and quit. The list holds
-the one-shots' functions first, then those only the interactive runs added, each in the
-order callgrind met them. It names symbols as the linker sees them, so a new compiler or new
+the one-shots' functions first, then those only the interactive runs added, each run's by
+name. It names symbols as the linker sees them, so a new compiler or new
 dependency versions leave it stale; `--check` (CI runs it) says so, and writing it again is
 this script's first command. It needs valgrind, and installs Debian's when run as root.
 
@@ -50,8 +50,8 @@ def text_symbols(binary):
 
 
 def executed(callgrind_out, binary):
-    """Functions of `binary` that ran, in the order callgrind's output first names them."""
-    names, objects, found = {}, {}, {}
+    """Functions of `binary` that ran."""
+    names, objects, found = {}, {}, set()
     current_object = None
     pattern = re.compile(r"^(fn|cfn|ob|cob)=\((\d+)\)(?: (.*))?$")
     for line in callgrind_out.read_text(errors="replace").splitlines():
@@ -66,8 +66,8 @@ def executed(callgrind_out, binary):
             current_object = objects.get(ident)
         elif kind == "fn" and current_object == str(binary):
             # A recursive call's deeper levels are named `NAME'2` and so on.
-            found.setdefault(re.sub(r"'\d+$", "", names[ident]), None)
-    return list(found)
+            found.add(re.sub(r"'\d+$", "", names[ident]))
+    return found
 
 
 def callgrind(command, out):
@@ -98,11 +98,8 @@ def trace_interactive(binary, simdir, env, out, settle):
 
 
 def build():
-    """The release binary and the simulator, built as bench/peers.sh builds them."""
-    for package in ("gputop", "nvml-sim"):
-        subprocess.run(["cargo", "build", "--release", "--locked", "--quiet", "-p", package], cwd=ROOT, check=True)
-    if not peers.SIM.exists():
-        shutil.copy(ROOT / "target/release/deps/libnvml_sim.so", peers.SIM)
+    """The release binary and the simulator, as the benchmarks build them."""
+    subprocess.run(["bash", str(ROOT / "bench/build.sh")], check=True)
 
 
 def write(binary):
@@ -130,10 +127,10 @@ def write(binary):
                 trace_once(binary, simdir, env, out)
             else:
                 trace_interactive(binary, simdir, env, out, settle=15)
-            before = len(order)
-            for name in executed(out, binary):
-                order.setdefault(name, None)
-            print(f"{kind}, {gpus * per_gpu} processes: {len(order) - before} more functions", file=sys.stderr)
+            # Sorted by name within a run: callgrind's own order varies from run to run.
+            added = sorted(executed(out, binary) - order.keys())
+            order.update(dict.fromkeys(added))
+            print(f"{kind}, {gpus * per_gpu} processes: {len(added)} more functions", file=sys.stderr)
     finally:
         for sleeper in sleepers:
             sleeper.kill()

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The release gputop and the simulator (target/release/libnvml_sim.so), as the benchmarks
+# use them. One at a time: built together, the two would share their dependencies' features,
+# and the symbol names bench/symbol-order.txt lists for gputop's link (see build.rs) would
+# change.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --locked --quiet -p gputop
+cargo build --release --locked --quiet -p nvml-sim
+[ -f target/release/libnvml_sim.so ] || cp target/release/deps/libnvml_sim.so target/release/
