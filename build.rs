@@ -44,9 +44,9 @@ fn order_file() -> Option<String> {
         return None;
     }
     let path = std::path::Path::new(&var("CARGO_MANIFEST_DIR")).join(ORDER_FILE);
-    let path = path.display().to_string();
+    let text = path.to_str()?.to_owned();
     // `-Wl,` would split the path at its commas.
-    (!path.contains(',') && std::path::Path::new(&path).is_file()).then_some(path)
+    (!text.contains(',') && path.is_file()).then_some(text)
 }
 
 /// The minor version of the compiler building this crate (`90` of `rustc 1.90.0 (...)`).
