@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::codes::{Code, GPU_IS_LOST, NOT_SUPPORTED};
-use crate::scenario::{Expr, Gpu, Interp, MigSetting, Process, ProcessType, Scenario};
+use crate::scenario::{Expr, Gpu, Interp, MigSetting, Process, ProcessType, SampleClock, Scenario};
 
 /// `nvmlSamplingType_t` values the simulator serves.
 pub mod sampling {
@@ -124,21 +124,43 @@ pub struct MemoryState {
     pub free: u64,
 }
 
-/// Maps between scenario seconds and wall-clock microseconds since the Unix epoch.
+/// Maps between scenario seconds and wall-clock microseconds since the Unix epoch, and
+/// stamps samples on the driver's sample clock.
 #[derive(Debug, Clone, Copy)]
 pub struct TimeBase {
     /// Wall clock at the moment scenario time was `start`.
     pub wall_origin_us: u64,
     pub start: f64,
     pub speed: f64,
+    /// Unix time of the sample clock's zero: 0 for epoch stamps, the boot time for boot
+    /// stamps.
+    pub sample_clock_zero_us: u64,
 }
 
 impl TimeBase {
+    /// A time base whose samples are stamped in Unix time.
     pub fn now(start: f64, speed: f64) -> Self {
         Self {
             wall_origin_us: wall_now_us(),
             start,
             speed,
+            sample_clock_zero_us: 0,
+        }
+    }
+
+    /// A time base whose device samples are stamped on `clock`.
+    pub fn with_sample_clock(start: f64, speed: f64, clock: SampleClock) -> Self {
+        let wall = wall_now_us();
+        let zero = match clock {
+            SampleClock::Epoch => 0,
+            // Boot time as /proc/uptime gives it; a machine without one seems just booted.
+            SampleClock::Boot => wall.saturating_sub(uptime_us().unwrap_or(0)),
+        };
+        Self {
+            wall_origin_us: wall,
+            start,
+            speed,
+            sample_clock_zero_us: zero,
         }
     }
 
@@ -148,10 +170,22 @@ impl TimeBase {
         (self.wall_origin_us as f64 + offset_us).max(0.0) as u64
     }
 
+    /// The device-sample stamp of scenario time `t`.
+    pub fn sample_us(&self, t: f64) -> u64 {
+        self.wall_us(t).saturating_sub(self.sample_clock_zero_us)
+    }
+
     /// Scenario time of wall-clock µs `wall_us`.
     pub fn scenario_t(&self, wall_us: u64) -> f64 {
         self.start + (wall_us as f64 - self.wall_origin_us as f64) / 1e6 * self.speed
     }
+}
+
+/// µs since boot, from /proc/uptime.
+fn uptime_us() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/uptime").ok()?;
+    let seconds: f64 = text.split_whitespace().next()?.parse().ok()?;
+    Some((seconds * 1e6) as u64)
 }
 
 /// The logical field whose faults a sample buffer shares (power, utilization): a metric
@@ -361,9 +395,13 @@ impl Sim {
         })
     }
 
-    /// The driver's sample buffer for `sample_type` at `t`: `(wall µs, value)` for the last
-    /// [`SAMPLE_BUFFER_LEN`] ticks of `samples_period_ms`, oldest first, only those newer than
-    /// `last_seen_us`.
+    /// The driver's sample buffer for `sample_type` at `t`: `(stamp µs, value)` for the last
+    /// [`SAMPLE_BUFFER_LEN`] ticks of `samples_period_ms`, oldest first, only those stamped
+    /// after `last_seen_us`. The buffer is the driver's, so it holds the ticks from before
+    /// the client started too (NVML docs: samples are kept for a while in a circular
+    /// buffer). An idle GPU's utilization buffers run dry: when GPU utilization was 0 at
+    /// every tick the buffer spans, they hold no sample (polarsignals/gpu-metrics-agent
+    /// PR #37; nvml-wrapper #56).
     pub fn samples(
         &self,
         gpu: usize,
@@ -387,16 +425,23 @@ impl Sim {
                 | sampling::ENC_UTILIZATION
                 | sampling::DEC_UTILIZATION
         );
+        let busy = &self.gpu(gpu).dynamic.utilization_gpu;
         let period = self.scenario.sim.samples_period_ms as f64 / 1000.0;
-        if t < 0.0 {
-            return Ok(Vec::new());
+        let last_tick = (t / period).floor() as i64;
+        let first_tick = last_tick - (SAMPLE_BUFFER_LEN as i64 - 1);
+        let tick_t = |tick: i64| tick as f64 * period;
+        if utilization {
+            let mut span = first_tick..=last_tick;
+            if span.try_fold(true, |idle, tick| {
+                Ok::<_, Code>(idle && self.percent(gpu, busy, "utilization_gpu", tick_t(tick))? == 0)
+            })? {
+                return Ok(Vec::new());
+            }
         }
-        let last_tick = (t / period).floor() as u64;
-        let first_tick = last_tick.saturating_sub(SAMPLE_BUFFER_LEN - 1);
         let mut out = Vec::new();
         for tick in first_tick..=last_tick {
-            let tick_t = tick as f64 * period;
-            let stamp = time.wall_us(tick_t);
+            let tick_t = tick_t(tick);
+            let stamp = time.sample_us(tick_t);
             if stamp <= last_seen_us {
                 continue;
             }

@@ -20,12 +20,13 @@ use std::time::Duration;
 
 use nvml_wrapper_sys::bindings::{
     nvmlBAR1Memory_t, nvmlDevice_t, nvmlFieldValue_t, nvmlMemory_t, nvmlMemory_v2_t, nvmlPciInfo_t,
-    nvmlProcessInfo_v1_t, nvmlProcessInfo_v2_t, nvmlProcessUtilizationSample_t, nvmlSample_t,
-    nvmlTemperature_t, nvmlUtilization_t,
+    nvmlProcessInfo_v1_t, nvmlProcessInfo_v2_t, nvmlProcessUtilizationInfo_v1_t,
+    nvmlProcessUtilizationSample_t, nvmlProcessesUtilizationInfo_t, nvmlSample_t, nvmlTemperature_t,
+    nvmlUtilization_t,
 };
 
 use crate::codes::*;
-use crate::engine::{LiveProcess, Sim, TimeBase, wall_now_us};
+use crate::engine::{LiveProcess, ProcessSample, Sim, TimeBase, wall_now_us};
 use crate::scenario::{ClockMode, ComputeMode, MigSetting, ProcessType, Scenario};
 
 type Ret = c_uint;
@@ -40,6 +41,8 @@ const _: () = assert!(size_of::<nvmlMemory_v2_t>() == 40);
 const _: () = assert!(size_of::<nvmlProcessInfo_v2_t>() == 24);
 const _: () = assert!(size_of::<nvmlProcessInfo_v1_t>() == 16);
 const _: () = assert!(size_of::<nvmlProcessUtilizationSample_t>() == 32);
+const _: () = assert!(size_of::<nvmlProcessUtilizationInfo_v1_t>() == 40);
+const _: () = assert!(size_of::<nvmlProcessesUtilizationInfo_t>() == 24);
 const _: () = assert!(size_of::<nvmlSample_t>() == 16);
 const _: () = assert!(size_of::<nvmlPciInfo_t>() == 68);
 const _: () = assert!(size_of::<nvmlFieldValue_t>() == 40);
@@ -52,8 +55,10 @@ struct Loaded {
     /// Manual clock: scenario time in µs.
     manual_us: AtomicU64,
     trace: Option<Mutex<BufWriter<File>>>,
-    /// Exports the scenario declares absent (old drivers).
+    /// Exports this driver lacks (its version's, and the scenario's `missing_symbols`).
     missing: Vec<String>,
+    /// Bytes per entry the `_v3` process lists write (32 on 535.43.02 to 535.86.x).
+    v3_entry_bytes: usize,
     /// Devices whose last process-list call was a size query (for `race_grow_between_calls`).
     size_queried: Vec<AtomicBool>,
 }
@@ -315,9 +320,10 @@ fn build_loaded(scenario: Scenario) -> Loaded {
         .map(|f| Mutex::new(BufWriter::new(f)));
     let gpus = scenario.gpu.len();
     Loaded {
-        missing: scenario.system.missing_symbols.clone(),
+        missing: crate::profile::absent_exports(&scenario.system),
+        v3_entry_bytes: crate::profile::v3_entry_bytes(&scenario.system),
+        time: TimeBase::with_sample_clock(start, speed, scenario.sim.sample_clock),
         sim: Sim::new(scenario),
-        time: TimeBase::now(start, speed),
         manual: AtomicBool::new(manual),
         manual_us: AtomicU64::new((start * 1e6) as u64),
         trace,
@@ -1397,80 +1403,194 @@ impl ProcessList {
     }
 }
 
-/// The two-call protocol of nvml-abi.md §2.4 for any process struct layout.
-fn running_processes<T>(
+/// The processes of `list` on `gpu` at `t` (with the race of `race_grow_between_calls`).
+fn listed_processes(l: &Loaded, gpu: usize, t: f64, list: ProcessList) -> Vec<LiveProcess> {
+    let mut live: Vec<LiveProcess> = l
+        .sim
+        .live_processes(gpu, t)
+        .into_iter()
+        .filter(|p| list.includes(p.kind))
+        .collect();
+    let raced = l.size_queried[gpu].swap(false, Ordering::Relaxed);
+    if raced && l.sim.scenario.sim.race_grow_between_calls && !live.is_empty() {
+        // A process started between the size query and this fetch.
+        let mut extra = live[live.len() - 1].clone();
+        extra.pid = extra.pid.wrapping_add(1_000_000);
+        live.push(extra);
+    }
+    live
+}
+
+/// Writes one process entry of `entry_bytes` (16: v1; 24: v2; 32: with
+/// `usedGpuCcProtectedMemory`) at `at`.
+///
+/// # Safety
+/// `at` is valid for writes of `entry_bytes` bytes.
+unsafe fn write_process(at: *mut u8, entry_bytes: usize, p: &LiveProcess) {
+    let memory = p.used_memory.unwrap_or(VALUE_NOT_AVAILABLE);
+    let (gpu_instance, compute_instance) = p.instance_ids.unwrap_or((NO_INSTANCE, NO_INSTANCE));
+    // SAFETY: the caller's entry holds `entry_bytes` bytes; unaligned writes need no more.
+    unsafe {
+        std::ptr::write_bytes(at, 0, entry_bytes);
+        at.cast::<c_uint>().write_unaligned(p.pid);
+        at.add(8).cast::<c_ulonglong>().write_unaligned(memory);
+        if entry_bytes >= 24 {
+            at.add(16).cast::<c_uint>().write_unaligned(gpu_instance);
+            at.add(20).cast::<c_uint>().write_unaligned(compute_instance);
+        }
+    }
+}
+
+/// The two-call protocol of nvml-abi.md §2.4, writing entries of `entry_bytes`.
+fn running_processes(
     sym: &'static str,
     device: nvmlDevice_t,
     list: ProcessList,
     count: *mut c_uint,
-    infos: *mut T,
-    make: fn(&LiveProcess) -> T,
+    infos: *mut u8,
+    entry_bytes: fn(&Loaded) -> usize,
 ) -> Ret {
     with_device(sym, device, "processes", |l, gpu, t| {
         let count = unsafe { out(count) }?;
-        let mut live: Vec<LiveProcess> = l
-            .sim
-            .live_processes(gpu, t)
-            .into_iter()
-            .filter(|p| list.includes(p.kind))
-            .collect();
-        let raced = l.size_queried[gpu].swap(false, Ordering::Relaxed);
-        if raced && l.sim.scenario.sim.race_grow_between_calls && !live.is_empty() {
-            // A process started between the size query and this fetch.
-            let mut extra = live[live.len() - 1].clone();
-            extra.pid = extra.pid.wrapping_add(1_000_000);
-            live.push(extra);
-        }
+        let live = listed_processes(l, gpu, t, list);
         let n = live.len();
         if (*count as usize) < n || (infos.is_null() && n > 0) {
             *count = n as c_uint;
             l.size_queried[gpu].store(true, Ordering::Relaxed);
             return Err(INSUFFICIENT_SIZE);
         }
+        let stride = entry_bytes(l);
         for (i, p) in live.iter().enumerate() {
-            // SAFETY: the caller's buffer holds `*count` >= n entries.
-            unsafe { infos.add(i).write(make(p)) };
+            // SAFETY: the caller's buffer holds `*count` >= n entries of the layout this
+            // driver writes.
+            unsafe { write_process(infos.add(i * stride), stride, p) };
         }
         *count = n as c_uint;
         Ok(())
     })
 }
 
-fn info_v2(p: &LiveProcess) -> nvmlProcessInfo_v2_t {
-    nvmlProcessInfo_v2_t {
-        pid: p.pid,
-        usedGpuMemory: p.used_memory.unwrap_or(VALUE_NOT_AVAILABLE),
-        gpuInstanceId: p.instance_ids.map_or(NO_INSTANCE, |(gi, _)| gi),
-        computeInstanceId: p.instance_ids.map_or(NO_INSTANCE, |(_, ci)| ci),
-    }
-}
-
-fn info_v1(p: &LiveProcess) -> nvmlProcessInfo_v1_t {
-    nvmlProcessInfo_v1_t {
-        pid: p.pid,
-        usedGpuMemory: p.used_memory.unwrap_or(VALUE_NOT_AVAILABLE),
-    }
-}
-
 macro_rules! process_exports {
-    ($($name:ident, $list:expr, $ty:ty, $make:expr;)*) => {$(
+    ($($name:ident, $list:expr, $bytes:expr;)*) => {$(
         #[unsafe(no_mangle)]
-        pub unsafe extern "C" fn $name(device: nvmlDevice_t, count: *mut c_uint, infos: *mut $ty) -> Ret {
-            running_processes(stringify!($name), device, $list, count, infos, $make)
+        pub unsafe extern "C" fn $name(device: nvmlDevice_t, count: *mut c_uint, infos: *mut c_void) -> Ret {
+            running_processes(stringify!($name), device, $list, count, infos.cast(), $bytes)
         }
     )*};
 }
 
 process_exports! {
-    nvmlDeviceGetComputeRunningProcesses_v3, ProcessList::Compute, nvmlProcessInfo_v2_t, info_v2;
-    nvmlDeviceGetGraphicsRunningProcesses_v3, ProcessList::Graphics, nvmlProcessInfo_v2_t, info_v2;
-    nvmlDeviceGetMPSComputeRunningProcesses_v3, ProcessList::Mps, nvmlProcessInfo_v2_t, info_v2;
-    nvmlDeviceGetComputeRunningProcesses_v2, ProcessList::Compute, nvmlProcessInfo_v2_t, info_v2;
-    nvmlDeviceGetGraphicsRunningProcesses_v2, ProcessList::Graphics, nvmlProcessInfo_v2_t, info_v2;
-    nvmlDeviceGetMPSComputeRunningProcesses_v2, ProcessList::Mps, nvmlProcessInfo_v2_t, info_v2;
-    nvmlDeviceGetComputeRunningProcesses, ProcessList::Compute, nvmlProcessInfo_v1_t, info_v1;
-    nvmlDeviceGetGraphicsRunningProcesses, ProcessList::Graphics, nvmlProcessInfo_v1_t, info_v1;
-    nvmlDeviceGetMPSComputeRunningProcesses, ProcessList::Mps, nvmlProcessInfo_v1_t, info_v1;
+    nvmlDeviceGetComputeRunningProcesses_v3, ProcessList::Compute, |l| l.v3_entry_bytes;
+    nvmlDeviceGetGraphicsRunningProcesses_v3, ProcessList::Graphics, |l| l.v3_entry_bytes;
+    nvmlDeviceGetMPSComputeRunningProcesses_v3, ProcessList::Mps, |l| l.v3_entry_bytes;
+    nvmlDeviceGetComputeRunningProcesses_v2, ProcessList::Compute, |_| 24;
+    nvmlDeviceGetGraphicsRunningProcesses_v2, ProcessList::Graphics, |_| 24;
+    nvmlDeviceGetMPSComputeRunningProcesses_v2, ProcessList::Mps, |_| 24;
+    nvmlDeviceGetComputeRunningProcesses, ProcessList::Compute, |_| 16;
+    nvmlDeviceGetGraphicsRunningProcesses, ProcessList::Graphics, |_| 16;
+    nvmlDeviceGetMPSComputeRunningProcesses, ProcessList::Mps, |_| 16;
+}
+
+/// `nvmlProcessDetailList_v1_t`: a versioned request for one list in 32-byte entries.
+#[repr(C)]
+pub struct ProcessDetailList {
+    version: c_uint,
+    mode: c_uint,
+    entries: c_uint,
+    array: *mut u8,
+}
+
+const PROCESS_DETAIL_LIST_V1: c_uint = 0x0100_0018;
+
+/// The R535.98+ process list: mode 0 compute, 1 graphics, 2 MPS; 32-byte entries.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetRunningProcessDetailList(
+    device: nvmlDevice_t,
+    request: *mut ProcessDetailList,
+) -> Ret {
+    let sym = "nvmlDeviceGetRunningProcessDetailList";
+    with_device(sym, device, "processes", |l, gpu, t| {
+        let request = unsafe { out(request) }?;
+        if request.version != PROCESS_DETAIL_LIST_V1 {
+            return Err(ARGUMENT_VERSION_MISMATCH);
+        }
+        let list = match request.mode {
+            0 => ProcessList::Compute,
+            1 => ProcessList::Graphics,
+            2 => ProcessList::Mps,
+            _ => return Err(INVALID_ARGUMENT),
+        };
+        let live = listed_processes(l, gpu, t, list);
+        if (request.entries as usize) < live.len() || (request.array.is_null() && !live.is_empty()) {
+            request.entries = live.len() as c_uint;
+            return Err(INSUFFICIENT_SIZE);
+        }
+        for (i, p) in live.iter().enumerate() {
+            // SAFETY: the caller's array holds `entries` >= live.len() 32-byte entries.
+            unsafe { write_process(request.array.add(i * 32), 32, p) };
+        }
+        request.entries = live.len() as c_uint;
+        Ok(())
+    })
+}
+
+/// Exported from R535 on; the simulated GPUs have no confidential computing, so it answers
+/// NOT_SUPPORTED, as a driver does on such a GPU.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetConfComputeMemSizeInfo(
+    device: nvmlDevice_t,
+    _info: *mut c_void,
+) -> Ret {
+    with_device(
+        "nvmlDeviceGetConfComputeMemSizeInfo",
+        device,
+        "handle",
+        |_, _, _| Err(NOT_SUPPORTED),
+    )
+}
+
+/// The per-process utilization rows a driver answers: one per live process sampled after
+/// `last_seen`, and with `dirty_process_samples` the rows real drivers add (nvtop #110;
+/// go-nvml #11, #51): a PID 0 row and an unknown PID with %SM 37100, both stamped 1.5 s
+/// after the others (staggered stamps), and each process again with a sample just older
+/// than `last_seen`.
+fn process_rows(l: &Loaded, gpu: usize, t: f64, last_seen: u64) -> Vec<ProcessSample> {
+    let mut rows = l.sim.process_samples(gpu, t, &l.time, last_seen);
+    if l.sim.scenario.sim.dirty_process_samples && !rows.is_empty() {
+        let stamp = rows[0].timestamp_us + 1_500_000;
+        let junk = |pid, sm| ProcessSample {
+            pid,
+            timestamp_us: stamp,
+            sm,
+            mem: sm,
+            enc: 0,
+            dec: 0,
+        };
+        let stale: Vec<ProcessSample> = rows
+            .iter()
+            .filter(|_| last_seen > 0)
+            .map(|r| ProcessSample {
+                timestamp_us: last_seen - 1,
+                sm: 100,
+                mem: 100,
+                ..*r
+            })
+            .collect();
+        rows.push(junk(0, 55));
+        rows.push(junk(0x7FFF_FFF0, 37_100));
+        rows.extend(stale);
+    }
+    rows
+}
+
+/// What a size query answers: drivers with dirty answers always said 100.
+fn rows_wanted(l: &Loaded, rows: usize) -> c_uint {
+    let padded = if l.sim.scenario.sim.dirty_process_samples {
+        100
+    } else {
+        0
+    };
+    rows.max(padded) as c_uint
 }
 
 #[unsafe(no_mangle)]
@@ -1489,12 +1609,12 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
                 return Err(NOT_SUPPORTED);
             }
             let count = unsafe { out(count) }?;
-            let samples = l.sim.process_samples(gpu, t, &l.time, last_seen);
+            let samples = process_rows(l, gpu, t, last_seen);
             if samples.is_empty() {
                 return Err(NOT_FOUND);
             }
             if utilization.is_null() || (*count as usize) < samples.len() {
-                *count = samples.len() as c_uint;
+                *count = rows_wanted(l, samples.len());
                 return Err(INSUFFICIENT_SIZE);
             }
             for (i, s) in samples.iter().enumerate() {
@@ -1510,6 +1630,55 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
                 unsafe { utilization.add(i).write(sample) };
             }
             *count = samples.len() as c_uint;
+            Ok(())
+        },
+    )
+}
+
+const PROCESSES_UTILIZATION_INFO_V1: c_uint = 0x0100_0018;
+
+/// The R550 form of the per-process utilization call: a versioned struct holding the
+/// count, the last-seen stamp and the array; the same rows as the legacy call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetProcessesUtilizationInfo(
+    device: nvmlDevice_t,
+    info: *mut nvmlProcessesUtilizationInfo_t,
+) -> Ret {
+    with_device(
+        "nvmlDeviceGetProcessesUtilizationInfo",
+        device,
+        "process_utilization",
+        |l, gpu, t| {
+            if !l.sim.utilization_supported(gpu) {
+                return Err(NOT_SUPPORTED);
+            }
+            let info = unsafe { out(info) }?;
+            if info.version != PROCESSES_UTILIZATION_INFO_V1 {
+                return Err(ARGUMENT_VERSION_MISMATCH);
+            }
+            let samples = process_rows(l, gpu, t, info.lastSeenTimeStamp);
+            if samples.is_empty() {
+                return Err(NOT_FOUND);
+            }
+            if info.procUtilArray.is_null() || (info.processSamplesCount as usize) < samples.len() {
+                info.processSamplesCount = rows_wanted(l, samples.len());
+                return Err(INSUFFICIENT_SIZE);
+            }
+            for (i, s) in samples.iter().enumerate() {
+                let sample = nvmlProcessUtilizationInfo_v1_t {
+                    timeStamp: s.timestamp_us,
+                    pid: s.pid,
+                    smUtil: s.sm,
+                    memUtil: s.mem,
+                    encUtil: s.enc,
+                    decUtil: s.dec,
+                    jpgUtil: 0,
+                    ofaUtil: 0,
+                };
+                // SAFETY: the caller's array holds `processSamplesCount` >= samples.len().
+                unsafe { info.procUtilArray.add(i).write(sample) };
+            }
+            info.processSamplesCount = samples.len() as c_uint;
             Ok(())
         },
     )

@@ -6,10 +6,12 @@
 //!
 //! - [`scenario`] parses and validates the TOML scenario format.
 //! - [`engine`] computes every value as a pure function of time.
+//! - [`profile`] says what a driver version exports and how it lays out process lists.
 //! - `ffi` (feature `exports`) is the C ABI.
 
 pub mod codes;
 pub mod engine;
+pub mod profile;
 pub mod scenario;
 
 #[cfg(feature = "exports")]

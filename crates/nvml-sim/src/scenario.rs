@@ -94,9 +94,11 @@ pub struct System {
     /// Every `nvmlInit*` fails with this code (a name such as `"DRIVER_NOT_LOADED"`).
     pub init_error: Option<String>,
     pub lenient_struct_versions: bool,
-    /// Extension: exports that behave as absent from this driver (they return
-    /// `FUNCTION_NOT_FOUND`), to model old drivers.
+    /// Exports absent from this driver besides those its version lacks (see `profile`).
     pub missing_symbols: Vec<String>,
+    /// Bytes per entry of the `_v3` process lists (16, 24 or 32), overriding what the
+    /// driver version implies.
+    pub process_v3_entry_bytes: Option<usize>,
 }
 
 impl Default for System {
@@ -108,6 +110,7 @@ impl Default for System {
             init_error: None,
             lenient_struct_versions: false,
             missing_symbols: Vec::new(),
+            process_v3_entry_bytes: None,
         }
     }
 }
@@ -121,6 +124,21 @@ pub struct SimConfig {
     pub latency_us: Latency,
     /// Extension for testing the FFI guard: these exports panic inside the library.
     pub panic_in: Vec<String>,
+    /// The clock `nvmlDeviceGetSamples` stamps samples with.
+    pub sample_clock: SampleClock,
+    /// Per-process utilization answers as some drivers give them: padded size queries, rows
+    /// with PID 0, unknown PIDs with impossible values, samples older than asked for.
+    pub dirty_process_samples: bool,
+}
+
+/// Which clock device samples are stamped with, in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SampleClock {
+    /// Since the machine booted (CLOCK_BOOTTIME), as Linux drivers were seen to stamp them.
+    Boot,
+    /// Since the Unix epoch.
+    Epoch,
 }
 
 impl Default for SimConfig {
@@ -131,6 +149,8 @@ impl Default for SimConfig {
             race_grow_between_calls: false,
             latency_us: Latency::default(),
             panic_in: Vec::new(),
+            sample_clock: SampleClock::Boot,
+            dirty_process_samples: false,
         }
     }
 }
@@ -779,6 +799,13 @@ impl Scenario {
         }
         if def.sim.samples_period_ms == 0 || def.sim.process_sample_period_ms == 0 {
             return Err(err(format!("{origin}: sample periods must be positive")));
+        }
+        if let Some(bytes) = def.system.process_v3_entry_bytes
+            && ![16, 24, 32].contains(&bytes)
+        {
+            return Err(err(format!(
+                "{origin}: system.process_v3_entry_bytes is {bytes}; drivers write 16, 24 or 32"
+            )));
         }
         if let Some(name) = &def.system.init_error {
             parse_code(name, &format!("{origin}: system.init_error"))?;

@@ -378,8 +378,11 @@ fn values_follow_the_timeline_and_faults_their_windows() {
 }
 
 #[test]
-fn sample_buffers_use_wall_clock_timestamps_and_the_size_protocol() {
-    let sim = Sim::load(&TWO_GPUS.replace("mode = \"manual\"", "mode = \"wall\""));
+fn sample_buffers_on_the_epoch_clock_use_wall_clock_timestamps_and_the_size_protocol() {
+    let sim = Sim::load(&TWO_GPUS.replace(
+        "[clock]\nmode = \"manual\"",
+        "[sim]\nsample_clock = \"epoch\"\n[clock]\nmode = \"wall\"",
+    ));
     sim.init();
     let (_, device) = sim.handle(0);
     let samples = sim.sym::<unsafe extern "C" fn(
@@ -633,19 +636,24 @@ const EXPORTED: &[&str] = &[
 ];
 
 #[test]
-fn every_symbol_the_three_clients_need_is_exported_and_the_confcompute_trap_is_not() {
+fn every_symbol_the_three_clients_need_is_exported_and_the_confcompute_pair_together() {
     let sim = Sim::load(TWO_GPUS);
     for name in EXPORTED {
         // SAFETY: only the address is looked up.
         let found = unsafe { sim.lib.get::<*const c_void>(name.as_bytes()) };
         assert!(found.is_ok(), "{name} is not exported");
     }
-    // Exporting this without nvmlDeviceGetRunningProcessDetailList makes nvitop misread processes.
-    let trap = unsafe {
-        sim.lib
-            .get::<*const c_void>(b"nvmlDeviceGetConfComputeMemSizeInfo")
-    };
-    assert!(trap.is_err());
+    // nvitop reads 32-byte `_v3` entries when the first is exported without the second:
+    // the default (R550) driver exports both.
+    for name in [
+        "nvmlDeviceGetConfComputeMemSizeInfo",
+        "nvmlDeviceGetRunningProcessDetailList",
+        "nvmlDeviceGetProcessesUtilizationInfo",
+    ] {
+        // SAFETY: only the address is looked up.
+        let found = unsafe { sim.lib.get::<*const c_void>(name.as_bytes()) };
+        assert!(found.is_ok(), "{name} is not exported");
+    }
 }
 
 #[test]
@@ -817,4 +825,335 @@ fn mig_devices_need_mig_enabled_and_processes_a_listed_device() {
         "{}",
         error.0
     );
+}
+
+type Samples =
+    unsafe extern "C" fn(Device, c_uint, c_ulonglong, *mut c_uint, *mut c_uint, *mut nvmlSample_t) -> u32;
+
+/// Every sample of `kind` newer than `since`, or the error code.
+fn read_samples(sim: &Sim, device: Device, kind: c_uint, since: u64) -> Result<Vec<(u64, u32)>, u32> {
+    let samples = sim.sym::<Samples>("nvmlDeviceGetSamples");
+    let (mut value_type, mut count) = (0, 0);
+    let ret = unsafe {
+        samples(
+            device,
+            kind,
+            since,
+            &mut value_type,
+            &mut count,
+            std::ptr::null_mut(),
+        )
+    };
+    if ret != SUCCESS {
+        return Err(ret);
+    }
+    count = count.max(1);
+    let mut buffer = vec![unsafe { std::mem::zeroed::<nvmlSample_t>() }; count as usize];
+    let ret = unsafe {
+        samples(
+            device,
+            kind,
+            since,
+            &mut value_type,
+            &mut count,
+            buffer.as_mut_ptr(),
+        )
+    };
+    if ret != SUCCESS {
+        return Err(ret);
+    }
+    Ok(buffer[..count as usize]
+        .iter()
+        .map(|s| (s.timeStamp, unsafe { s.sampleValue.uiVal }))
+        .collect())
+}
+
+fn uptime_us() -> u64 {
+    let text = std::fs::read_to_string("/proc/uptime").unwrap();
+    (text.split_whitespace().next().unwrap().parse::<f64>().unwrap() * 1e6) as u64
+}
+
+#[test]
+fn device_samples_are_stamped_on_the_boot_clock_and_predate_the_client() {
+    let sim = Sim::load(
+        "[meta]\nversion = 1\n[clock]\nmode = \"manual\"\n[sim]\nsamples_period_ms = 100\n\
+         [[gpu]]\n[gpu.dynamic]\nutilization_gpu = 40\n",
+    );
+    sim.init();
+    sim.set_time_ms(0);
+    let (_, device) = sim.handle(0);
+    let samples = read_samples(&sim, device, 1, 0).expect("a full buffer");
+    assert_eq!(
+        samples.len(),
+        120,
+        "the driver's buffer holds the seconds before init"
+    );
+    let newest = samples.last().unwrap().0;
+    assert!(
+        newest.abs_diff(uptime_us()) < 5_000_000,
+        "microseconds since boot ({newest} against an uptime of {} µs)",
+        uptime_us()
+    );
+    assert!(newest + 1_000_000_000_000 < now_us(), "far from Unix time");
+    assert!(samples.iter().all(|(_, v)| *v == 40));
+    // A client that cuts by the host's Unix clock gets nothing; by the newest stamp, a window.
+    assert_eq!(
+        read_samples(&sim, device, 1, now_us() - 1_000_000),
+        Err(NOT_FOUND)
+    );
+    assert_eq!(
+        read_samples(&sim, device, 1, newest - 1_000_000).unwrap().len(),
+        10
+    );
+}
+
+#[test]
+fn an_idle_gpus_utilization_buffer_runs_dry_while_power_is_sampled() {
+    let sim = Sim::load("[meta]\nversion = 1\n[[gpu]]\n[gpu.dynamic]\nutilization_gpu = 0\n");
+    sim.init();
+    let (_, device) = sim.handle(0);
+    assert_eq!(
+        read_samples(&sim, device, 1, 0),
+        Err(NOT_FOUND),
+        "GPU utilization"
+    );
+    assert_eq!(
+        read_samples(&sim, device, 2, 0),
+        Err(NOT_FOUND),
+        "memory utilization"
+    );
+    assert!(!read_samples(&sim, device, 0, 0).unwrap().is_empty(), "power");
+}
+
+const ONE_BUSY_GPU: &str = "[[gpu]]\n[[gpu.process]]\npid = 501\nused_memory = \"1 GiB\"\nsm = 30\n\
+    [[gpu.process]]\npid = 502\nused_memory = \"2 GiB\"\nsm = 40\n\
+    [[gpu.process]]\npid = 503\nused_memory = \"3 GiB\"\nsm = 50\n";
+
+/// The `_v3` compute list read as raw bytes, with room for 8 entries of 32 bytes.
+fn v3_bytes(sim: &Sim, device: Device) -> (u32, Vec<u8>) {
+    let v3 = sim.sym::<unsafe extern "C" fn(Device, *mut c_uint, *mut u8) -> u32>(
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+    );
+    let mut buffer = vec![0u8; 8 * 32];
+    let mut count = 8;
+    assert_eq!(unsafe { v3(device, &mut count, buffer.as_mut_ptr()) }, SUCCESS);
+    (count, buffer)
+}
+
+fn entry(buffer: &[u8], stride: usize, i: usize) -> (u32, u64) {
+    let at = i * stride;
+    (
+        u32::from_le_bytes(buffer[at..at + 4].try_into().unwrap()),
+        u64::from_le_bytes(buffer[at + 8..at + 16].try_into().unwrap()),
+    )
+}
+
+#[test]
+fn drivers_535_43_to_535_86_write_32_byte_v3_entries_and_lack_the_detail_list() {
+    let sim = Sim::load(&format!(
+        "[meta]\nversion = 1\n[system]\ndriver_version = \"535.54.03\"\n{ONE_BUSY_GPU}"
+    ));
+    sim.init();
+    let (_, device) = sim.handle(0);
+    let (count, buffer) = v3_bytes(&sim, device);
+    assert_eq!(count, 3);
+    let gib = 1u64 << 30;
+    assert_eq!(
+        (0..3).map(|i| entry(&buffer, 32, i)).collect::<Vec<_>>(),
+        [(501, gib), (502, 2 * gib), (503, 3 * gib)]
+    );
+    assert_ne!(
+        entry(&buffer, 24, 1),
+        (502, 2 * gib),
+        "a 24-byte reader is misled"
+    );
+    let mut info = ProcessDetails::new(0, 8);
+    assert_eq!(sim.detail_list(device, &mut info), FUNCTION_NOT_FOUND);
+
+    let fixed = Sim::load(&format!(
+        "[meta]\nversion = 1\n[system]\ndriver_version = \"535.104.05\"\n{ONE_BUSY_GPU}"
+    ));
+    fixed.init();
+    let (_, device) = fixed.handle(0);
+    let (_, buffer) = v3_bytes(&fixed, device);
+    assert_eq!(
+        entry(&buffer, 24, 2),
+        (503, 3 * gib),
+        "535.98+ is back to 24 bytes"
+    );
+    let mut info = ProcessDetails::new(0, 8);
+    assert_eq!(fixed.detail_list(device, &mut info), SUCCESS);
+    assert_eq!(info.request.entries, 3);
+    assert_eq!(entry(&info.entries, 32, 1), (502, 2 * gib));
+}
+
+/// `nvmlProcessDetailList_v1_t` and the array it points at.
+struct ProcessDetails {
+    request: DetailRequest,
+    entries: Vec<u8>,
+}
+
+#[repr(C)]
+struct DetailRequest {
+    version: c_uint,
+    mode: c_uint,
+    entries: c_uint,
+    array: *mut u8,
+}
+
+impl ProcessDetails {
+    fn new(mode: c_uint, capacity: usize) -> Self {
+        let mut entries = vec![0u8; capacity * 32];
+        let request = DetailRequest {
+            version: 0x0100_0018,
+            mode,
+            entries: capacity as c_uint,
+            array: entries.as_mut_ptr(),
+        };
+        Self { request, entries }
+    }
+}
+
+impl Sim {
+    fn detail_list(&self, device: Device, details: &mut ProcessDetails) -> u32 {
+        let call = self.sym::<unsafe extern "C" fn(Device, *mut DetailRequest) -> u32>(
+            "nvmlDeviceGetRunningProcessDetailList",
+        );
+        unsafe { call(device, &mut details.request) }
+    }
+}
+
+#[test]
+fn a_v3_entry_size_can_be_set_to_the_16_bytes_one_driver_was_seen_writing() {
+    let sim = Sim::load(&format!(
+        "[meta]\nversion = 1\n[system]\nprocess_v3_entry_bytes = 16\n{ONE_BUSY_GPU}"
+    ));
+    sim.init();
+    let (_, device) = sim.handle(0);
+    let (_, buffer) = v3_bytes(&sim, device);
+    assert_eq!(entry(&buffer, 16, 2), (503, 3 << 30));
+    let bad = Sim::load("[meta]\nversion = 1\n[system]\nprocess_v3_entry_bytes = 20\n");
+    assert_eq!(bad.init(), 9, "DRIVER_NOT_LOADED for an impossible size");
+}
+
+#[test]
+fn old_drivers_answer_function_not_found_for_what_came_later() {
+    let r470 = Sim::load("[meta]\nversion = 1\n[system]\ndriver_version = \"470.82.01\"\n[[gpu]]\n");
+    r470.init();
+    let (_, device) = r470.handle(0);
+    let mut memory: nvmlMemory_v2_t = unsafe { std::mem::zeroed() };
+    memory.version = 0x0200_0028;
+    let v2 =
+        r470.sym::<unsafe extern "C" fn(Device, *mut nvmlMemory_v2_t) -> u32>("nvmlDeviceGetMemoryInfo_v2");
+    assert_eq!(unsafe { v2(device, &mut memory) }, FUNCTION_NOT_FOUND);
+    let mut count = 0;
+    let v3 = r470.process_list("nvmlDeviceGetComputeRunningProcesses_v3");
+    assert_eq!(
+        unsafe { v3(device, &mut count, std::ptr::null_mut()) },
+        FUNCTION_NOT_FOUND
+    );
+    let v2_list = r470.process_list("nvmlDeviceGetComputeRunningProcesses_v2");
+    assert_eq!(
+        unsafe { v2_list(device, &mut count, std::ptr::null_mut()) },
+        SUCCESS
+    );
+
+    let r450 = Sim::load("[meta]\nversion = 1\n[system]\ndriver_version = \"450.36.06\"\n[[gpu]]\n");
+    r450.init();
+    let (_, device) = r450.handle(0);
+    let v2_list = r450.process_list("nvmlDeviceGetComputeRunningProcesses_v2");
+    assert_eq!(
+        unsafe { v2_list(device, &mut count, std::ptr::null_mut()) },
+        FUNCTION_NOT_FOUND
+    );
+}
+
+#[test]
+fn a_driver_library_written_for_a_profile_does_not_export_what_the_driver_lacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("libnvidia-ml.so.1");
+    nvml_sim::profile::write_driver_library(
+        &built_library(),
+        "[meta]\nversion = 1\n[system]\ndriver_version = \"535.54.03\"\n\
+         missing_symbols = [\"nvmlDeviceGetPowerUsage\"]\n",
+        &path,
+    )
+    .unwrap();
+    // SAFETY: loading our own simulator, whose constructors do nothing.
+    let lib = unsafe { Library::new(&path) }.unwrap();
+    let exported = |name: &str| unsafe { lib.get::<*const c_void>(name.as_bytes()) }.is_ok();
+    assert!(exported("nvmlInit_v2"));
+    assert!(exported("nvmlDeviceGetConfComputeMemSizeInfo"));
+    assert!(exported("nvmlDeviceGetComputeRunningProcesses_v3"));
+    assert!(!exported("nvmlDeviceGetRunningProcessDetailList"));
+    assert!(!exported("nvmlDeviceGetProcessesUtilizationInfo"));
+    assert!(!exported("nvmlDeviceGetPowerUsage"));
+}
+
+type ProcessUtilization =
+    unsafe extern "C" fn(Device, *mut nvmlProcessUtilizationSample_t, *mut c_uint, c_ulonglong) -> u32;
+
+#[test]
+fn dirty_process_samples_pad_the_size_query_and_add_junk_rows() {
+    let sim = Sim::load(&format!(
+        "[meta]\nversion = 1\n[clock]\nmode = \"manual\"\n[sim]\ndirty_process_samples = true\n{ONE_BUSY_GPU}"
+    ));
+    sim.init();
+    sim.set_time_ms(10_000);
+    let (_, device) = sim.handle(0);
+    let call = sim.sym::<ProcessUtilization>("nvmlDeviceGetProcessUtilization");
+    let mut count = 0;
+    let since = now_us() - 2_000_000;
+    assert_eq!(
+        unsafe { call(device, std::ptr::null_mut(), &mut count, since) },
+        INSUFFICIENT_SIZE
+    );
+    assert_eq!(count, 100, "the size query always says 100");
+    let mut rows = vec![unsafe { std::mem::zeroed::<nvmlProcessUtilizationSample_t>() }; 100];
+    assert_eq!(
+        unsafe { call(device, rows.as_mut_ptr(), &mut count, since) },
+        SUCCESS
+    );
+    let rows = &rows[..count as usize];
+    assert!(rows.iter().any(|r| r.pid == 0), "a PID 0 row");
+    assert!(rows.iter().any(|r| r.smUtil == 37_100), "an impossible %SM");
+    assert!(
+        rows.iter().any(|r| r.timeStamp <= since),
+        "rows older than asked for"
+    );
+    let good: Vec<u32> = rows
+        .iter()
+        .filter(|r| r.timeStamp > since && [501, 502, 503].contains(&r.pid))
+        .map(|r| r.smUtil)
+        .collect();
+    assert_eq!(good, [30, 40, 50]);
+}
+
+#[test]
+fn processes_utilization_info_answers_as_the_legacy_call_does() {
+    let sim = Sim::load(&format!(
+        "[meta]\nversion = 1\n[clock]\nmode = \"manual\"\n{ONE_BUSY_GPU}"
+    ));
+    sim.init();
+    sim.set_time_ms(10_000);
+    let (_, device) = sim.handle(0);
+    let call =
+        sim.sym::<unsafe extern "C" fn(
+            Device,
+            *mut nvml_wrapper_sys::bindings::nvmlProcessesUtilizationInfo_t,
+        ) -> u32>("nvmlDeviceGetProcessesUtilizationInfo");
+    let mut rows =
+        vec![unsafe { std::mem::zeroed::<nvml_wrapper_sys::bindings::nvmlProcessUtilizationInfo_v1_t>() }; 8];
+    let mut info = nvml_wrapper_sys::bindings::nvmlProcessesUtilizationInfo_t {
+        version: 0x0100_0018,
+        processSamplesCount: 8,
+        lastSeenTimeStamp: 0,
+        procUtilArray: rows.as_mut_ptr(),
+    };
+    assert_eq!(unsafe { call(device, &mut info) }, SUCCESS);
+    assert_eq!(info.processSamplesCount, 3);
+    let sm: Vec<(u32, u32)> = rows[..3].iter().map(|r| (r.pid, r.smUtil)).collect();
+    assert_eq!(sm, [(501, 30), (502, 40), (503, 50)]);
+    info.version = 1;
+    assert_eq!(unsafe { call(device, &mut info) }, ARGUMENT_VERSION_MISMATCH);
 }
