@@ -26,7 +26,7 @@ fn interval_means_from_the_sample_buffer_count_short_bursts() {
 
     // SAFETY: a plain function call into the simulator.
     unsafe { set_time(500) };
-    source.read(window); // the first read only sets the watermarks
+    source.read(window); // the first read takes what the buffer held before
     let (mut means, mut peaks, mut points, mut power_means) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for second in 1..=INTERVALS {

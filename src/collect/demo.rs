@@ -83,20 +83,36 @@ impl DemoSource {
         }
     }
 
-    fn window(&self, gpu: usize, sample_type: u32, t: f64, since: u64) -> Reading<Window> {
+    /// The window of `sample_type`'s samples since `since`; where the buffer has none (an
+    /// idle GPU's runs dry), the `current` reading, as gputop reads NVML.
+    fn window(
+        &self,
+        gpu: usize,
+        sample_type: u32,
+        t: f64,
+        since: u64,
+        current: &Reading<u32>,
+    ) -> Reading<Window> {
         let shared = nvml_sim::engine::sample_field(sample_type).unwrap_or("samples");
-        self.field(gpu, shared, t, || {
+        let sampled = self.field(gpu, shared, t, || {
             let samples = self.sim.samples(gpu, sample_type, t, &self.time, since)?;
-            if samples.is_empty() {
-                return Err(codes::NOT_FOUND);
-            }
             let values: Vec<f64> = samples.iter().map(|(_, v)| f64::from(*v)).collect();
-            Ok(Window {
+            Ok((!values.is_empty()).then(|| Window {
                 mean: values.iter().sum::<f64>() / values.len() as f64,
                 peak: values.iter().copied().fold(f64::MIN, f64::max),
                 samples: values.len(),
-            })
-        })
+            }))
+        });
+        match sampled {
+            Reading::Value(Some(window)) => Reading::Value(window),
+            Reading::Value(None) => current.clone().map(|now| Window {
+                mean: f64::from(now),
+                peak: f64::from(now),
+                samples: 0,
+            }),
+            Reading::NotSupported => Reading::NotSupported,
+            Reading::Failed(reason) => Reading::Failed(reason),
+        }
     }
 
     fn device(&self, gpu: usize, t: f64, since: u64) -> Device {
@@ -119,6 +135,19 @@ impl DemoSource {
             Ok(vec![speed; g.fans as usize])
         });
         let bus = g.pci.bus.unwrap_or(index + 1);
+        let utilization = |expr, key: &str| {
+            self.field(gpu, "utilization", t, || {
+                if !sim.utilization_supported(gpu) {
+                    return Err(codes::NOT_SUPPORTED);
+                }
+                sim.percent(gpu, expr, key, sim.latest_sample_tick(t))
+            })
+        };
+        let utilization_gpu = utilization(&d.utilization_gpu, "utilization_gpu");
+        let utilization_memory = utilization(&d.utilization_memory, "utilization_memory");
+        let power_usage_mw = self.field(gpu, "power_usage", t, || {
+            sim.count(gpu, &d.power_mw, "power_mw", sim.latest_sample_tick(t))
+        });
         Device {
             index,
             status: DeviceStatus::Ok,
@@ -127,30 +156,16 @@ impl DemoSource {
             pci_bus_id: self.field(gpu, "pci", t, || {
                 Ok(format!("{:08X}:{:02X}:{:02X}.0", g.pci.domain, bus, g.pci.device))
             }),
-            utilization_gpu: self.field(gpu, "utilization", t, || {
-                if !sim.utilization_supported(gpu) {
-                    return Err(codes::NOT_SUPPORTED);
-                }
-                sim.percent(
-                    gpu,
-                    &d.utilization_gpu,
-                    "utilization_gpu",
-                    sim.latest_sample_tick(t),
-                )
-            }),
-            utilization_memory: self.field(gpu, "utilization", t, || {
-                if !sim.utilization_supported(gpu) {
-                    return Err(codes::NOT_SUPPORTED);
-                }
-                sim.percent(
-                    gpu,
-                    &d.utilization_memory,
-                    "utilization_memory",
-                    sim.latest_sample_tick(t),
-                )
-            }),
-            utilization_gpu_window: self.window(gpu, sampling::GPU_UTILIZATION, t, since),
-            utilization_memory_window: self.window(gpu, sampling::MEMORY_UTILIZATION, t, since),
+            utilization_gpu_window: self.window(gpu, sampling::GPU_UTILIZATION, t, since, &utilization_gpu),
+            utilization_memory_window: self.window(
+                gpu,
+                sampling::MEMORY_UTILIZATION,
+                t,
+                since,
+                &utilization_memory,
+            ),
+            utilization_gpu,
+            utilization_memory,
             memory: self.field(gpu, "memory", t, || {
                 sim.memory(gpu, t).map(|m| Memory {
                     total: m.total,
@@ -173,10 +188,8 @@ impl DemoSource {
                 g.temperature_thresholds.shutdown.ok_or(codes::NOT_SUPPORTED)
             }),
             fan_speeds: fans,
-            power_usage_mw: self.field(gpu, "power_usage", t, || {
-                sim.count(gpu, &d.power_mw, "power_mw", sim.latest_sample_tick(t))
-            }),
-            power_usage_window: self.window(gpu, sampling::TOTAL_POWER, t, since),
+            power_usage_window: self.window(gpu, sampling::TOTAL_POWER, t, since, &power_usage_mw),
+            power_usage_mw,
             power_limit_mw: fixed("power_limit", g.power_limit_mw),
             power_enforced_limit_mw: fixed("enforced_power_limit", g.enforced_power_limit_mw),
             energy_mj: self.field(gpu, "energy", t, || sim.energy_mj(gpu, t)),

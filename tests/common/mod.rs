@@ -43,6 +43,27 @@ pub fn sim_lib_dir() -> tempfile::TempDir {
     dir
 }
 
+/// A directory holding `scenario_text` as the scenario beside a `libnvidia-ml.so.1` that
+/// exports only what the scenario's driver version has, as that driver's library does.
+pub fn driver_dir(scenario_text: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    nvml_sim::profile::write_driver_library(&sim_lib(), scenario_text, &dir.path().join("libnvidia-ml.so.1"))
+        .expect("write the driver's library");
+    std::fs::write(dir.path().join("gputop-sim.toml"), scenario_text).expect("write the scenario");
+    dir
+}
+
+/// gputop on the driver of [`driver_dir`] at manual scenario time `t_ms`.
+pub fn gputop_on_driver(home: &Path, driver: &Path, t_ms: u64) -> Command {
+    let mut command = gputop(home);
+    command
+        .arg("--nvml-lib")
+        .arg(driver.join("libnvidia-ml.so.1"))
+        .env("GPUTOP_SIM_CLOCK", "manual")
+        .env("GPUTOP_SIM_TIME_MS", t_ms.to_string());
+    command
+}
+
 pub fn scenario(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/scenarios")

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{
@@ -22,7 +22,7 @@ use nvml_wrapper::enum_wrappers::device::{
 };
 use nvml_wrapper::enums::device::{SampleValue, UsedGpuMemory};
 use nvml_wrapper::error::NvmlError;
-use nvml_wrapper::struct_wrappers::device::ProcessInfo;
+use nvml_wrapper::struct_wrappers::device::{ProcessInfo, ProcessUtilizationSample, Sample};
 use nvml_wrapper::{Device as NvmlDevice, cuda_driver_version_major, cuda_driver_version_minor};
 use nvml_wrapper_sys::bindings::nvmlDevice_t;
 
@@ -44,13 +44,6 @@ pub enum NvmlUnusable {
     Other(String),
 }
 
-/// Wall-clock µs since the Unix epoch: the clock NVML timestamps samples with.
-fn now_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
-}
-
 /// A driver that lacks a symbol behaves as if the metric is not supported.
 fn is_missing(error: &NvmlError) -> bool {
     matches!(
@@ -62,8 +55,16 @@ fn is_missing(error: &NvmlError) -> bool {
 fn reading<T>(result: Result<T, NvmlError>) -> Reading<T> {
     match result {
         Ok(value) => Reading::Value(value),
-        Err(error) if is_missing(&error) => Reading::NotSupported,
-        Err(error) => Reading::Failed(error.to_string()),
+        Err(error) => unread(&error),
+    }
+}
+
+/// What a reading the driver did not give is: not supported, or failed with the reason.
+fn unread<T>(error: &NvmlError) -> Reading<T> {
+    if is_missing(error) {
+        Reading::NotSupported
+    } else {
+        Reading::Failed(error.to_string())
     }
 }
 
@@ -316,6 +317,8 @@ pub struct NvmlSource {
     /// Device handles, valid for as long as NVML is initialised: asked for once.
     handles: Vec<Option<Handle>>,
     watermarks: Vec<Watermarks>,
+    /// The process-list calls this driver has and the layout they write.
+    process_api: raw::ProcessApi,
     pcie: Option<Arc<Mutex<Vec<PcieThroughput>>>>,
     /// Processes at the last read.
     process_count: usize,
@@ -328,6 +331,47 @@ impl std::fmt::Debug for NvmlSource {
         f.debug_struct("NvmlSource")
             .field("device_count", &self.device_count)
             .finish()
+    }
+}
+
+/// The drivers whose `_v3` process calls write 32-byte entries (with
+/// `usedGpuCcProtectedMemory`) under the same name: 535.43.02 up to 535.98.
+const CC_LAYOUT_DRIVERS: ((u32, u32, u32), (u32, u32, u32)) = ((535, 43, 2), (535, 98, 0));
+
+/// `"535.54.03"` as numbers; missing parts read as 0.
+fn driver_version(text: &str) -> Option<(u32, u32, u32)> {
+    let mut parts = text.trim().split('.').map(|part| {
+        let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse::<u32>().ok()
+    });
+    let major = parts.next()??;
+    Some((
+        major,
+        parts.next().flatten().unwrap_or(0),
+        parts.next().flatten().unwrap_or(0),
+    ))
+}
+
+/// The newest process-list calls the driver exports and the entry size they write, as
+/// nvitop decides it: 32-byte `_v3` entries on the drivers of [`CC_LAYOUT_DRIVERS`], or
+/// where the driver exports `nvmlDeviceGetConfComputeMemSizeInfo` but not yet
+/// `nvmlDeviceGetRunningProcessDetailList` (which came with the fix).
+fn process_api(version: &Reading<String>, nvml: &Nvml) -> raw::ProcessApi {
+    let lib = nvml.lib();
+    if lib.nvmlDeviceGetComputeRunningProcesses_v3.is_ok() {
+        let (first, fixed) = CC_LAYOUT_DRIVERS;
+        let by_version = version
+            .value()
+            .and_then(|v| driver_version(v))
+            .is_some_and(|v| first <= v && v < fixed);
+        let by_symbols = lib.nvmlDeviceGetConfComputeMemSizeInfo.is_ok()
+            && lib.nvmlDeviceGetRunningProcessDetailList.is_err();
+        let entry_bytes = if by_version || by_symbols { 32 } else { 24 };
+        raw::ProcessApi::V3 { entry_bytes }
+    } else if lib.nvmlDeviceGetComputeRunningProcesses_v2.is_ok() {
+        raw::ProcessApi::V2
+    } else {
+        raw::ProcessApi::V1
     }
 }
 
@@ -369,6 +413,7 @@ impl NvmlSource {
         // scenario): hand those pages back rather than keep them resident for the run. The
         // first collection does not reuse them all, so this also lowers a one-shot's peak
         // (8 GPUs: 7.0 -> 6.5 MiB with 64 processes, 9.2 -> 8.3 with 512).
+        let process_api = process_api(&driver.driver_version, &nvml);
         crate::heap::release_free_pages();
         Ok(Self {
             nvml: Arc::new(nvml),
@@ -378,6 +423,7 @@ impl NvmlSource {
             slow: vec![None; count],
             handles: vec![None; count],
             watermarks: vec![Watermarks::default(); count],
+            process_api,
             pcie: None,
             process_count: 0,
             _pcie_stop: None,
@@ -451,7 +497,14 @@ impl NvmlSource {
                     continue;
                 }
             }
-            processes.extend(read_processes(&device, index, &statics.uuid, marks, window));
+            processes.extend(read_processes(
+                &device,
+                index,
+                &statics.uuid,
+                &mut self.process_api,
+                marks,
+                window,
+            ));
         }
         self.process_count = processes.len();
         Readout {
@@ -469,6 +522,10 @@ fn unavailable(index: u32, error: &NvmlError, known: Option<&StaticFacts>) -> De
     let reason = error.to_string();
     let status = match error {
         NvmlError::GpuLost => DeviceStatus::Lost(reason.clone()),
+        // What a GPU that fell off the bus often answers for its handle (Xid 79).
+        NvmlError::Unknown => {
+            DeviceStatus::Lost(format!("{reason} for the GPU's handle (fallen off the bus?)"))
+        }
         _ => DeviceStatus::Failed(reason.clone()),
     };
     let mut device = Device::unavailable(index, status, &reason);
@@ -520,45 +577,77 @@ fn pcie_loop(
     }
 }
 
-/// Mean and peak of the driver's samples newer than the watermark (or the last `window`),
-/// and the newest sample's value: the current reading.
+/// Mean and peak of the driver's samples of the last `window`, and the newest sample's
+/// value (the current reading); `None` when the buffer holds no new sample, as an idle GPU's
+/// runs dry. Driver stamps are on the driver's own clock (boot time on Linux), so they are
+/// never compared with the host's: the first read asks for all (0), later ones for samples
+/// newer than the newest stamp given, and the window is cut back from the newest sample.
 fn sample_window(
     device: &NvmlDevice<'_>,
     sampling: Sampling,
     watermark: &mut u64,
     window: Duration,
-) -> (Reading<Window>, Option<f64>) {
-    let since = if *watermark == 0 {
-        now_us().saturating_sub(window.as_micros() as u64)
-    } else {
-        *watermark
+) -> Result<Option<(Window, f64)>, NvmlError> {
+    let samples = match raw::samples(device, sampling, *watermark) {
+        Err(NvmlError::NotFound) => return Ok(None),
+        other => other?,
     };
-    match raw::samples(device, sampling, since) {
-        Ok(samples) if !samples.is_empty() => {
-            let values: Vec<f64> = samples
-                .iter()
-                .map(|s| match s.value {
-                    SampleValue::F64(v) => v,
-                    SampleValue::U32(v) => f64::from(v),
-                    SampleValue::U64(v) => v as f64,
-                    SampleValue::I64(v) => v as f64,
-                })
-                .collect();
-            let newest = samples
-                .iter()
-                .zip(&values)
-                .max_by_key(|(s, _)| s.timestamp)
-                .map(|(s, v)| (s.timestamp, *v));
-            *watermark = newest.map_or(*watermark, |(at, _)| at);
-            let window = Window {
-                mean: values.iter().sum::<f64>() / values.len() as f64,
-                peak: values.iter().copied().fold(f64::MIN, f64::max),
-                samples: values.len(),
-            };
-            (Reading::Value(window), newest.map(|(_, v)| v))
-        }
-        Ok(_) | Err(NvmlError::NotFound) => (Reading::Failed("no new samples in the interval".into()), None),
-        Err(error) => (reading(Err(error)), None),
+    let value = |s: &Sample| match s.value {
+        SampleValue::F64(v) => v,
+        SampleValue::U32(v) => f64::from(v),
+        SampleValue::U64(v) => v as f64,
+        SampleValue::I64(v) => v as f64,
+    };
+    let Some(newest) = samples.iter().max_by_key(|s| s.timestamp) else {
+        return Ok(None);
+    };
+    *watermark = newest.timestamp;
+    let since = newest.timestamp.saturating_sub(window.as_micros() as u64);
+    let values: Vec<f64> = samples
+        .iter()
+        .filter(|s| s.timestamp > since)
+        .map(value)
+        .collect();
+    let window = Window {
+        mean: values.iter().sum::<f64>() / values.len() as f64,
+        peak: values.iter().copied().fold(f64::MIN, f64::max),
+        samples: values.len(),
+    };
+    Ok(Some((window, value(newest))))
+}
+
+/// A metric's window: the samples' where the buffer had some, else the current reading
+/// (mean and peak alike, from no samples), as an idle GPU's empty buffer means.
+fn window_or_current(
+    sampled: &Result<Option<(Window, f64)>, NvmlError>,
+    current: &Reading<u32>,
+) -> Reading<Window> {
+    match sampled {
+        Ok(Some((window, _))) => Reading::Value(*window),
+        Ok(None) => current.clone().map(|now| Window {
+            mean: f64::from(now),
+            peak: f64::from(now),
+            samples: 0,
+        }),
+        Err(error) => unread(error),
+    }
+}
+
+/// Memory through `_v2`, or the v1 call on drivers before R510.
+fn memory_info(device: &NvmlDevice<'_>) -> Result<Memory, NvmlError> {
+    match device.memory_info() {
+        Err(error) if is_missing(&error) => raw::memory_v1(device).map(|(total, used, free)| Memory {
+            total,
+            used,
+            free,
+            reserved: 0,
+        }),
+        other => other.map(|m| Memory {
+            total: m.total,
+            used: m.used,
+            free: m.free,
+            reserved: m.reserved,
+        }),
     }
 }
 
@@ -571,21 +660,18 @@ fn read_device(
     marks: &mut Watermarks,
     window: Duration,
 ) -> Result<Device, NvmlError> {
-    // The first call tells whether the device answers at all.
-    let memory = match device.memory_info() {
-        Err(error @ (NvmlError::GpuLost | NvmlError::ResetRequired | NvmlError::Unknown)) => {
-            return Err(error);
-        }
-        other => reading(other.map(|m| Memory {
-            total: m.total,
-            used: m.used,
-            free: m.free,
-            reserved: m.reserved,
-        })),
+    // The first call tells whether the device answers at all. UNKNOWN may fail this one
+    // call (as memory in WSL) or the whole GPU (fallen off the bus): the handle call tells.
+    let memory = match memory_info(device) {
+        Err(error @ (NvmlError::GpuLost | NvmlError::ResetRequired)) => return Err(error),
+        Err(NvmlError::Unknown) => match device.nvml().device_by_index(index) {
+            Err(error @ (NvmlError::Unknown | NvmlError::GpuLost)) => return Err(error),
+            _ => Reading::Failed(NvmlError::Unknown.to_string()),
+        },
+        other => reading(other),
     };
-    let (utilization_gpu_window, latest_gpu) =
-        sample_window(device, Sampling::GpuUtilization, &mut marks.gpu_util, window);
-    let (utilization_memory_window, latest_memory) = sample_window(
+    let gpu_samples = sample_window(device, Sampling::GpuUtilization, &mut marks.gpu_util, window);
+    let memory_samples = sample_window(
         device,
         Sampling::MemoryUtilization,
         &mut marks.memory_util,
@@ -593,8 +679,8 @@ fn read_device(
     );
     // The newest sample is the current reading; without one, the driver is asked directly.
     let percent = |v: f64| Reading::Value(v.round().clamp(0.0, 100.0) as u32);
-    let (utilization_gpu, utilization_memory) = match (latest_gpu, latest_memory) {
-        (Some(gpu), Some(memory)) => (percent(gpu), percent(memory)),
+    let (utilization_gpu, utilization_memory) = match (&gpu_samples, &memory_samples) {
+        (Ok(Some((_, gpu))), Ok(Some((_, memory)))) => (percent(*gpu), percent(*memory)),
         _ => match device.utilization_rates() {
             Ok(u) => (Reading::Value(u.gpu), Reading::Value(u.memory)),
             Err(error) => (
@@ -608,16 +694,19 @@ fn read_device(
         (Reading::Failed(reason), _) => Reading::Failed(reason.clone()),
         (_, value) => value,
     };
+    let utilization_gpu_window = window_or_current(&gpu_samples, &utilization_gpu);
+    let utilization_memory_window = window_or_current(&memory_samples, &utilization_memory);
     let clock = |clock| reading(device.clock_info(clock));
     if slow.as_ref().is_none_or(|s| s.read_at.elapsed() >= SLOW_INTERVAL) {
         *slow = Some(SlowFacts::read(device));
     }
     let slow = slow.clone().expect("read above");
-    let (power_usage_window, latest_power) = sample_window(device, Sampling::Power, &mut marks.power, window);
-    let power_usage_mw = match latest_power {
-        Some(mw) => Reading::Value(mw.round().max(0.0) as u32),
-        None => reading(device.power_usage()),
+    let power_samples = sample_window(device, Sampling::Power, &mut marks.power, window);
+    let power_usage_mw = match &power_samples {
+        Ok(Some((_, mw))) => Reading::Value(mw.round().max(0.0) as u32),
+        _ => reading(device.power_usage()),
     };
+    let power_usage_window = window_or_current(&power_samples, &power_usage_mw);
     let fan_speeds = match &statics.fan_count {
         Reading::Value(count) => {
             let speeds: Result<Vec<u32>, NvmlError> = (0..*count).map(|fan| device.fan_speed(fan)).collect();
@@ -675,25 +764,36 @@ fn read_device(
     })
 }
 
-/// A `_v3` process list in one call, falling back to nvml-wrapper's `_v2` call on drivers
-/// without `_v3`; a list the driver lacks altogether is empty.
+/// A process list through the newest API the driver has, stepping `api` down for good
+/// when the driver turns out to lack it; a list the driver lacks altogether is empty.
 fn process_list(
     device: &NvmlDevice<'_>,
     list: raw::ProcessList,
+    api: &mut raw::ProcessApi,
     capacity: &mut usize,
 ) -> Result<Vec<ProcessInfo>, NvmlError> {
-    let v2 = || match list {
-        raw::ProcessList::Compute => device.running_compute_processes_v2(),
-        raw::ProcessList::Graphics => device.running_graphics_processes_v2(),
-        raw::ProcessList::Mps => Err(NvmlError::NotSupported),
-    };
-    match raw::processes(device, list, capacity) {
-        Err(error) if is_missing(&error) => match v2() {
-            Err(error) if is_missing(&error) => Ok(Vec::new()),
-            other => other,
-        },
-        other => other,
+    loop {
+        match raw::processes(device, list, *api, capacity) {
+            Err(error) if is_missing(&error) => match api.older() {
+                // Only the compute list decides: a driver may lack just the MPS list.
+                Some(older) if list == raw::ProcessList::Compute => *api = older,
+                _ => return Ok(Vec::new()),
+            },
+            other => return other,
+        }
     }
+}
+
+/// Whether a per-process utilization sample is one to count (nvtop's filter, go-nvml #51):
+/// drivers pad answers with rows of PID 0, PIDs no list has, values far over 100 and
+/// samples older than asked for.
+fn is_valid_sample(sample: &ProcessUtilizationSample, watermark: u64, listed: &[GpuProcess]) -> bool {
+    sample.pid != 0
+        && sample.timestamp > watermark
+        && [sample.sm_util, sample.mem_util, sample.enc_util, sample.dec_util]
+            .iter()
+            .all(|v| *v <= 100)
+        && listed.iter().any(|p| p.pid == sample.pid)
 }
 
 /// Compute, graphics and MPS lists merged by PID, with per-process utilization.
@@ -701,13 +801,14 @@ fn read_processes(
     device: &NvmlDevice<'_>,
     index: u32,
     uuid: &Reading<String>,
+    api: &mut raw::ProcessApi,
     marks: &mut Watermarks,
     window: Duration,
 ) -> Vec<GpuProcess> {
     let [compute_capacity, graphics_capacity, mps_capacity] = &mut marks.list_capacity;
-    let compute = process_list(device, raw::ProcessList::Compute, compute_capacity);
-    let graphics = process_list(device, raw::ProcessList::Graphics, graphics_capacity);
-    let mps = process_list(device, raw::ProcessList::Mps, mps_capacity);
+    let compute = process_list(device, raw::ProcessList::Compute, api, compute_capacity);
+    let graphics = process_list(device, raw::ProcessList::Graphics, api, graphics_capacity);
+    let mps = process_list(device, raw::ProcessList::Mps, api, mps_capacity);
     let listed = [&compute, &graphics, &mps]
         .iter()
         .map(|list| list.as_ref().map_or(0, Vec::len))
@@ -755,28 +856,31 @@ fn read_processes(
     if merged.is_empty() {
         return merged;
     }
-    let since = if marks.processes == 0 {
-        now_us().saturating_sub(window.as_micros() as u64)
-    } else {
-        marks.processes
-    };
-    match raw::process_utilization(device, since, &mut marks.utilization_capacity) {
+    // Process samples carry Unix-time stamps on some drivers and not on others: as for
+    // device samples, only the driver's own stamps are compared.
+    match raw::process_utilization(device, marks.processes, &mut marks.utilization_capacity) {
         Ok(samples) => {
-            marks.processes = samples
+            let valid: Vec<&ProcessUtilizationSample> = samples
                 .iter()
-                .map(|s| s.timestamp)
-                .max()
-                .unwrap_or(marks.processes);
+                .filter(|s| is_valid_sample(s, marks.processes, &merged))
+                .collect();
+            let Some(newest) = valid.iter().map(|s| s.timestamp).max() else {
+                return merged;
+            };
+            marks.processes = newest;
+            let since = newest.saturating_sub(window.as_micros() as u64);
             for process in &mut merged {
-                let mine: Vec<_> = samples.iter().filter(|s| s.pid == process.pid).collect();
+                let mine: Vec<&&ProcessUtilizationSample> = valid
+                    .iter()
+                    .filter(|s| s.pid == process.pid && s.timestamp > since)
+                    .collect();
                 if mine.is_empty() {
                     continue;
                 }
-                let mean =
-                    |f: fn(&&nvml_wrapper::struct_wrappers::device::ProcessUtilizationSample) -> u32| {
-                        let sum: u64 = mine.iter().map(|s| u64::from(f(s))).sum();
-                        Reading::Value((sum as f64 / mine.len() as f64).round().min(100.0) as u32)
-                    };
+                let mean = |f: fn(&ProcessUtilizationSample) -> u32| {
+                    let sum: u64 = mine.iter().map(|s| u64::from(f(s))).sum();
+                    Reading::Value((sum as f64 / mine.len() as f64).round() as u32)
+                };
                 process.sm_percent = mean(|s| s.sm_util);
                 process.memory_bandwidth_percent = mean(|s| s.mem_util);
                 process.encoder_percent = mean(|s| s.enc_util);

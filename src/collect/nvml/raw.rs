@@ -1,4 +1,6 @@
-//! Single-call NVML reads through nvml-wrapper-sys, for the lists read every refresh.
+//! NVML reads through nvml-wrapper-sys that nvml-wrapper does not make the way real drivers
+//! need: lists in one call, process lists in the layout each driver writes, and the older
+//! calls old drivers have.
 //!
 //! nvml-wrapper asks the driver for a count and then fetches: two calls per list, every
 //! refresh, on every GPU. These pass a buffer large enough for the usual answer and ask again
@@ -11,7 +13,8 @@ use nvml_wrapper::enum_wrappers::device::{SampleValueType, Sampling};
 use nvml_wrapper::error::{NvmlError, nvml_sym, nvml_try};
 use nvml_wrapper::struct_wrappers::device::{ProcessInfo, ProcessUtilizationSample, Sample};
 use nvml_wrapper_sys::bindings::{
-    nvmlDevice_t, nvmlProcessInfo_t, nvmlProcessUtilizationSample_t,
+    nvmlDevice_t, nvmlMemory_t, nvmlProcessInfo_t, nvmlProcessInfo_v1_t, nvmlProcessInfo_v2_t,
+    nvmlProcessUtilizationInfo_v1_t, nvmlProcessUtilizationSample_t, nvmlProcessesUtilizationInfo_t,
     nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE, nvmlReturn_t, nvmlSample_t, nvmlValueType_t,
 };
 
@@ -85,32 +88,176 @@ pub enum ProcessList {
     Mps,
 }
 
-/// The `_v3` process list; `capacity` carries the buffer size between refreshes.
+/// Which process-list symbols a driver has, and the entry size its answers use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessApi {
+    /// `…RunningProcesses_v3`, whose entries are 24 bytes, or 32 on the drivers that added
+    /// `usedGpuCcProtectedMemory` without a version bump.
+    V3 { entry_bytes: usize },
+    /// `…RunningProcesses_v2` (450.66 and later): 24-byte entries.
+    V2,
+    /// The unversioned calls of older drivers: 16-byte entries (pid, used memory).
+    V1,
+}
+
+impl ProcessApi {
+    fn entry_bytes(self) -> usize {
+        match self {
+            Self::V3 { entry_bytes } => entry_bytes,
+            Self::V2 => 24,
+            Self::V1 => 16,
+        }
+    }
+
+    /// The next older API, for a driver that turns out to lack this one.
+    pub fn older(self) -> Option<Self> {
+        match self {
+            Self::V3 { .. } => Some(Self::V2),
+            Self::V2 => Some(Self::V1),
+            Self::V1 => None,
+        }
+    }
+}
+
+/// The largest entry any driver writes: buffers are sized for it, so a driver whose layout
+/// was guessed wrong still writes inside them.
+const MAX_ENTRY_BYTES: usize = 32;
+
+type ListFn<T> = unsafe extern "C" fn(nvmlDevice_t, *mut c_uint, *mut T) -> nvmlReturn_t;
+
+/// A process-list symbol of one of the three versions: each takes (device, count, array)
+/// and they differ only in the entries they write.
+#[derive(Clone, Copy)]
+enum ListSymbol {
+    V1(ListFn<nvmlProcessInfo_v1_t>),
+    V2(ListFn<nvmlProcessInfo_v2_t>),
+    V3(ListFn<nvmlProcessInfo_t>),
+}
+
+fn list_symbol(device: &NvmlDevice<'_>, list: ProcessList, api: ProcessApi) -> Result<ListSymbol, NvmlError> {
+    let lib = device.nvml().lib();
+    let (v1, v2, v3) = match list {
+        ProcessList::Compute => (
+            &lib.nvmlDeviceGetComputeRunningProcesses,
+            &lib.nvmlDeviceGetComputeRunningProcesses_v2,
+            &lib.nvmlDeviceGetComputeRunningProcesses_v3,
+        ),
+        ProcessList::Graphics => (
+            &lib.nvmlDeviceGetGraphicsRunningProcesses,
+            &lib.nvmlDeviceGetGraphicsRunningProcesses_v2,
+            &lib.nvmlDeviceGetGraphicsRunningProcesses_v3,
+        ),
+        ProcessList::Mps => (
+            &lib.nvmlDeviceGetMPSComputeRunningProcesses,
+            &lib.nvmlDeviceGetMPSComputeRunningProcesses_v2,
+            &lib.nvmlDeviceGetMPSComputeRunningProcesses_v3,
+        ),
+    };
+    Ok(match api {
+        ProcessApi::V1 => ListSymbol::V1(*nvml_sym(v1.as_ref())?),
+        ProcessApi::V2 => ListSymbol::V2(*nvml_sym(v2.as_ref())?),
+        ProcessApi::V3 { .. } => ListSymbol::V3(*nvml_sym(v3.as_ref())?),
+    })
+}
+
+/// A process list through `api`; `capacity` carries the buffer size between refreshes.
 pub fn processes(
     device: &NvmlDevice<'_>,
     list: ProcessList,
+    api: ProcessApi,
     capacity: &mut usize,
 ) -> Result<Vec<ProcessInfo>, NvmlError> {
-    let lib = device.nvml().lib();
-    let sym = nvml_sym(
-        match list {
-            ProcessList::Compute => &lib.nvmlDeviceGetComputeRunningProcesses_v3,
-            ProcessList::Graphics => &lib.nvmlDeviceGetGraphicsRunningProcesses_v3,
-            ProcessList::Mps => &lib.nvmlDeviceGetMPSComputeRunningProcesses_v3,
+    let sym = list_symbol(device, list, api)?;
+    // Entries of the largest layout, as 8-byte words for alignment: NVML is told the count
+    // of these slots, and writes that many entries of its own, never larger, layout.
+    let raw = fetch_list([0u64; MAX_ENTRY_BYTES / 8], capacity, |count, buffer| {
+        let (device, array) = (handle(device), buffer.cast::<u8>());
+        // SAFETY: `buffer` holds `*count` slots of MAX_ENTRY_BYTES, room for `*count`
+        // entries of any layout.
+        unsafe {
+            match sym {
+                ListSymbol::V1(f) => f(device, count, array.cast()),
+                ListSymbol::V2(f) => f(device, count, array.cast()),
+                ListSymbol::V3(f) => f(device, count, array.cast()),
+            }
         }
-        .as_ref(),
-    )?;
-    // SAFETY: nvmlProcessInfo_t is plain data; all-zero is a valid value.
-    let zero: nvmlProcessInfo_t = unsafe { std::mem::zeroed() };
-    let raw = fetch_list(zero, capacity, |count, buffer| {
-        // SAFETY: `buffer` holds `*count` entries of the layout the `_v3` symbol writes.
-        unsafe { sym(handle(device), count, buffer) }
     })?;
-    Ok(raw.into_iter().map(ProcessInfo::from).collect())
+    let stride = api.entry_bytes();
+    let bytes: Vec<u8> = raw.iter().flatten().flat_map(|w| w.to_ne_bytes()).collect();
+    Ok(bytes
+        .chunks_exact(stride)
+        .take(raw.len())
+        .map(parse_entry)
+        .collect())
 }
 
-/// Per-process utilization samples newer than `since` (µs); `capacity` as for `processes`.
+/// One process entry: pid @0, used memory @8, and in 24- and 32-byte entries the GPU and
+/// compute instance @16 and @20.
+fn parse_entry(entry: &[u8]) -> ProcessInfo {
+    let u32_at = |at: usize| u32::from_ne_bytes(entry[at..at + 4].try_into().unwrap_or([0; 4]));
+    let used = u64::from_ne_bytes(entry[8..16].try_into().unwrap_or([0; 8]));
+    let (gpu_instance, compute_instance) = match entry.len() {
+        16 => (u32::MAX, u32::MAX),
+        _ => (u32_at(16), u32_at(20)),
+    };
+    ProcessInfo::from(nvmlProcessInfo_t {
+        pid: u32_at(0),
+        usedGpuMemory: used,
+        gpuInstanceId: gpu_instance,
+        computeInstanceId: compute_instance,
+    })
+}
+
+/// Per-process utilization samples newer than `since` (µs), through
+/// `nvmlDeviceGetProcessesUtilizationInfo` where the driver has it (R550+; the legacy call
+/// was reported reading 0 on Blackwell), else `nvmlDeviceGetProcessUtilization`.
 pub fn process_utilization(
+    device: &NvmlDevice<'_>,
+    since: u64,
+    capacity: &mut usize,
+) -> Result<Vec<ProcessUtilizationSample>, NvmlError> {
+    match processes_utilization_info(device, since, capacity) {
+        Err(error) if super::is_missing(&error) => legacy_process_utilization(device, since, capacity),
+        other => other,
+    }
+}
+
+const PROCESSES_UTILIZATION_INFO_V1: c_uint = 0x0100_0018;
+
+fn processes_utilization_info(
+    device: &NvmlDevice<'_>,
+    since: u64,
+    capacity: &mut usize,
+) -> Result<Vec<ProcessUtilizationSample>, NvmlError> {
+    let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetProcessesUtilizationInfo.as_ref())?;
+    // SAFETY: plain data; all-zero is a valid value.
+    let zero: nvmlProcessUtilizationInfo_v1_t = unsafe { std::mem::zeroed() };
+    let raw = fetch_list(zero, capacity, |count, buffer| {
+        let mut info = nvmlProcessesUtilizationInfo_t {
+            version: PROCESSES_UTILIZATION_INFO_V1,
+            processSamplesCount: *count,
+            lastSeenTimeStamp: since,
+            procUtilArray: buffer,
+        };
+        // SAFETY: `info` points at a buffer of `*count` entries.
+        let code = unsafe { sym(handle(device), &mut info) };
+        *count = info.processSamplesCount;
+        code
+    })?;
+    Ok(raw
+        .into_iter()
+        .map(|s| ProcessUtilizationSample {
+            pid: s.pid,
+            timestamp: s.timeStamp,
+            sm_util: s.smUtil,
+            mem_util: s.memUtil,
+            enc_util: s.encUtil,
+            dec_util: s.decUtil,
+        })
+        .collect())
+}
+
+fn legacy_process_utilization(
     device: &NvmlDevice<'_>,
     since: u64,
     capacity: &mut usize,
@@ -123,4 +270,15 @@ pub fn process_utilization(
         unsafe { sym(handle(device), buffer, count, since) }
     })?;
     Ok(raw.into_iter().map(ProcessUtilizationSample::from).collect())
+}
+
+/// Memory through the v1 call, for drivers before R510 that lack `_v2`. Its `used` counts
+/// what newer drivers report as reserved, so nothing is reported reserved.
+pub fn memory_v1(device: &NvmlDevice<'_>) -> Result<(u64, u64, u64), NvmlError> {
+    let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetMemoryInfo.as_ref())?;
+    // SAFETY: nvmlMemory_t is plain data; all-zero is a valid value.
+    let mut memory: nvmlMemory_t = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid handle and a pointer to one nvmlMemory_t.
+    nvml_try(unsafe { sym(handle(device), &mut memory) })?;
+    Ok((memory.total, memory.used, memory.free))
 }
