@@ -2,7 +2,7 @@
 //!
 //! Every export runs inside [`guarded`], so no panic crosses the FFI boundary, every call is
 //! counted, and nothing is ever written to stdout. Values come from [`crate::engine`].
-//! Symbol groups follow nvml-abi.md §6.1: A (gputop through nvml-wrapper), B (nvitop) and
+//! Symbol groups: A (gputop through nvml-wrapper), B (nvitop) and
 //! C (nvtop), plus the legacy process and init symbols of group D so that fallbacks can be
 //! exercised (clients that probe `_v3` first never reach them).
 
@@ -36,7 +36,7 @@ const TEMPERATURE_V1_VERSION: c_uint = 0x0100_000C;
 const NO_INSTANCE: c_uint = 0xFFFF_FFFF;
 const VALUE_NOT_AVAILABLE: c_ulonglong = u64::MAX;
 
-// Layout checks against nvml-abi.md §2.2.
+// Layout checks against the sizes in nvml.h.
 const _: () = assert!(size_of::<nvmlMemory_v2_t>() == 40);
 const _: () = assert!(size_of::<nvmlProcessInfo_v2_t>() == 24);
 const _: () = assert!(size_of::<nvmlProcessInfo_v1_t>() == 16);
@@ -274,7 +274,7 @@ fn library_dir() -> Option<PathBuf> {
     Path::new(&file).parent().map(Path::to_path_buf)
 }
 
-/// Finds and parses the scenario (nvml-abi.md §6.4 lookup order).
+/// Finds and parses the scenario (the lookup order of README.md).
 fn load_scenario() -> Result<Scenario, String> {
     let env = |k: &str| std::env::var(k).ok();
     let preload = PRELOAD.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -797,7 +797,7 @@ pub unsafe extern "C" fn nvmlDeviceGetDecoderUtilization(
     )
 }
 
-/// The driver's sample buffer (nvml-abi.md §2.4).
+/// The driver's sample buffer.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetSamples(
     device: nvmlDevice_t,
@@ -1441,7 +1441,8 @@ unsafe fn write_process(at: *mut u8, entry_bytes: usize, p: &LiveProcess) {
     }
 }
 
-/// The two-call protocol of nvml-abi.md §2.4, writing entries of `entry_bytes`.
+/// The two-call size protocol (a count query, then a fetch), writing entries of
+/// `entry_bytes`.
 fn running_processes(
     sym: &'static str,
     device: nvmlDevice_t,

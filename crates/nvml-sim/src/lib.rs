@@ -1,6 +1,6 @@
 //! nvml-sim: a simulated `libnvidia-ml.so.1` driven by a scenario file.
 //!
-//! Built as a cdylib it exports the NVML C ABI (nvml-abi.md §6), so the real client code paths
+//! Built as a cdylib it exports the NVML C ABI, so the real client code paths
 //! (nvml-wrapper, nvidia-ml-py, nvtop) run without a GPU. Built as an rlib without the
 //! `exports` feature it is the scenario engine behind gputop's `--demo`.
 //!

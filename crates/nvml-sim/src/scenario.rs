@@ -1,4 +1,5 @@
-//! The scenario file: its TOML format (nvml-abi.md §6.5, v1), parsing and validation.
+//! The scenario file: its TOML format (version 1, documented in README.md), parsing and
+//! validation.
 //!
 //! Everything here is plain data. Parsing resolves what can be resolved once (size strings,
 //! error names, PIDs from the environment) so that evaluation never fails on a malformed value.
@@ -617,7 +618,7 @@ struct FaultDef {
     until: Option<f64>,
 }
 
-/// Logical fields a fault may name (nvml-abi.md §6.5, plus a few extensions).
+/// Logical fields a fault may name.
 pub const FAULT_FIELDS: &[&str] = &[
     "name",
     "uuid",

@@ -1,4 +1,4 @@
-//! The simulator's C ABI, called exactly as C clients call it (nvml-abi.md §2 and §6.2–6.4).
+//! The simulator's C ABI, called exactly as C clients call it.
 //!
 //! Each test loads its own copy of the library from its own directory, with the scenario
 //! beside it as `gputop-sim.toml` (lookup rule 3), so tests never share library state.
@@ -552,7 +552,7 @@ fn concurrent_calls_from_many_threads_are_safe_and_counted() {
     assert_eq!(sim.calls("nvmlDeviceGetPowerUsage"), 16_000);
 }
 
-/// Symbol groups of nvml-abi.md §6.1: A (nvml-wrapper), B (nvitop), C (nvtop), D (legacy).
+/// Symbol groups: A (nvml-wrapper), B (nvitop), C (nvtop), D (legacy).
 const EXPORTED: &[&str] = &[
     "nvmlInit_v2",
     "nvmlInitWithFlags",
