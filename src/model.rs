@@ -187,6 +187,10 @@ pub struct Device {
     /// With MIG enabled: its MIG devices, by GPU and compute instance.
     #[serde(default)]
     pub mig_devices: Vec<MigDevice>,
+    /// Why this GPU's processes could not be listed (the driver refused or failed), so an
+    /// empty process table is not mistaken for an idle GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes_unlisted: Option<String>,
 }
 
 impl Device {
@@ -239,6 +243,7 @@ impl Device {
             mig_enabled: Reading::failed(reason),
             throttle_reasons: Reading::failed(reason),
             mig_devices: Vec::new(),
+            processes_unlisted: None,
         }
     }
 

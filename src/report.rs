@@ -20,6 +20,14 @@ const NA: &str = "N/A";
 
 /// Escapes control characters (terminal escape sequences among them) and bidirectional
 /// overrides so they show as text and can neither drive the terminal nor reorder the line.
+/// The GPUs whose processes could not be listed, and why.
+pub fn unlisted(snapshot: &Snapshot) -> impl Iterator<Item = (u32, &str)> {
+    snapshot
+        .devices
+        .iter()
+        .filter_map(|d| Some((d.index, d.processes_unlisted.as_deref()?)))
+}
+
 pub fn sanitize(text: &str) -> String {
     // Printable ASCII needs no escape: most names and command lines are, and are copied whole
     // instead of a character at a time (a report writes several per process).
@@ -246,6 +254,9 @@ pub fn text_report(snapshot: &Snapshot, metrics: &[String], alerts: &[Active]) -
     out.push_str(&mig_table(snapshot));
 
     out.push('\n');
+    for (index, reason) in unlisted(snapshot) {
+        out.push_str(&format!("GPU {index}: {}\n", sanitize(reason)));
+    }
     if snapshot.processes.is_empty() {
         out.push_str("No GPU processes.\n");
         out.push_str(&alert_lines(alerts));
@@ -445,6 +456,7 @@ fn device_json(d: &Device) -> Value {
         "mig_mode": j(&d.mig_enabled),
         "throttle_reasons": j_map(&d.throttle_reasons, |r| json!(r)),
         "mig_devices": d.mig_devices.iter().map(mig_json).collect::<Vec<_>>(),
+        "process_list_error": d.processes_unlisted,
     })
 }
 
@@ -630,6 +642,7 @@ pub fn snapshot_from_json(doc: &Value, received: SystemTime) -> Result<Snapshot,
             device.encoder = int(&d["encoder_utilization_percent"]);
             device.decoder = int(&d["decoder_utilization_percent"]);
             device.ecc_uncorrected_volatile = big(&d["ecc_uncorrected_volatile_errors"]);
+            device.processes_unlisted = d["process_list_error"].as_str().map(sanitize);
             device.mig_devices = d["mig_devices"]
                 .as_array()
                 .into_iter()

@@ -238,3 +238,43 @@ fn unknown_from_one_call_fails_that_field_and_from_the_handle_marks_the_gpu_lost
     let fallen = &doc["devices"][1];
     assert_eq!(fallen["status"], "lost", "{fallen}");
 }
+
+#[test]
+fn a_mig_gpus_process_list_refused_to_a_user_says_so_instead_of_an_empty_table() {
+    let sleepers = Sleepers::spawn(2);
+    let scenario = "[meta]\nversion = 1\n[sim]\ncaller = \"user\"\n\
+        [[gpu]]\nmig = \"enabled\"\n[[gpu.mig_device]]\ngpu_instance = 1\ncompute_instance = 0\n\
+        profile = \"3g.40gb\"\nmemory = \"40 GiB\"\n[[gpu.process]]\npid_env = \"GPUTOP_SIM_PIDS\"\n\
+        pid_index = 0\nused_memory = \"1 GiB\"\nmig_device = 0\n\
+        [[gpu]]\n[[gpu.process]]\npid_env = \"GPUTOP_SIM_PIDS\"\npid_index = 1\nused_memory = \"2 GiB\"\n";
+    let doc = once_on(scenario, &sleepers, 5_000);
+    assert_eq!(
+        doc["devices"][0]["process_list_error"],
+        "process list needs root on MIG GPUs"
+    );
+    assert_eq!(doc["devices"][1]["process_list_error"], Value::Null);
+    let pids: Vec<u64> = doc["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["pid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        pids,
+        [u64::from(sleepers.pids()[1])],
+        "the other GPU's process is listed"
+    );
+
+    let home = tempfile::tempdir().unwrap();
+    let driver = driver_dir(scenario);
+    let output = gputop_on_driver(home.path(), driver.path(), 5_000)
+        .env("GPUTOP_SIM_PIDS", sleepers.env())
+        .arg("--once")
+        .output()
+        .unwrap();
+    let text = common::stdout(&output);
+    assert!(
+        text.contains("GPU 0: process list needs root on MIG GPUs"),
+        "{text}"
+    );
+}

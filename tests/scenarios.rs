@@ -502,7 +502,7 @@ fn json_keys_are_exactly_the_documented_schema() {
          pcie_link_generation pcie_link_width pcie_link_max_generation pcie_link_max_width \
          pcie_tx_bytes_per_second pcie_rx_bytes_per_second encoder_utilization_percent \
          decoder_utilization_percent ecc_enabled ecc_uncorrected_volatile_errors compute_mode \
-         persistence_mode mig_mode throttle_reasons mig_devices"
+         persistence_mode mig_mode throttle_reasons mig_devices process_list_error"
     );
     assert_eq!(
         keys(&doc["processes"][0]),

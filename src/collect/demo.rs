@@ -277,6 +277,7 @@ impl DemoSource {
                     }
                 })
                 .collect(),
+            processes_unlisted: None,
         }
     }
 

@@ -587,12 +587,17 @@ fn main_screen(
         } else {
             "No process matches the filter."
         };
+        // A GPU whose list the driver refused is not idle: say why it shows nothing.
+        let mut lines: Vec<Line> = crate::report::unlisted(snapshot)
+            .map(|(index, reason)| Line::from(format!("GPU {index}: {}", sanitize(reason))))
+            .collect();
+        lines.push(Line::from(message));
         let below = Rect {
             y: table_area.y + 1,
-            height: 1,
+            height: (lines.len() as u16).min(table_area.height.saturating_sub(1)),
             ..table_area
         };
-        paint::lines(buffer, below, &[Line::from(message)], theme.dim());
+        paint::lines(buffer, below, &lines, theme.dim());
     }
     let (footer_text, footer_style) = footer_line(app, rows.len(), theme);
     paint::lines(buffer, footer, &[footer_text], footer_style);

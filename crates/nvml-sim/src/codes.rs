@@ -7,6 +7,7 @@ pub const SUCCESS: Code = 0;
 pub const UNINITIALIZED: Code = 1;
 pub const INVALID_ARGUMENT: Code = 2;
 pub const NOT_SUPPORTED: Code = 3;
+pub const NO_PERMISSION: Code = 4;
 pub const NOT_FOUND: Code = 6;
 pub const INSUFFICIENT_SIZE: Code = 7;
 pub const DRIVER_NOT_LOADED: Code = 9;

@@ -27,7 +27,7 @@ use nvml_wrapper_sys::bindings::{
 
 use crate::codes::*;
 use crate::engine::{LiveProcess, ProcessSample, Sim, TimeBase, wall_now_us};
-use crate::scenario::{ClockMode, ComputeMode, MigSetting, ProcessType, Scenario};
+use crate::scenario::{Caller, ClockMode, ComputeMode, MigSetting, ProcessType, Scenario};
 
 type Ret = c_uint;
 
@@ -677,7 +677,10 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
         "nvmlDeviceGetMemoryInfo_v2",
         device,
         "memory",
-        |l, gpu, t| write(l, l.sim.memory(gpu, t)?),
+        |l, gpu, t| {
+            check_mig_privileges(l, gpu)?;
+            write(l, l.sim.memory(gpu, t)?)
+        },
         |l, gpu, mig, t| write(l, l.sim.mig_memory(gpu, mig, t)),
     )
 }
@@ -697,7 +700,10 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(device: nvmlDevice_t, memory: *
         "nvmlDeviceGetMemoryInfo",
         device,
         "memory",
-        |l, gpu, t| write(l.sim.memory(gpu, t)?),
+        |l, gpu, t| {
+            check_mig_privileges(l, gpu)?;
+            write(l.sim.memory(gpu, t)?)
+        },
         |l, gpu, mig, t| write(l.sim.mig_memory(gpu, mig, t)),
     )
 }
@@ -1403,6 +1409,22 @@ impl ProcessList {
     }
 }
 
+/// What a real driver answers a caller without root for a MIG-enabled GPU's own memory and
+/// process lists (nvml.h: "only if the caller has appropriate privileges";
+/// nvidia-container-toolkit #842, 550.127.08).
+fn check_mig_privileges(l: &Loaded, gpu: usize) -> Result<(), Ret> {
+    let root = match l.sim.scenario.sim.caller {
+        Caller::Root => true,
+        Caller::User => false,
+        // SAFETY: geteuid has no preconditions.
+        Caller::Actual => (unsafe { libc::geteuid() }) == 0,
+    };
+    if l.sim.mig(gpu) == MigSetting::Enabled && !root {
+        return Err(NO_PERMISSION);
+    }
+    Ok(())
+}
+
 /// The processes of `list` on `gpu` at `t` (with the race of `race_grow_between_calls`).
 fn listed_processes(l: &Loaded, gpu: usize, t: f64, list: ProcessList) -> Vec<LiveProcess> {
     let mut live: Vec<LiveProcess> = l
@@ -1452,6 +1474,7 @@ fn running_processes(
     entry_bytes: fn(&Loaded) -> usize,
 ) -> Ret {
     with_device(sym, device, "processes", |l, gpu, t| {
+        check_mig_privileges(l, gpu)?;
         let count = unsafe { out(count) }?;
         let live = listed_processes(l, gpu, t, list);
         let n = live.len();
@@ -1511,6 +1534,7 @@ pub unsafe extern "C" fn nvmlDeviceGetRunningProcessDetailList(
 ) -> Ret {
     let sym = "nvmlDeviceGetRunningProcessDetailList";
     with_device(sym, device, "processes", |l, gpu, t| {
+        check_mig_privileges(l, gpu)?;
         let request = unsafe { out(request) }?;
         if request.version != PROCESS_DETAIL_LIST_V1 {
             return Err(ARGUMENT_VERSION_MISMATCH);

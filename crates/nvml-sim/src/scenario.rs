@@ -130,6 +130,19 @@ pub struct SimConfig {
     /// Per-process utilization answers as some drivers give them: padded size queries, rows
     /// with PID 0, unknown PIDs with impossible values, samples older than asked for.
     pub dirty_process_samples: bool,
+    /// Whose privileges calls have: as on a real driver, a MIG-enabled GPU lists its memory
+    /// and processes only to root.
+    pub caller: Caller,
+}
+
+/// The privileges the simulated driver sees its caller with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Caller {
+    /// The calling process's own effective user.
+    Actual,
+    Root,
+    User,
 }
 
 /// Which clock device samples are stamped with, in microseconds.
@@ -152,6 +165,7 @@ impl Default for SimConfig {
             panic_in: Vec::new(),
             sample_clock: SampleClock::Boot,
             dirty_process_samples: false,
+            caller: Caller::Actual,
         }
     }
 }

@@ -497,14 +497,18 @@ impl NvmlSource {
                     continue;
                 }
             }
-            processes.extend(read_processes(
+            let (listed, unlisted) = read_processes(
                 &device,
                 index,
                 &statics.uuid,
                 &mut self.process_api,
                 marks,
                 window,
-            ));
+            );
+            processes.extend(listed);
+            if let Some(read) = devices.last_mut() {
+                read.processes_unlisted = unlisted;
+            }
         }
         self.process_count = processes.len();
         Readout {
@@ -761,6 +765,7 @@ fn read_device(
         mig_enabled: slow.mig_enabled,
         throttle_reasons: slow.throttle_reasons,
         mig_devices: read_mig_devices(device, &slow.mig_devices),
+        processes_unlisted: None,
     })
 }
 
@@ -796,7 +801,19 @@ fn is_valid_sample(sample: &ProcessUtilizationSample, watermark: u64, listed: &[
         && listed.iter().any(|p| p.pid == sample.pid)
 }
 
-/// Compute, graphics and MPS lists merged by PID, with per-process utilization.
+/// Why a process list could not be read, in the user's words: on a MIG-enabled GPU the
+/// driver lists processes of the whole GPU only to root (nvml.h; nvidia-container-toolkit
+/// #842).
+fn unlisted_reason(error: &NvmlError, mig_enabled: bool) -> String {
+    match error {
+        NvmlError::NoPermission if mig_enabled => "process list needs root on MIG GPUs".into(),
+        NvmlError::NoPermission => "process list needs root".into(),
+        other => format!("process list failed: {other}"),
+    }
+}
+
+/// Compute, graphics and MPS lists merged by PID, with per-process utilization, and why
+/// the lists could not be read, if they could not.
 fn read_processes(
     device: &NvmlDevice<'_>,
     index: u32,
@@ -804,11 +821,16 @@ fn read_processes(
     api: &mut raw::ProcessApi,
     marks: &mut Watermarks,
     window: Duration,
-) -> Vec<GpuProcess> {
+) -> (Vec<GpuProcess>, Option<String>) {
     let [compute_capacity, graphics_capacity, mps_capacity] = &mut marks.list_capacity;
     let compute = process_list(device, raw::ProcessList::Compute, api, compute_capacity);
     let graphics = process_list(device, raw::ProcessList::Graphics, api, graphics_capacity);
     let mps = process_list(device, raw::ProcessList::Mps, api, mps_capacity);
+    let unlisted = [&compute, &graphics].into_iter().find_map(|list| {
+        let error = list.as_ref().err()?;
+        let mig_enabled = device.mig_mode().is_ok_and(|m| m.current == 1);
+        Some(unlisted_reason(error, mig_enabled))
+    });
     let listed = [&compute, &graphics, &mps]
         .iter()
         .map(|list| list.as_ref().map_or(0, Vec::len))
@@ -854,7 +876,7 @@ fn read_processes(
         }
     }
     if merged.is_empty() {
-        return merged;
+        return (merged, unlisted);
     }
     // Process samples carry Unix-time stamps on some drivers and not on others: as for
     // device samples, only the driver's own stamps are compared.
@@ -865,7 +887,7 @@ fn read_processes(
                 .filter(|s| is_valid_sample(s, marks.processes, &merged))
                 .collect();
             let Some(newest) = valid.iter().map(|s| s.timestamp).max() else {
-                return merged;
+                return (merged, unlisted);
             };
             marks.processes = newest;
             let since = newest.saturating_sub(window.as_micros() as u64);
@@ -899,5 +921,5 @@ fn read_processes(
             }
         }
     }
-    merged
+    (merged, unlisted)
 }
