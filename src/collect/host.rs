@@ -749,6 +749,13 @@ mod tests {
         let mut host = HostCollector::new();
         let me = std::process::id();
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        // Until the child has exec'd, its command line is still this test's.
+        let cmdline = format!("/proc/{}/cmdline", child.id());
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        while !std::fs::read(&cmdline).unwrap_or_default().starts_with(b"sleep") {
+            assert!(Instant::now() < deadline, "the child never ran sleep");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let read = facts(&mut host, &[me, child.id()]);
         assert!(read[1].command.value().is_some_and(|c| c.starts_with("sleep")));
         // The child's stat file is opened for keeping at the refresh after its first sight.
