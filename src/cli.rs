@@ -249,7 +249,7 @@ pub const VALIDATE_EXIT_CODES: &str = "Exit codes:
 /// Exit codes, shown at the end of --help and documented in README.md.
 pub const EXIT_CODES: &str = "Exit codes:
   0  success
-  1  runtime error (for example, writing the output failed)
+  1  runtime error (for example, writing the output failed, or NVML not answering a one-shot within 15 s)
   2  usage error (bad command-line arguments)
   3  configuration error (the message names file:line:column)
   4  NVML library not found or not loadable

@@ -158,20 +158,44 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
     if !cli.remote.is_empty() || cli.hosts_file.is_some() {
         return run_remote(cli, &effective, env);
     }
-    let mut source = open_source(cli)?;
     let interval = Duration::from_secs_f64(effective.settings.display.refresh_interval);
     let selection = cli.selection(env("CUDA_VISIBLE_DEVICES").as_deref());
     if cli.list {
-        let snapshot = collect_once(&mut source, interval);
+        let snapshot = one_snapshot(cli, interval)?;
         return emit(&report::list(&selection.apply(&snapshot)));
     }
     if cli.once || cli.json || !std::io::stdout().is_terminal() {
-        let snapshot = selection.apply(&collect_once(&mut source, interval));
+        let snapshot = selection.apply(&one_snapshot(cli, interval)?);
         // One snapshot: only level rules without a duration can be judged.
         let alerts = alerts::instant(&effective.settings.alert.effective_rules(), &snapshot);
         return emit(&once_report(&snapshot, &alerts, cli.json, &effective)?);
     }
-    interactive_view(source, &effective, cli, env)
+    interactive_view(open_source(cli)?, &effective, cli, env)
+}
+
+/// How long a one-shot waits for NVML to open and answer: a driver without persistence
+/// mode takes seconds to initialise, a hung GPU (Xid 45) can block calls for good.
+const ONE_SHOT_LIMIT: Duration = Duration::from_secs(15);
+
+/// Opens the source and takes one snapshot on a thread of its own, so that a driver whose
+/// calls never return ends gputop with an error after [`ONE_SHOT_LIMIT`] instead of a hang.
+fn one_snapshot(cli: &Cli, window: Duration) -> Result<crate::model::Snapshot, Failure> {
+    let (done, result) = std::sync::mpsc::channel();
+    let cli = cli.clone();
+    std::thread::Builder::new()
+        .name("gputop-once".into())
+        .spawn(move || {
+            let snapshot = open_source(&cli).map(|mut source| collect_once(&mut source, window));
+            let _ = done.send(snapshot);
+        })
+        .map_err(|e| Failure::Message(format!("cannot start the collection thread: {e}")))?;
+    result.recv_timeout(ONE_SHOT_LIMIT).unwrap_or_else(|_| {
+        Err(Failure::Message(format!(
+            "NVML did not answer within {} s: the driver may be hung (check `nvidia-smi` and the \
+             kernel log for Xid errors) or still initialising without persistence mode",
+            ONE_SHOT_LIMIT.as_secs()
+        )))
+    })
 }
 
 /// The interactive screen, when stdout is a terminal.

@@ -278,3 +278,34 @@ fn a_mig_gpus_process_list_refused_to_a_user_says_so_instead_of_an_empty_table()
         "{text}"
     );
 }
+
+#[test]
+fn a_one_shot_on_a_driver_whose_calls_hang_ends_with_an_error_instead_of_hanging() {
+    // Process-list calls that take ten minutes, as on a GPU hung in the driver (Xid 45).
+    let scenario = "[meta]\nversion = 1\n[sim]\nlatency_us = { processes = 600000000 }\n[[gpu]]\n";
+    let home = tempfile::tempdir().unwrap();
+    let driver = driver_dir(scenario);
+    let mut child = gputop_on_driver(home.path(), driver.path(), 5_000)
+        .args(["--once", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("gputop --once still waits on the hung driver after 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(status.code(), Some(1));
+    assert!(output.stdout.is_empty(), "no partial report");
+    let stderr = common::stderr(&output);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("NVML did not answer within 15 s"), "{stderr}");
+}
