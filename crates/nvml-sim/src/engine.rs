@@ -248,6 +248,16 @@ impl Sim {
             .map(|f| f.error)
     }
 
+    /// How long a call on `field` of `gpu` blocks at `t` (the longest active hang).
+    pub fn hang(&self, gpu: usize, field: &str, t: f64) -> Option<f64> {
+        self.gpu(gpu)
+            .hangs
+            .iter()
+            .filter(|h| h.active_at(t) && (h.field == field || h.field == "*"))
+            .map(|h| h.seconds)
+            .reduce(f64::max)
+    }
+
     /// Whether the whole GPU is lost at `t`.
     pub fn is_lost(&self, gpu: usize, t: f64) -> bool {
         self.fault(gpu, "", t) == Some(GPU_IS_LOST)

@@ -173,6 +173,9 @@ fn with_device(
         check_symbol(&loaded, sym)?;
         let gpu = device_index(&loaded, device)?;
         let t = loaded.now();
+        if let Some(seconds) = loaded.sim.hang(gpu, field, t) {
+            std::thread::sleep(Duration::from_secs_f64(seconds));
+        }
         if let Some(code) = loaded.sim.fault(gpu, field, t) {
             return Err(code);
         }
@@ -345,6 +348,9 @@ fn init(sym: &'static str) -> Ret {
         }
         if let Some(code) = slot.as_ref().and_then(|l| l.sim.scenario.init_error()) {
             return Err(code);
+        }
+        if let Some(delay) = slot.as_ref().map(|l| l.sim.scenario.sim.init_delay_ms) {
+            std::thread::sleep(Duration::from_millis(delay));
         }
         INIT_COUNT.fetch_add(1, Ordering::SeqCst);
         Ok(())

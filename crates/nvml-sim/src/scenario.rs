@@ -130,6 +130,8 @@ pub struct SimConfig {
     /// Per-process utilization answers as some drivers give them: padded size queries, rows
     /// with PID 0, unknown PIDs with impossible values, samples older than asked for.
     pub dirty_process_samples: bool,
+    /// How long every `nvmlInit*` takes, as without persistence mode (seconds on real GPUs).
+    pub init_delay_ms: u64,
     /// Whose privileges calls have: as on a real driver, a MIG-enabled GPU lists its memory
     /// and processes only to root.
     pub caller: Caller,
@@ -166,6 +168,7 @@ impl Default for SimConfig {
             sample_clock: SampleClock::Boot,
             dirty_process_samples: false,
             caller: Caller::Actual,
+            init_delay_ms: 0,
         }
     }
 }
@@ -298,6 +301,8 @@ struct GpuDef {
     process: Vec<ProcessDef>,
     #[serde(default)]
     fault: Vec<FaultDef>,
+    #[serde(default)]
+    hang: Vec<HangDef>,
     /// MIG devices (GPU instance + compute instance), with `mig = "enabled"`.
     #[serde(default)]
     mig_device: Vec<MigDeviceDef>,
@@ -623,6 +628,16 @@ fn default_process_type() -> ProcessType {
     ProcessType::Compute
 }
 
+/// Calls on `field` block for `seconds` while active, as NVML calls on a hung GPU do.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HangDef {
+    field: String,
+    seconds: f64,
+    from: Option<f64>,
+    until: Option<f64>,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FaultDef {
@@ -714,6 +729,7 @@ pub struct Gpu {
     pub dynamic: Dynamic,
     pub processes: Vec<Process>,
     pub faults: Vec<Fault>,
+    pub hangs: Vec<Hang>,
     pub mig_devices: Vec<MigDevice>,
 }
 
@@ -762,6 +778,21 @@ pub struct Fault {
     pub error: Code,
     pub from: Option<f64>,
     pub until: Option<f64>,
+}
+
+/// Calls on `field` (or every call, for `*`) block for `seconds` within the window.
+#[derive(Debug, Clone)]
+pub struct Hang {
+    pub field: String,
+    pub seconds: f64,
+    pub from: Option<f64>,
+    pub until: Option<f64>,
+}
+
+impl Hang {
+    pub fn active_at(&self, t: f64) -> bool {
+        self.from.is_none_or(|from| t >= from) && self.until.is_none_or(|until| t < until)
+    }
 }
 
 impl Fault {
@@ -912,6 +943,26 @@ fn resolve_gpu(
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let hangs = def
+        .hang
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let at = format!("{what}.hang[{i}]");
+            if !FAULT_FIELDS.contains(&h.field.as_str()) {
+                return Err(err(format!("{at}: unknown field '{}'", h.field)));
+            }
+            if h.seconds.is_nan() || h.seconds < 0.0 {
+                return Err(err(format!("{at}: seconds must not be negative")));
+            }
+            Ok(Hang {
+                field: h.field.clone(),
+                seconds: h.seconds,
+                from: h.from,
+                until: h.until,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let mig_devices = def
         .mig_device
         .iter()
@@ -1029,6 +1080,7 @@ fn resolve_gpu(
         dynamic,
         processes,
         faults,
+        hangs,
         mig_devices,
     })
 }
