@@ -16,10 +16,11 @@ use signal_hook::iterator::Signals;
 use crate::alerts::sink::Sink;
 use crate::app::filter::Selection;
 use crate::app::keys;
-use crate::app::state::{Action, App, Effect, Screen};
+use crate::app::state::{Action, App, Effect, Screen, Stale};
+use crate::collect::nvml::NvmlUnusable;
 use crate::collect::remote::{Cluster, Node, Poller};
 use crate::collect::replay::{Played, Player, Recording};
-use crate::collect::{Collector, Source};
+use crate::collect::{Collector, Opening, Source};
 use crate::config::Settings;
 use crate::model::Snapshot;
 use crate::signal;
@@ -30,6 +31,8 @@ use crate::ui::{self, TableGeometry, theme::Theme};
 #[derive(Debug)]
 pub enum Feed {
     Live(Source),
+    /// A live source still opening: the view shows that it waits, and how long.
+    Opening(Opening),
     /// A recording, played at this speed.
     Replay(Recording, f64),
     /// Other machines' `gputop export`.
@@ -38,6 +41,8 @@ pub enum Feed {
 
 /// What wakes the loop.
 enum Event {
+    /// The source of [`Feed::Opening`] opened, or could not be.
+    Opened(Result<Source, NvmlUnusable>),
     Snapshot(Arc<Snapshot>),
     Replayed(Played),
     Cluster(Arc<Cluster>),
@@ -49,13 +54,18 @@ enum Event {
 }
 
 /// How the interactive view ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ending {
     Quit,
     /// Ended by this signal; the exit status is 128 + signal.
     Signal(i32),
     TerminalClosed,
+    /// The source could not be opened.
+    Failed(NvmlUnusable),
 }
+
+/// How often the view looks whether the data has grown old.
+const STALE_CHECK: Duration = Duration::from_secs(1);
 
 fn spawn_input(events: Sender<Event>) {
     let _ = thread::Builder::new().name("gputop-input".into()).spawn(move || {
@@ -130,26 +140,29 @@ pub fn run(
 ) -> std::io::Result<Ending> {
     // The demo's (and a recording's) PIDs are not this host's: their tree comes from the
     // snapshot, never from /proc.
-    let real_host = matches!(feed, Feed::Live(Source::Nvml(_)));
+    let real_host = matches!(feed, Feed::Live(Source::Nvml(_)) | Feed::Opening(_));
     let interval = Duration::from_secs_f64(settings.display.refresh_interval);
     let (events, inbox) = mpsc::channel();
-    let snapshots = events.clone();
+    let (snapshots, replayed, polled) = (events.clone(), events.clone(), events.clone());
     let mut poller = None;
     let remote = matches!(feed, Feed::Remote(_));
-    let (collector, player) = match feed {
-        Feed::Live(source) => {
-            let collector = Collector::spawn_with(
-                source,
-                interval,
-                Box::new(move |snapshot| snapshots.send(Event::Snapshot(snapshot)).is_ok()),
-            )?;
-            (Some(collector), None)
+    let started = std::time::Instant::now();
+    let (mut collector, player) = match feed {
+        Feed::Live(source) => (Some(spawn_collector(source, interval, snapshots.clone())?), None),
+        Feed::Opening(opening) => {
+            let opened = events.clone();
+            thread::Builder::new()
+                .name("gputop-opened".into())
+                .spawn(move || {
+                    let _ = opened.send(Event::Opened(opening.finish()));
+                })?;
+            (None, None)
         }
         Feed::Replay(recording, speed) => {
             let player = Player::spawn(
                 recording,
                 speed,
-                Box::new(move |played| snapshots.send(Event::Replayed(played)).is_ok()),
+                Box::new(move |played| replayed.send(Event::Replayed(played)).is_ok()),
             )?;
             (None, Some(player))
         }
@@ -157,7 +170,7 @@ pub fn run(
             poller = Some(Poller::spawn(
                 nodes,
                 interval,
-                Box::new(move |cluster| snapshots.send(Event::Cluster(cluster)).is_ok()),
+                Box::new(move |cluster| polled.send(Event::Cluster(cluster)).is_ok()),
             )?);
             (None, None)
         }
@@ -171,12 +184,43 @@ pub fn run(
     if remote {
         app.screen = Screen::Cluster;
     }
+    let mut opening = real_host && collector.is_none();
+    if opening {
+        app.update(Action::Stale(Some(stale(
+            started.elapsed(),
+            Some(OPENING.into()),
+        ))));
+    }
     let mut geometry = tui.draw(|buffer| ui::draw(buffer, &mut app, &theme))?;
     let ending = 'events: loop {
-        let Ok(event) = inbox.recv() else {
-            break Ending::TerminalClosed;
+        let event = match inbox.recv_timeout(STALE_CHECK) {
+            Ok(event) => event,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                // Nothing arrived: say so if the data has grown old, else draw nothing.
+                let now = if opening {
+                    Some(stale(started.elapsed(), Some(OPENING.into())))
+                } else {
+                    staleness(&app, collector.as_ref(), interval)
+                };
+                if now == app.stale {
+                    continue;
+                }
+                app.update(Action::Stale(now));
+                match tui.draw(|buffer| ui::draw(buffer, &mut app, &theme)) {
+                    Ok(drawn) => geometry = drawn,
+                    Err(_) => break Ending::TerminalClosed,
+                }
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break Ending::TerminalClosed,
         };
         let actions: Vec<Action> = match event {
+            Event::Opened(Ok(source)) => {
+                opening = false;
+                collector = Some(spawn_collector(source, interval, snapshots.clone())?);
+                vec![Action::Stale(None)]
+            }
+            Event::Opened(Err(why)) => break Ending::Failed(why),
             Event::Snapshot(snapshot) => vec![Action::Snapshot(snapshot)],
             Event::Cluster(cluster) => vec![Action::Cluster(cluster)],
             Event::Replayed(played) => {
@@ -254,4 +298,31 @@ pub fn run(
     drop(player);
     drop(poller);
     Ok(ending)
+}
+
+/// What the view says while NVML opens.
+const OPENING: &str = "opening NVML (nvmlInit)";
+
+fn spawn_collector(source: Source, interval: Duration, events: Sender<Event>) -> std::io::Result<Collector> {
+    Collector::spawn_with(
+        source,
+        interval,
+        Box::new(move |snapshot| events.send(Event::Snapshot(snapshot)).is_ok()),
+    )
+}
+
+fn stale(age: Duration, waiting_on: Option<String>) -> Stale {
+    Stale {
+        age_seconds: age.as_secs(),
+        waiting_on,
+    }
+}
+
+/// The live data's age and the call it waits on, once nothing has arrived for more than
+/// two intervals; `None` while it is fresh.
+fn staleness(app: &App, collector: Option<&Collector>, interval: Duration) -> Option<Stale> {
+    let collector = collector?;
+    let taken_at = app.snapshot.as_ref()?.taken_at;
+    let age = std::time::SystemTime::now().duration_since(taken_at).ok()?;
+    (age > 2 * interval).then(|| stale(age, collector.waiting_on()))
 }

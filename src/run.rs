@@ -19,7 +19,7 @@ use crate::collect::Collector;
 use crate::collect::nvml::{NvmlSource, NvmlUnusable};
 use crate::collect::remote::{Node, parse_hosts_file};
 use crate::collect::replay::Recording;
-use crate::collect::{Source, collect_once};
+use crate::collect::{Opening, Source, collect_once};
 use crate::config::{self, ConfigError, Effective, Settings};
 use crate::interactive::Feed;
 use crate::interactive::{self, Ending};
@@ -116,13 +116,19 @@ fn emit(text: &str) -> Result<(), Failure> {
 }
 
 fn open_source(cli: &Cli) -> Result<Source, Failure> {
+    open_live(cli).map_err(Failure::Nvml)
+}
+
+fn open_live(cli: &Cli) -> Result<Source, NvmlUnusable> {
     if cli.demo {
         return Ok(Source::Demo(Box::default()));
     }
-    NvmlSource::open(cli.nvml_lib.as_deref())
-        .map(|nvml| Source::Nvml(Box::new(nvml)))
-        .map_err(Failure::Nvml)
+    NvmlSource::open(cli.nvml_lib.as_deref()).map(|nvml| Source::Nvml(Box::new(nvml)))
 }
+
+/// How long the view waits for NVML to open before it starts and says it is waiting: a
+/// quick failure is still told before the screen is taken.
+const OPEN_BEFORE_VIEW: Duration = Duration::from_millis(500);
 
 /// Runs gputop with parsed arguments; `env` reads the environment.
 pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failure> {
@@ -170,7 +176,7 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
         let alerts = alerts::instant(&effective.settings.alert.effective_rules(), &snapshot);
         return emit(&once_report(&snapshot, &alerts, cli.json, &effective)?);
     }
-    interactive_view(open_source(cli)?, &effective, cli, env)
+    interactive_view(cli, &effective, env)
 }
 
 /// How long a one-shot waits for NVML to open and answer: a driver without persistence
@@ -200,25 +206,30 @@ fn one_snapshot(cli: &Cli, window: Duration) -> Result<crate::model::Snapshot, F
 
 /// The interactive screen, when stdout is a terminal.
 fn interactive_view(
-    mut source: Source,
-    effective: &Effective,
     cli: &Cli,
+    effective: &Effective,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(), Failure> {
-    if let Source::Nvml(nvml) = &mut source {
-        nvml.start_pcie_thread(Duration::from_secs_f64(effective.settings.collect.pcie_interval));
-    }
+    let pcie_interval = Duration::from_secs_f64(effective.settings.collect.pcie_interval);
+    let options = cli.clone();
+    let opening = Opening::start(move || {
+        let mut source = open_live(&options)?;
+        if let Source::Nvml(nvml) = &mut source {
+            nvml.start_pcie_thread(pcie_interval);
+        }
+        Ok(source)
+    })
+    .map_err(|e| Failure::Message(format!("cannot start the thread opening NVML: {e}")))?;
+    let feed = match opening.wait(OPEN_BEFORE_VIEW) {
+        Ok(Ok(source)) => Feed::Live(source),
+        Ok(Err(why)) => return Err(Failure::Nvml(why)),
+        Err(still_opening) => Feed::Opening(still_opening),
+    };
     let theme = theme_of(cli, env);
     // The demo's PIDs are invented: never signal them.
     let readonly = cli.readonly || cli.demo || effective.settings.signals.readonly;
     let selection = cli.selection(env("CUDA_VISIBLE_DEVICES").as_deref());
-    view(
-        Feed::Live(source),
-        &effective.settings,
-        selection,
-        readonly,
-        theme,
-    )
+    view(feed, &effective.settings, selection, readonly, theme)
 }
 
 /// The interactive view over `feed` until it ends; a signal ends gputop with 128 + N.
@@ -233,6 +244,7 @@ fn view(
     match interactive::run(feed, settings, selection, readonly, theme, sink) {
         Ok(Ending::Signal(signal)) => std::process::exit(128 + signal),
         Ok(Ending::Quit | Ending::TerminalClosed) => Ok(()),
+        Ok(Ending::Failed(why)) => Err(Failure::Nvml(why)),
         Err(e) => Err(Failure::Output(e)),
     }
 }

@@ -589,3 +589,54 @@ fn mig_devices_and_usage_per_user_are_exported_and_scraped() {
         "about 2 GPU-seconds per second, got {rate}"
     );
 }
+
+#[test]
+fn a_hung_driver_call_makes_the_exporter_say_stale_and_how_old() {
+    let home = tempfile::tempdir().unwrap();
+    // On the wall clock, from scenario time 1.5 s the process lists block for ten minutes.
+    let scenario = home.path().join("hung.toml");
+    std::fs::write(
+        &scenario,
+        "[meta]\nversion = 1\n[[gpu]]\n[[gpu.hang]]\nfield = \"processes\"\nseconds = 600\nfrom = 1.5\n",
+    )
+    .unwrap();
+    let port = free_port();
+    let child = gputop(home.path())
+        .arg("--nvml-lib")
+        .arg(common::sim_lib())
+        .env("GPUTOP_SIM_SCENARIO", &scenario)
+        .args([
+            "export",
+            "--web-listen-address",
+            &format!("127.0.0.1:{port}"),
+            "--interval",
+            "0.2",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _exporter = Killed(child);
+    wait_ready(port);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let body = loop {
+        let (status, _, body) = get(port, "/-/ready");
+        if status == 503 {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "never reported stale: {status} {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(body.starts_with("stale: the data is "), "{body}");
+    assert!(
+        body.contains("nvmlDeviceGet*RunningProcesses on GPU 0 has not returned"),
+        "{body}"
+    );
+    let (status, _, metrics) = get(port, "/metrics");
+    assert_eq!(status, 200, "old data is still served");
+    let stale: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("gputop_collector_stale_seconds "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no stale gauge in:\n{metrics}"));
+    assert!(stale > 0.4, "older than two intervals: {stale}");
+}

@@ -1108,3 +1108,29 @@ echo "local $local exit $?" > "$REPORT"
         "the process itself was killed"
     );
 }
+
+#[test]
+fn a_slow_init_and_a_hung_call_show_as_waiting_and_old_data_and_q_still_quits() {
+    let home = tempfile::tempdir().unwrap();
+    // nvmlInit takes 2 s (no persistence mode); from scenario time 5 s the process lists
+    // block for ten minutes (a GPU hung in the driver).
+    let scenario = home.path().join("hung.toml");
+    std::fs::write(
+        &scenario,
+        "[meta]\nversion = 1\n[sim]\ninit_delay_ms = 2000\n[[gpu]]\nname = \"Hangs\"\n\
+         [[gpu.hang]]\nfield = \"processes\"\nseconds = 600\nfrom = 5\n",
+    )
+    .unwrap();
+    let mut pty = Pty::spawn(gputop_command(home.path(), &scenario, "", &[]), 120, 30);
+    pty.wait_until("the view while NVML opens", 2, |s| s.contains("opening NVML"));
+    pty.wait_for("Hangs");
+    let screen = pty.wait_until("the stale-data marker", 20, |s| s.contains("has not returned"));
+    let header = screen.lines().next().unwrap_or_default().to_string();
+    assert!(
+        header.contains("s old: nvmlDeviceGet*RunningProcesses on GPU 0 has not returned"),
+        "{header}"
+    );
+    pty.keys("q");
+    let status = pty.wait_exit(2).expect("q quits while the collector is stuck");
+    assert!(status.success());
+}

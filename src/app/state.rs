@@ -134,6 +134,8 @@ pub enum Action {
     ClickRow(usize),
     Scroll(i32),
     Snapshot(Arc<Snapshot>),
+    /// The runtime's word on live data that has not been refreshed (`None`: it is fresh).
+    Stale(Option<Stale>),
     EnvironmentRead(Result<Vec<String>, String>),
     ProcessTableRead(Vec<crate::collect::host::ProcessEntry>),
     SignalsSent(Vec<String>),
@@ -236,6 +238,16 @@ pub struct App {
     pub node: Option<usize>,
     /// Every process's parent and name, read for the tree view.
     pub process_table: Vec<crate::collect::host::ProcessEntry>,
+    /// Set while the live data is older than two refreshes, or not there yet.
+    pub stale: Option<Stale>,
+}
+
+/// Live data the collector has not refreshed: how old it is and what it waits on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stale {
+    pub age_seconds: u64,
+    /// The driver call (or other read) that has not returned, where known.
+    pub waiting_on: Option<String>,
 }
 
 impl App {
@@ -277,6 +289,7 @@ impl App {
             cluster_selected: 0,
             node: None,
             process_table: Vec::new(),
+            stale: None,
         }
     }
 
@@ -423,7 +436,9 @@ impl App {
             Action::Quit => return vec![Effect::Quit],
             Action::Suspend => return vec![Effect::Suspend],
             Action::Redraw => return vec![Effect::Redraw],
+            Action::Stale(stale) => self.stale = stale,
             Action::Snapshot(snapshot) => {
+                self.stale = None;
                 let transitions = self.accept_snapshot(snapshot);
                 let mut effects = Vec::new();
                 if !transitions.is_empty() {

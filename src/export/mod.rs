@@ -37,7 +37,13 @@ pub fn run(source: Source, settings: &Settings, options: Options, address: &str)
         ready: false,
         metrics: metrics::exposition(None, options),
         snapshot_json: String::new(),
+        rendered_at: None,
     })));
+    let interval = Duration::from_secs_f64(settings.display.refresh_interval);
+    let freshness = server::Freshness {
+        interval,
+        activity: source.activity(),
+    };
     let shared = Arc::clone(&pages);
     // The exporter keeps history and judges the alert rules as the view does: /snapshot
     // lists the pending and firing alerts, and the alert log and notifications work
@@ -45,7 +51,6 @@ pub fn run(source: Source, settings: &Settings, options: Options, address: &str)
     let mut history = History::new(&settings.history, settings.display.refresh_interval);
     let mut engine = Engine::new(settings.alert.effective_rules());
     let mut sink = Sink::open(&settings.alert)?;
-    let interval = Duration::from_secs_f64(settings.display.refresh_interval);
     let mut usage = Accounting::new(interval);
     let _collector = Collector::spawn_with(
         source,
@@ -63,12 +68,13 @@ pub fn run(source: Source, settings: &Settings, options: Options, address: &str)
                 ready: true,
                 metrics: metrics::exposition(Some((&snapshot, &usage)), options),
                 snapshot_json: json,
+                rendered_at: Some(std::time::Instant::now()),
             };
             *shared.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(page);
             true
         }),
     )
     .map_err(|e| format!("cannot start the collector: {e}"))?;
-    server::serve(listener, pages, Arc::new(AtomicBool::new(false)));
+    server::serve(listener, pages, freshness, Arc::new(AtomicBool::new(false)));
     Ok(())
 }

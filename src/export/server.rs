@@ -11,9 +11,10 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::metrics::CONTENT_TYPE;
+use crate::collect::Activity;
 
 const TEXT: &str = "text/plain; charset=utf-8";
 
@@ -32,12 +33,32 @@ pub struct Pages {
     pub ready: bool,
     pub metrics: String,
     pub snapshot_json: String,
+    /// When the collector delivered these pages (`None` before the first snapshot).
+    pub rendered_at: Option<Instant>,
+}
+
+/// How the server tells pages the collector has stopped refreshing: older than two
+/// intervals, they are stale, `/-/ready` says so with the call that has not returned, and
+/// `/metrics` carries their age.
+#[derive(Debug, Clone)]
+pub struct Freshness {
+    pub interval: Duration,
+    pub activity: Activity,
+}
+
+impl Freshness {
+    /// Seconds since the pages were rendered, and whether that is stale.
+    fn age(&self, pages: &Pages) -> Option<(f64, bool)> {
+        let age = pages.rendered_at?.elapsed();
+        Some((age.as_secs_f64(), age > 2 * self.interval))
+    }
 }
 
 pub type SharedPages = Arc<RwLock<Arc<Pages>>>;
 
 /// Serves `pages` on `listener` until `stop` is set (checked between connections).
-pub fn serve(listener: TcpListener, pages: SharedPages, stop: Arc<AtomicBool>) {
+pub fn serve(listener: TcpListener, pages: SharedPages, freshness: Freshness, stop: Arc<AtomicBool>) {
+    let freshness = Arc::new(freshness);
     let active = Arc::new(AtomicUsize::new(0));
     for stream in listener.incoming() {
         if stop.load(Ordering::Relaxed) {
@@ -50,12 +71,12 @@ pub fn serve(listener: TcpListener, pages: SharedPages, stop: Arc<AtomicBool>) {
             continue;
         }
         active.fetch_add(1, Ordering::AcqRel);
-        let (pages, count) = (Arc::clone(&pages), Arc::clone(&active));
+        let (pages, count, fresh) = (Arc::clone(&pages), Arc::clone(&active), Arc::clone(&freshness));
         let spawned = thread::Builder::new()
             .name("gputop-http".into())
             .stack_size(STACK)
             .spawn(move || {
-                handle(stream, &pages);
+                handle(stream, &pages, &fresh);
                 count.fetch_sub(1, Ordering::AcqRel);
             });
         if spawned.is_err() {
@@ -64,7 +85,7 @@ pub fn serve(listener: TcpListener, pages: SharedPages, stop: Arc<AtomicBool>) {
     }
 }
 
-fn handle(mut stream: TcpStream, pages: &SharedPages) {
+fn handle(mut stream: TcpStream, pages: &SharedPages, freshness: &Freshness) {
     let _ = stream.set_read_timeout(Some(READ_TIMEOUT));
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
     let peer = stream
@@ -95,8 +116,28 @@ fn handle(mut stream: TcpStream, pages: &SharedPages) {
     }
     let path = target.split('?').next().unwrap_or("");
     let pages = Arc::clone(&pages.read().unwrap_or_else(|e| e.into_inner()));
+    let age = freshness.age(&pages);
     let _ = match path {
-        "/metrics" => respond(&mut stream, 200, CONTENT_TYPE, pages.metrics.as_bytes(), head_only),
+        "/metrics" => {
+            let mut body = pages.metrics.clone();
+            if let Some((seconds, _)) = age {
+                body.push_str(&format!(
+                    "# HELP gputop_collector_stale_seconds Seconds since the collector last delivered a snapshot.\n\
+                     # TYPE gputop_collector_stale_seconds gauge\n\
+                     gputop_collector_stale_seconds {seconds:.3}\n"
+                ));
+            }
+            respond(&mut stream, 200, CONTENT_TYPE, body.as_bytes(), head_only)
+        }
+        "/-/ready" if matches!(age, Some((_, true))) => {
+            let waiting = freshness
+                .activity
+                .current()
+                .map_or(String::new(), |call| format!("; {call} has not returned"));
+            let seconds = age.map_or(0.0, |(s, _)| s);
+            let body = format!("stale: the data is {seconds:.0} s old{waiting}\n");
+            respond(&mut stream, 503, TEXT, body.as_bytes(), head_only)
+        }
         "/-/ready" if pages.ready => respond(&mut stream, 200, TEXT, b"ready\n", head_only),
         "/-/ready" => respond(&mut stream, 503, TEXT, b"not ready\n", head_only),
         "/snapshot" if pages.ready => respond(

@@ -64,7 +64,18 @@ pub fn draw(buffer: &mut Buffer, app: &mut App, theme: &Theme) -> TableGeometry 
         return TableGeometry::default();
     }
     let Some(snapshot) = app.snapshot.clone() else {
-        Widget::render(Paragraph::new("gputop: reading the GPUs..."), area, buffer);
+        let text = match &app.stale {
+            Some(stale) => format!(
+                "gputop: {}... ({} s; q quits)",
+                stale
+                    .waiting_on
+                    .as_deref()
+                    .map_or("reading the GPUs".into(), sanitize),
+                stale.age_seconds
+            ),
+            None => "gputop: reading the GPUs...".into(),
+        };
+        Widget::render(Paragraph::new(text), area, buffer);
         return TableGeometry::default();
     };
     let mut geometry = TableGeometry::default();
@@ -118,6 +129,16 @@ fn header_line(snapshot: &Snapshot, app: &App, theme: &Theme) -> Line<'static> {
             na(&driver.cuda_driver_version, |v| sanitize(v)),
         )),
     ];
+    if let Some(stale) = &app.stale {
+        let waiting = stale.waiting_on.as_deref().map_or(String::new(), |call| {
+            format!(": {} has not returned", sanitize(call))
+        });
+        spans.push(Span::styled(
+            format!(" data {} s old{waiting} ", stale.age_seconds),
+            theme.alert(),
+        ));
+        spans.push(Span::raw(" "));
+    }
     if let Some(replay) = &app.replay {
         let state = if replay.paused { "paused" } else { "playing" };
         spans.push(Span::styled(

@@ -26,7 +26,7 @@ use nvml_wrapper::struct_wrappers::device::{ProcessInfo, ProcessUtilizationSampl
 use nvml_wrapper::{Device as NvmlDevice, cuda_driver_version_major, cuda_driver_version_minor};
 use nvml_wrapper_sys::bindings::nvmlDevice_t;
 
-use super::Readout;
+use super::{Activity, Readout};
 use crate::model::{
     Bar1, Clocks, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, Memory, MigDevice, MigId,
     PcieLink, ProcessType, Reading, Window,
@@ -319,6 +319,8 @@ pub struct NvmlSource {
     watermarks: Vec<Watermarks>,
     /// The process-list calls this driver has and the layout they write.
     process_api: raw::ProcessApi,
+    /// The call under way, for readers to name when data grows old.
+    activity: Activity,
     pcie: Option<Arc<Mutex<Vec<PcieThroughput>>>>,
     /// Processes at the last read.
     process_count: usize,
@@ -424,10 +426,16 @@ impl NvmlSource {
             handles: vec![None; count],
             watermarks: vec![Watermarks::default(); count],
             process_api,
+            activity: Activity::default(),
             pcie: None,
             process_count: 0,
             _pcie_stop: None,
         })
+    }
+
+    /// Where this source says which call it is waiting on.
+    pub fn activity(&self) -> Activity {
+        self.activity.clone()
     }
 
     /// Starts the thread that reads PCIe throughput every `interval`.
@@ -457,8 +465,10 @@ impl NvmlSource {
         let mut devices = Vec::with_capacity(self.device_count as usize);
         // Sized as the last read's list: growing it would copy every process several times.
         let mut processes = Vec::with_capacity(self.process_count);
+        let activity = self.activity.clone();
         for index in 0..self.device_count {
             let slot = index as usize;
+            activity.set("nvmlDeviceGetHandleByIndex", Some(index));
             let device = match self.handles[slot] {
                 // SAFETY: the handle came from nvmlDeviceGetHandleByIndex on this same, still
                 // initialised, library; NVML handles stay valid until shutdown.
@@ -475,6 +485,7 @@ impl NvmlSource {
                     }
                 },
             };
+            activity.set("static facts (name, UUID, PCI, limits)", Some(index));
             let statics = self.statics[slot]
                 .get_or_insert_with(|| StaticFacts::read(&device))
                 .clone();
@@ -490,26 +501,25 @@ impl NvmlSource {
             };
             let marks = &mut self.watermarks[slot];
             let slow = &mut self.slow[slot];
-            match read_device(&device, index, &statics, slow, throughput, marks, window) {
+            let pass = Pass {
+                window,
+                activity: &activity,
+            };
+            match read_device(&device, index, &statics, slow, throughput, marks, &pass) {
                 Ok(read) => devices.push(read),
                 Err(error) => {
                     devices.push(unavailable(index, &error, Some(&statics)));
                     continue;
                 }
             }
-            let (listed, unlisted) = read_processes(
-                &device,
-                index,
-                &statics.uuid,
-                &mut self.process_api,
-                marks,
-                window,
-            );
+            let (listed, unlisted) =
+                read_processes(&device, index, &statics.uuid, &mut self.process_api, marks, &pass);
             processes.extend(listed);
             if let Some(read) = devices.last_mut() {
                 read.processes_unlisted = unlisted;
             }
         }
+        activity.clear();
         self.process_count = processes.len();
         Readout {
             driver,
@@ -518,6 +528,13 @@ impl NvmlSource {
             host_known: false,
         }
     }
+}
+
+/// What every device's read in one pass shares: how far back windows reach, and where
+/// the call under way is noted.
+struct Pass<'a> {
+    window: Duration,
+    activity: &'a Activity,
 }
 
 /// A device that does not answer; its identity is kept when it was read before, so the
@@ -662,8 +679,11 @@ fn read_device(
     slow: &mut Option<SlowFacts>,
     throughput: PcieThroughput,
     marks: &mut Watermarks,
-    window: Duration,
+    pass: &Pass<'_>,
 ) -> Result<Device, NvmlError> {
+    let (window, activity) = (pass.window, pass.activity);
+    let gpu = Some(index);
+    activity.set("nvmlDeviceGetMemoryInfo", gpu);
     // The first call tells whether the device answers at all. UNKNOWN may fail this one
     // call (as memory in WSL) or the whole GPU (fallen off the bus): the handle call tells.
     let memory = match memory_info(device) {
@@ -674,6 +694,7 @@ fn read_device(
         },
         other => reading(other),
     };
+    activity.set("nvmlDeviceGetSamples", gpu);
     let gpu_samples = sample_window(device, Sampling::GpuUtilization, &mut marks.gpu_util, window);
     let memory_samples = sample_window(
         device,
@@ -682,6 +703,7 @@ fn read_device(
         window,
     );
     // The newest sample is the current reading; without one, the driver is asked directly.
+    activity.set("nvmlDeviceGetUtilizationRates", gpu);
     let percent = |v: f64| Reading::Value(v.round().clamp(0.0, 100.0) as u32);
     let (utilization_gpu, utilization_memory) = match (&gpu_samples, &memory_samples) {
         (Ok(Some((_, gpu))), Ok(Some((_, memory)))) => (percent(*gpu), percent(*memory)),
@@ -702,9 +724,11 @@ fn read_device(
     let utilization_memory_window = window_or_current(&memory_samples, &utilization_memory);
     let clock = |clock| reading(device.clock_info(clock));
     if slow.as_ref().is_none_or(|s| s.read_at.elapsed() >= SLOW_INTERVAL) {
+        activity.set("slow readings (power limits, ECC, modes, BAR1)", gpu);
         *slow = Some(SlowFacts::read(device));
     }
     let slow = slow.clone().expect("read above");
+    activity.set("power, temperature, fans and clocks", gpu);
     let power_samples = sample_window(device, Sampling::Power, &mut marks.power, window);
     let power_usage_mw = match &power_samples {
         Ok(Some((_, mw))) => Reading::Value(mw.round().max(0.0) as u32),
@@ -820,8 +844,10 @@ fn read_processes(
     uuid: &Reading<String>,
     api: &mut raw::ProcessApi,
     marks: &mut Watermarks,
-    window: Duration,
+    pass: &Pass<'_>,
 ) -> (Vec<GpuProcess>, Option<String>) {
+    let (window, activity) = (pass.window, pass.activity);
+    activity.set("nvmlDeviceGet*RunningProcesses", Some(index));
     let [compute_capacity, graphics_capacity, mps_capacity] = &mut marks.list_capacity;
     let compute = process_list(device, raw::ProcessList::Compute, api, compute_capacity);
     let graphics = process_list(device, raw::ProcessList::Graphics, api, graphics_capacity);
@@ -880,6 +906,7 @@ fn read_processes(
     }
     // Process samples carry Unix-time stamps on some drivers and not on others: as for
     // device samples, only the driver's own stamps are compared.
+    activity.set("nvmlDeviceGetProcessUtilization", Some(index));
     match raw::process_utilization(device, marks.processes, &mut marks.utilization_capacity) {
         Ok(samples) => {
             let valid: Vec<&ProcessUtilizationSample> = samples
