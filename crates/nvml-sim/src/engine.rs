@@ -380,7 +380,7 @@ impl Sim {
             memo.push(next);
         }
         let partial = self.value(gpu, power, "power_mw", t)?.max(0.0) * (t - whole as f64);
-        Ok((memo[whole] + partial) as u64)
+        Ok(self.gpu(gpu).energy_start_mj + (memo[whole] + partial) as u64)
     }
 
     /// The latest sample tick at or before `t`. NVML's current utilization is the driver's

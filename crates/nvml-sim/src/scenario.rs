@@ -295,6 +295,9 @@ struct GpuDef {
     /// Extension: `nvmlBrandType_t` value (2 = Tesla).
     #[serde(default = "default_brand")]
     brand: u32,
+    /// The energy counter at scenario time 0, in mJ: it counts from when the driver loaded.
+    #[serde(default)]
+    energy_start_mj: u64,
     #[serde(default)]
     dynamic: BTreeMap<String, toml::Value>,
     #[serde(default)]
@@ -726,6 +729,7 @@ pub struct Gpu {
     pub architecture: u32,
     pub cuda_capability: [i32; 2],
     pub brand: u32,
+    pub energy_start_mj: u64,
     pub dynamic: Dynamic,
     pub processes: Vec<Process>,
     pub faults: Vec<Fault>,
@@ -1077,6 +1081,7 @@ fn resolve_gpu(
         architecture,
         cuda_capability: def.cuda_capability,
         brand: def.brand,
+        energy_start_mj: def.energy_start_mj,
         dynamic,
         processes,
         faults,
