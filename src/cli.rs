@@ -112,6 +112,20 @@ pub enum Command {
     Record(RecordArgs),
     /// Play a recording in the interactive view (p pause, { } seek, s S speed), or print one frame
     Replay(ReplayArgs),
+    /// Write what this machine's NVML answers, for a few seconds, as a simulator scenario
+    /// that replays the machine (attach it to a bug report)
+    Capture(CaptureArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CaptureArgs {
+    /// The scenario file to create (never an existing file)
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// Seconds to capture, one refresh a second
+    #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = positive)]
+    pub duration: f64,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -10,6 +10,7 @@
 
 pub mod alerts;
 pub mod app;
+pub mod capture;
 pub mod cli;
 pub mod collect;
 pub mod config;

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
-use crate::cli::{Cli, Command, RecordArgs, ReplayArgs, ValidateArgs};
+use crate::cli::{CaptureArgs, Cli, Command, RecordArgs, ReplayArgs, ValidateArgs};
 use crate::collect::Collector;
 use crate::collect::nvml::{NvmlSource, NvmlUnusable};
 use crate::collect::remote::{Node, parse_hosts_file};
@@ -140,6 +140,7 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
         Some(Command::Validate(args)) => return run_validate(cli, args),
         Some(Command::Replay(args)) => return run_replay(cli, args, &effective, env),
         Some(Command::Record(args)) => return run_record(cli, args, &effective),
+        Some(Command::Capture(args)) => return run_capture(cli, args),
         Some(Command::Rules(args)) => {
             let rules = effective.settings.alert.effective_rules();
             return emit(&crate::export::rules::prometheus_rules(
@@ -257,6 +258,55 @@ fn theme_of(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Theme {
 }
 
 /// `gputop record FILE`: snapshots to a recording until SIGINT/SIGTERM/SIGHUP or --duration.
+/// `gputop capture FILE`: refreshes once a second for `--duration` seconds, keeping every
+/// device sample, then writes the scenario.
+fn run_capture(cli: &Cli, args: &CaptureArgs) -> Result<(), Failure> {
+    if cli.demo {
+        return Err(Failure::Message(
+            "gputop capture records a machine's NVML; the demo has none to capture".into(),
+        ));
+    }
+    let mut nvml = NvmlSource::open(cli.nvml_lib.as_deref()).map_err(Failure::Nvml)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&args.file)
+        .map_err(|e| Failure::Message(format!("cannot create {}: {e}", args.file.display())))?;
+    nvml.log_samples();
+    let hostname = crate::collect::host::HostCollector::new().hostname().to_string();
+    let started = Instant::now();
+    let mut reads = Vec::new();
+    loop {
+        let at = started.elapsed().as_secs_f64();
+        let readout = nvml.read(Duration::from_secs(1));
+        reads.push(crate::capture::CapturedRead {
+            at,
+            readout,
+            samples: nvml.take_samples(),
+        });
+        let next = Duration::from_secs(reads.len() as u64);
+        if next.as_secs_f64() > args.duration {
+            break;
+        }
+        std::thread::sleep(next.saturating_sub(started.elapsed()));
+    }
+    let captured = crate::capture::Captured {
+        hostname,
+        exports: nvml.exports(),
+        reads,
+    };
+    let text = crate::capture::scenario(&captured);
+    std::io::Write::write_all(&mut file, text.as_bytes())
+        .map_err(|e| Failure::Message(format!("cannot write {}: {e}", args.file.display())))?;
+    eprintln!(
+        "gputop: captured {} refreshes of {} GPU(s) to {}",
+        captured.reads.len(),
+        captured.reads[0].readout.devices.len(),
+        args.file.display()
+    );
+    Ok(())
+}
+
 fn run_record(cli: &Cli, args: &RecordArgs, effective: &Effective) -> Result<(), Failure> {
     let source = open_source(cli)?;
     let settings = &effective.settings;

@@ -8,6 +8,7 @@
 
 mod raw;
 
+use std::cell::RefCell;
 use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -31,6 +32,32 @@ use crate::model::{
     Bar1, Clocks, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, Memory, MigDevice, MigId,
     PcieLink, ProcessType, Reading, Window,
 };
+
+/// A device sample as the driver gave it, stamped on the driver's own clock: what
+/// `gputop capture` keeps.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RawSample {
+    pub gpu: u32,
+    pub metric: SampledMetric,
+    pub timestamp_us: u64,
+    pub value: f64,
+}
+
+/// The sample buffers gputop reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SampledMetric {
+    GpuUtilization,
+    MemoryUtilization,
+    PowerMilliwatts,
+}
+
+/// What a capture says about the driver beyond its versions: the calls gputop uses that it
+/// does not export, and the size of its `_v3` process entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverExports {
+    pub absent: Vec<&'static str>,
+    pub v3_entry_bytes: Option<usize>,
+}
 
 /// Why NVML cannot be used at all; each maps to its own exit code.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -321,6 +348,8 @@ pub struct NvmlSource {
     process_api: raw::ProcessApi,
     /// The call under way, for readers to name when data grows old.
     activity: Activity,
+    /// Every device sample read, while `gputop capture` asks for them.
+    sample_log: Option<RefCell<Vec<RawSample>>>,
     pcie: Option<Arc<Mutex<Vec<PcieThroughput>>>>,
     /// Processes at the last read.
     process_count: usize,
@@ -427,10 +456,88 @@ impl NvmlSource {
             watermarks: vec![Watermarks::default(); count],
             process_api,
             activity: Activity::default(),
+            sample_log: None,
             pcie: None,
             process_count: 0,
             _pcie_stop: None,
         })
+    }
+
+    /// Keeps every device sample read from now on, for [`NvmlSource::take_samples`].
+    pub fn log_samples(&mut self) {
+        self.sample_log.get_or_insert_with(RefCell::default);
+    }
+
+    /// The samples kept since the last call.
+    pub fn take_samples(&mut self) -> Vec<RawSample> {
+        self.sample_log.as_ref().map(RefCell::take).unwrap_or_default()
+    }
+
+    /// The calls gputop uses that this driver lacks, and its `_v3` entry size.
+    pub fn exports(&self) -> DriverExports {
+        let lib = self.nvml.lib();
+        let used = [
+            (
+                "nvmlDeviceGetMemoryInfo_v2",
+                lib.nvmlDeviceGetMemoryInfo_v2.is_ok(),
+            ),
+            (
+                "nvmlDeviceGetComputeRunningProcesses_v3",
+                lib.nvmlDeviceGetComputeRunningProcesses_v3.is_ok(),
+            ),
+            (
+                "nvmlDeviceGetGraphicsRunningProcesses_v3",
+                lib.nvmlDeviceGetGraphicsRunningProcesses_v3.is_ok(),
+            ),
+            (
+                "nvmlDeviceGetMPSComputeRunningProcesses_v3",
+                lib.nvmlDeviceGetMPSComputeRunningProcesses_v3.is_ok(),
+            ),
+            (
+                "nvmlDeviceGetComputeRunningProcesses_v2",
+                lib.nvmlDeviceGetComputeRunningProcesses_v2.is_ok(),
+            ),
+            (
+                "nvmlDeviceGetGraphicsRunningProcesses_v2",
+                lib.nvmlDeviceGetGraphicsRunningProcesses_v2.is_ok(),
+            ),
+            (
+                "nvmlDeviceGetMPSComputeRunningProcesses_v2",
+                lib.nvmlDeviceGetMPSComputeRunningProcesses_v2.is_ok(),
+            ),
+            (
+                "nvmlDeviceGetConfComputeMemSizeInfo",
+                lib.nvmlDeviceGetConfComputeMemSizeInfo.is_ok(),
+            ),
+            (
+                "nvmlDeviceGetRunningProcessDetailList",
+                lib.nvmlDeviceGetRunningProcessDetailList.is_ok(),
+            ),
+            (
+                "nvmlDeviceGetProcessesUtilizationInfo",
+                lib.nvmlDeviceGetProcessesUtilizationInfo.is_ok(),
+            ),
+            (
+                "nvmlDeviceGetProcessUtilization",
+                lib.nvmlDeviceGetProcessUtilization.is_ok(),
+            ),
+            ("nvmlDeviceGetSamples", lib.nvmlDeviceGetSamples.is_ok()),
+            (
+                "nvmlDeviceGetTotalEnergyConsumption",
+                lib.nvmlDeviceGetTotalEnergyConsumption.is_ok(),
+            ),
+        ];
+        DriverExports {
+            absent: used
+                .iter()
+                .filter(|(_, found)| !found)
+                .map(|(name, _)| *name)
+                .collect(),
+            v3_entry_bytes: match self.process_api {
+                raw::ProcessApi::V3 { entry_bytes } => Some(entry_bytes),
+                _ => None,
+            },
+        }
     }
 
     /// Where this source says which call it is waiting on.
@@ -504,6 +611,7 @@ impl NvmlSource {
             let pass = Pass {
                 window,
                 activity: &activity,
+                sample_log: self.sample_log.as_ref(),
             };
             match read_device(&device, index, &statics, slow, throughput, marks, &pass) {
                 Ok(read) => devices.push(read),
@@ -535,6 +643,7 @@ impl NvmlSource {
 struct Pass<'a> {
     window: Duration,
     activity: &'a Activity,
+    sample_log: Option<&'a RefCell<Vec<RawSample>>>,
 }
 
 /// A device that does not answer; its identity is kept when it was read before, so the
@@ -605,10 +714,15 @@ fn pcie_loop(
 /// newer than the newest stamp given, and the window is cut back from the newest sample.
 fn sample_window(
     device: &NvmlDevice<'_>,
-    sampling: Sampling,
+    (index, metric): (u32, SampledMetric),
     watermark: &mut u64,
-    window: Duration,
+    pass: &Pass<'_>,
 ) -> Result<Option<(Window, f64)>, NvmlError> {
+    let sampling = match metric {
+        SampledMetric::GpuUtilization => Sampling::GpuUtilization,
+        SampledMetric::MemoryUtilization => Sampling::MemoryUtilization,
+        SampledMetric::PowerMilliwatts => Sampling::Power,
+    };
     let samples = match raw::samples(device, sampling, *watermark) {
         Err(NvmlError::NotFound) => return Ok(None),
         other => other?,
@@ -619,6 +733,15 @@ fn sample_window(
         SampleValue::U64(v) => v as f64,
         SampleValue::I64(v) => v as f64,
     };
+    if let Some(log) = pass.sample_log {
+        log.borrow_mut().extend(samples.iter().map(|s| RawSample {
+            gpu: index,
+            metric,
+            timestamp_us: s.timestamp,
+            value: value(s),
+        }));
+    }
+    let window = pass.window;
     let Some(newest) = samples.iter().max_by_key(|s| s.timestamp) else {
         return Ok(None);
     };
@@ -681,7 +804,7 @@ fn read_device(
     marks: &mut Watermarks,
     pass: &Pass<'_>,
 ) -> Result<Device, NvmlError> {
-    let (window, activity) = (pass.window, pass.activity);
+    let activity = pass.activity;
     let gpu = Some(index);
     activity.set("nvmlDeviceGetMemoryInfo", gpu);
     // The first call tells whether the device answers at all. UNKNOWN may fail this one
@@ -695,12 +818,17 @@ fn read_device(
         other => reading(other),
     };
     activity.set("nvmlDeviceGetSamples", gpu);
-    let gpu_samples = sample_window(device, Sampling::GpuUtilization, &mut marks.gpu_util, window);
+    let gpu_samples = sample_window(
+        device,
+        (index, SampledMetric::GpuUtilization),
+        &mut marks.gpu_util,
+        pass,
+    );
     let memory_samples = sample_window(
         device,
-        Sampling::MemoryUtilization,
+        (index, SampledMetric::MemoryUtilization),
         &mut marks.memory_util,
-        window,
+        pass,
     );
     // The newest sample is the current reading; without one, the driver is asked directly.
     activity.set("nvmlDeviceGetUtilizationRates", gpu);
@@ -729,7 +857,12 @@ fn read_device(
     }
     let slow = slow.clone().expect("read above");
     activity.set("power, temperature, fans and clocks", gpu);
-    let power_samples = sample_window(device, Sampling::Power, &mut marks.power, window);
+    let power_samples = sample_window(
+        device,
+        (index, SampledMetric::PowerMilliwatts),
+        &mut marks.power,
+        pass,
+    );
     let power_usage_mw = match &power_samples {
         Ok(Some((_, mw))) => Reading::Value(mw.round().max(0.0) as u32),
         _ => reading(device.power_usage()),
