@@ -81,6 +81,8 @@ impl<T: Copy> Reading<T> {
 pub struct Window {
     pub mean: f64,
     pub peak: f64,
+    /// The driver samples behind mean and peak; 0 when its buffer held none (an idle GPU's
+    /// runs dry), and mean and peak are then the current reading.
     pub samples: usize,
 }
 

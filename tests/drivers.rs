@@ -206,6 +206,20 @@ fn a_one_shot_on_a_bursty_gpu_reports_the_true_mean_from_the_drivers_buffer() {
 }
 
 #[test]
+fn where_the_legacy_per_process_call_reads_zero_the_newer_call_gives_the_sm() {
+    let sleepers = Sleepers::spawn(3);
+    let doc = once_on(
+        &three_processes(
+            "driver_version = \"580.159.03\"",
+            "legacy_process_utilization_zero = true",
+        ),
+        &sleepers,
+        5_000,
+    );
+    assert_eq!(processes(&doc), expected(&sleepers, [30, 40, 50]));
+}
+
+#[test]
 fn means_and_peaks_come_from_samples_on_either_driver_clock() {
     let sleepers = Sleepers::spawn(0);
     for clock in ["boot", "epoch"] {

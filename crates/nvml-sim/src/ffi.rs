@@ -1640,7 +1640,12 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
                 return Err(NOT_SUPPORTED);
             }
             let count = unsafe { out(count) }?;
-            let samples = process_rows(l, gpu, t, last_seen);
+            let mut samples = process_rows(l, gpu, t, last_seen);
+            if l.sim.scenario.sim.legacy_process_utilization_zero {
+                for s in &mut samples {
+                    (s.sm, s.mem, s.enc, s.dec) = (0, 0, 0, 0);
+                }
+            }
             if samples.is_empty() {
                 return Err(NOT_FOUND);
             }

@@ -130,6 +130,9 @@ pub struct SimConfig {
     /// Per-process utilization answers as some drivers give them: padded size queries, rows
     /// with PID 0, unknown PIDs with impossible values, samples older than asked for.
     pub dirty_process_samples: bool,
+    /// The legacy nvmlDeviceGetProcessUtilization reads 0 for every process while
+    /// nvmlDeviceGetProcessesUtilizationInfo gives the values, as reported on Blackwell.
+    pub legacy_process_utilization_zero: bool,
     /// How long every `nvmlInit*` takes, as without persistence mode (seconds on real GPUs).
     pub init_delay_ms: u64,
     /// Whose privileges calls have: as on a real driver, a MIG-enabled GPU lists its memory
@@ -167,6 +170,7 @@ impl Default for SimConfig {
             panic_in: Vec::new(),
             sample_clock: SampleClock::Boot,
             dirty_process_samples: false,
+            legacy_process_utilization_zero: false,
             caller: Caller::Actual,
             init_delay_ms: 0,
         }

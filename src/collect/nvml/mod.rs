@@ -561,7 +561,8 @@ impl NvmlSource {
         }
     }
 
-    /// Reads every device and its processes. `window` bounds the first sample-buffer read.
+    /// Reads every device and its processes. Means and peaks cover the `window` before each
+    /// metric's newest sample.
     pub fn read(&mut self, window: Duration) -> Readout {
         let nvml = Arc::clone(&self.nvml);
         let driver = self.driver.clone();
