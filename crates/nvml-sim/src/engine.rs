@@ -441,7 +441,8 @@ impl Sim {
         let first_tick = last_tick - (SAMPLE_BUFFER_LEN as i64 - 1);
         let tick_t = |tick: i64| tick as f64 * period;
         if utilization {
-            let mut span = first_tick..=last_tick;
+            // Newest first: a busy GPU is found busy at once.
+            let mut span = (first_tick..=last_tick).rev();
             if span.try_fold(true, |idle, tick| {
                 Ok::<_, Code>(idle && self.percent(gpu, busy, "utilization_gpu", tick_t(tick))? == 0)
             })? {

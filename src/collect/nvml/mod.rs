@@ -653,10 +653,12 @@ fn unavailable(index: u32, error: &NvmlError, known: Option<&StaticFacts>) -> De
     let reason = error.to_string();
     let status = match error {
         NvmlError::GpuLost => DeviceStatus::Lost(reason.clone()),
-        // What a GPU that fell off the bus often answers for its handle (Xid 79).
-        NvmlError::Unknown => {
-            DeviceStatus::Lost(format!("{reason} for the GPU's handle (fallen off the bus?)"))
-        }
+        // What a GPU that fell off the bus (Xid 79) often answers for its handle, and every
+        // call in a container whose devices a host daemon-reload took away.
+        NvmlError::Unknown => DeviceStatus::Lost(format!(
+            "{reason} for the GPU's handle: fallen off the bus (Xid 79), or in a container that \
+             lost its devices (restart the container)"
+        )),
         _ => DeviceStatus::Failed(reason.clone()),
     };
     let mut device = Device::unavailable(index, status, &reason);
