@@ -476,56 +476,24 @@ impl NvmlSource {
     /// The calls gputop uses that this driver lacks, and its `_v3` entry size.
     pub fn exports(&self) -> DriverExports {
         let lib = self.nvml.lib();
-        let used = [
-            (
-                "nvmlDeviceGetMemoryInfo_v2",
-                lib.nvmlDeviceGetMemoryInfo_v2.is_ok(),
-            ),
-            (
-                "nvmlDeviceGetComputeRunningProcesses_v3",
-                lib.nvmlDeviceGetComputeRunningProcesses_v3.is_ok(),
-            ),
-            (
-                "nvmlDeviceGetGraphicsRunningProcesses_v3",
-                lib.nvmlDeviceGetGraphicsRunningProcesses_v3.is_ok(),
-            ),
-            (
-                "nvmlDeviceGetMPSComputeRunningProcesses_v3",
-                lib.nvmlDeviceGetMPSComputeRunningProcesses_v3.is_ok(),
-            ),
-            (
-                "nvmlDeviceGetComputeRunningProcesses_v2",
-                lib.nvmlDeviceGetComputeRunningProcesses_v2.is_ok(),
-            ),
-            (
-                "nvmlDeviceGetGraphicsRunningProcesses_v2",
-                lib.nvmlDeviceGetGraphicsRunningProcesses_v2.is_ok(),
-            ),
-            (
-                "nvmlDeviceGetMPSComputeRunningProcesses_v2",
-                lib.nvmlDeviceGetMPSComputeRunningProcesses_v2.is_ok(),
-            ),
-            (
-                "nvmlDeviceGetConfComputeMemSizeInfo",
-                lib.nvmlDeviceGetConfComputeMemSizeInfo.is_ok(),
-            ),
-            (
-                "nvmlDeviceGetRunningProcessDetailList",
-                lib.nvmlDeviceGetRunningProcessDetailList.is_ok(),
-            ),
-            (
-                "nvmlDeviceGetProcessesUtilizationInfo",
-                lib.nvmlDeviceGetProcessesUtilizationInfo.is_ok(),
-            ),
-            (
-                "nvmlDeviceGetProcessUtilization",
-                lib.nvmlDeviceGetProcessUtilization.is_ok(),
-            ),
-            ("nvmlDeviceGetSamples", lib.nvmlDeviceGetSamples.is_ok()),
-            (
-                "nvmlDeviceGetTotalEnergyConsumption",
-                lib.nvmlDeviceGetTotalEnergyConsumption.is_ok(),
-            ),
+        // Each call gputop uses that drivers gained over time, by its name in the bindings.
+        macro_rules! exported {
+            ($($name:ident),* $(,)?) => { [$((stringify!($name), lib.$name.is_ok())),*] };
+        }
+        let used = exported![
+            nvmlDeviceGetMemoryInfo_v2,
+            nvmlDeviceGetComputeRunningProcesses_v3,
+            nvmlDeviceGetGraphicsRunningProcesses_v3,
+            nvmlDeviceGetMPSComputeRunningProcesses_v3,
+            nvmlDeviceGetComputeRunningProcesses_v2,
+            nvmlDeviceGetGraphicsRunningProcesses_v2,
+            nvmlDeviceGetMPSComputeRunningProcesses_v2,
+            nvmlDeviceGetConfComputeMemSizeInfo,
+            nvmlDeviceGetRunningProcessDetailList,
+            nvmlDeviceGetProcessesUtilizationInfo,
+            nvmlDeviceGetProcessUtilization,
+            nvmlDeviceGetSamples,
+            nvmlDeviceGetTotalEnergyConsumption,
         ];
         DriverExports {
             absent: used
