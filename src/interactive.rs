@@ -49,6 +49,8 @@ enum Event {
     Terminal(TermEvent),
     /// The terminal is gone (read failed): quit instead of spinning.
     TerminalClosed,
+    /// Nothing arrived for [`STALE_CHECK`].
+    Tick,
     /// SIGTERM, SIGHUP or SIGINT from outside.
     Signal(i32),
 }
@@ -195,7 +197,11 @@ pub fn run(
     let ending = 'events: loop {
         let event = match inbox.recv_timeout(STALE_CHECK) {
             Ok(event) => event,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
+            Err(mpsc::RecvTimeoutError::Timeout) => Event::Tick,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break Ending::TerminalClosed,
+        };
+        let actions: Vec<Action> = match event {
+            Event::Tick => {
                 // Nothing arrived: say so if the data has grown old, else draw nothing.
                 let now = if opening {
                     Some(stale(started.elapsed(), Some(OPENING.into())))
@@ -205,16 +211,8 @@ pub fn run(
                 if now == app.stale {
                     continue;
                 }
-                app.update(Action::Stale(now));
-                match tui.draw(|buffer| ui::draw(buffer, &mut app, &theme)) {
-                    Ok(drawn) => geometry = drawn,
-                    Err(_) => break Ending::TerminalClosed,
-                }
-                continue;
+                vec![Action::Stale(now)]
             }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break Ending::TerminalClosed,
-        };
-        let actions: Vec<Action> = match event {
             Event::Opened(Ok(source)) => {
                 opening = false;
                 collector = Some(spawn_collector(source, interval, snapshots.clone())?);
