@@ -492,3 +492,30 @@ fn mig_devices_are_child_rows_and_processes_name_theirs() {
         insta::assert_snapshot!(format!("main_mig_{w}x{h}"), screen);
     }
 }
+
+#[test]
+fn old_data_says_how_old_and_what_has_not_returned() {
+    let stale = |app: &mut App| {
+        app.update(Action::Stale(Some(gputop::app::state::Stale {
+            age_seconds: 12,
+            waiting_on: Some("nvmlDeviceGet*RunningProcesses on GPU 0".into()),
+        })));
+    };
+    both_sizes("stale", stale, &DARK);
+    let mut opening = App::new(Settings::default(), Selection::default(), false, Some(1000));
+    opening.update(Action::Stale(Some(gputop::app::state::Stale {
+        age_seconds: 3,
+        waiting_on: Some("opening NVML (nvmlInit)".into()),
+    })));
+    insta::assert_snapshot!("opening_80x24", render(&mut opening, &DARK, 80, 24));
+}
+
+#[test]
+fn a_gpu_whose_process_list_was_refused_says_why() {
+    let mut snap = snapshot();
+    snap.processes.clear();
+    snap.devices[0].processes_unlisted = Some("process list needs root on MIG GPUs".into());
+    let mut app = App::new(Settings::default(), Selection::default(), false, Some(1000));
+    app.update(Action::Snapshot(Arc::new(snap)));
+    insta::assert_snapshot!("unlisted_80x24", render(&mut app, &DARK, 80, 24));
+}
