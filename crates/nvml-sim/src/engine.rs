@@ -435,19 +435,12 @@ impl Sim {
                 | sampling::ENC_UTILIZATION
                 | sampling::DEC_UTILIZATION
         );
-        let busy = &self.gpu(gpu).dynamic.utilization_gpu;
         let period = self.scenario.sim.samples_period_ms as f64 / 1000.0;
         let last_tick = (t / period).floor() as i64;
         let first_tick = last_tick - (SAMPLE_BUFFER_LEN as i64 - 1);
         let tick_t = |tick: i64| tick as f64 * period;
-        if utilization {
-            // Newest first: a busy GPU is found busy at once.
-            let mut span = (first_tick..=last_tick).rev();
-            if span.try_fold(true, |idle, tick| {
-                Ok::<_, Code>(idle && self.percent(gpu, busy, "utilization_gpu", tick_t(tick))? == 0)
-            })? {
-                return Ok(Vec::new());
-            }
+        if utilization && self.idle_throughout(gpu, (first_tick..=last_tick).rev().map(tick_t))? {
+            return Ok(Vec::new());
         }
         let mut out = Vec::new();
         for tick in first_tick..=last_tick {
@@ -465,6 +458,21 @@ impl Sim {
             out.push((stamp, value));
         }
         Ok(out)
+    }
+
+    /// Whether GPU utilization is 0 at every one of `ticks` (newest first: a busy GPU is
+    /// found busy at once; a constant is judged without evaluating each tick).
+    fn idle_throughout(&self, gpu: usize, ticks: impl Iterator<Item = f64>) -> Result<bool, Code> {
+        let busy = &self.gpu(gpu).dynamic.utilization_gpu;
+        if let Expr::Constant(value) = busy {
+            return Ok(clamp_u32(*value, 100.0) == 0);
+        }
+        for t in ticks {
+            if self.percent(gpu, busy, "utilization_gpu", t)? != 0 {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Per-process utilisation samples newer than `last_seen_us`: one per live process, taken

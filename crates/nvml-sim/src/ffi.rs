@@ -1419,16 +1419,16 @@ impl ProcessList {
 /// process lists (nvml.h: "only if the caller has appropriate privileges";
 /// nvidia-container-toolkit #842, 550.127.08).
 fn check_mig_privileges(l: &Loaded, gpu: usize) -> Result<(), Ret> {
+    if l.sim.mig(gpu) != MigSetting::Enabled {
+        return Ok(());
+    }
     let root = match l.sim.scenario.sim.caller {
         Caller::Root => true,
         Caller::User => false,
         // SAFETY: geteuid has no preconditions.
         Caller::Actual => (unsafe { libc::geteuid() }) == 0,
     };
-    if l.sim.mig(gpu) == MigSetting::Enabled && !root {
-        return Err(NO_PERMISSION);
-    }
-    Ok(())
+    if root { Ok(()) } else { Err(NO_PERMISSION) }
 }
 
 /// The processes of `list` on `gpu` at `t` (with the race of `race_grow_between_calls`).

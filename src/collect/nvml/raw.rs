@@ -183,7 +183,9 @@ pub fn processes(
         }
     })?;
     let stride = api.entry_bytes();
-    let bytes: Vec<u8> = raw.iter().flatten().flat_map(|w| w.to_ne_bytes()).collect();
+    // SAFETY: the words are initialised memory of `raw.len() * MAX_ENTRY_BYTES` bytes, and
+    // any byte is a valid u8.
+    let bytes = unsafe { std::slice::from_raw_parts(raw.as_ptr().cast::<u8>(), raw.len() * MAX_ENTRY_BYTES) };
     Ok(bytes
         .chunks_exact(stride)
         .take(raw.len())
