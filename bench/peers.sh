@@ -19,12 +19,19 @@ fi
 if ! command -v nvtop >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
+    added=
     if ! grep -rqs "contrib" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+      added=/etc/apt/sources.list.d/gputop-bench-contrib.sources
       printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: %s\nComponents: contrib\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
-        "$codename" > /etc/apt/sources.list.d/gputop-bench-contrib.sources
+        "$codename" > "$added"
     fi
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nvtop
+    # The machine's sources stay as they were; the package stays installed.
+    if [ -n "$added" ]; then
+      rm -f "$added"
+      apt-get update -qq || true
+    fi
   else
     echo "nvtop is missing and cannot be installed here (needs root and apt): measured without it" >&2
   fi
