@@ -788,6 +788,11 @@ pub struct Fault {
     pub until: Option<f64>,
 }
 
+/// Whether `t` lies in the window from `from` (inclusive) to `until`; a missing end is open.
+fn within(from: Option<f64>, until: Option<f64>, t: f64) -> bool {
+    from.is_none_or(|from| t >= from) && until.is_none_or(|until| t < until)
+}
+
 /// Calls on `field` (or every call, for `*`) block for `seconds` within the window.
 #[derive(Debug, Clone)]
 pub struct Hang {
@@ -799,13 +804,13 @@ pub struct Hang {
 
 impl Hang {
     pub fn active_at(&self, t: f64) -> bool {
-        self.from.is_none_or(|from| t >= from) && self.until.is_none_or(|until| t < until)
+        within(self.from, self.until, t)
     }
 }
 
 impl Fault {
     pub fn active_at(&self, t: f64) -> bool {
-        self.from.is_none_or(|from| t >= from) && self.until.is_none_or(|until| t < until)
+        within(self.from, self.until, t)
     }
 }
 
