@@ -1624,6 +1624,32 @@ fn rows_wanted(l: &Loaded, rows: usize) -> c_uint {
     rows.max(padded) as c_uint
 }
 
+/// The rows both per-process utilization calls answer, after the checks they share: NOT_FOUND
+/// for none, INSUFFICIENT_SIZE (with `count` set to what a size query says) when the
+/// caller's buffer is missing or short.
+fn process_rows_for(
+    l: &Loaded,
+    gpu: usize,
+    t: f64,
+    last_seen: u64,
+    count: &mut c_uint,
+    has_buffer: bool,
+) -> Result<Vec<ProcessSample>, Ret> {
+    if !l.sim.utilization_supported(gpu) {
+        return Err(NOT_SUPPORTED);
+    }
+    let rows = process_rows(l, gpu, t, last_seen);
+    if rows.is_empty() {
+        return Err(NOT_FOUND);
+    }
+    if !has_buffer || (*count as usize) < rows.len() {
+        *count = rows_wanted(l, rows.len());
+        return Err(INSUFFICIENT_SIZE);
+    }
+    *count = rows.len() as c_uint;
+    Ok(rows)
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
     device: nvmlDevice_t,
@@ -1636,36 +1662,22 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
         device,
         "process_utilization",
         |l, gpu, t| {
-            if !l.sim.utilization_supported(gpu) {
-                return Err(NOT_SUPPORTED);
-            }
             let count = unsafe { out(count) }?;
-            let mut samples = process_rows(l, gpu, t, last_seen);
-            if l.sim.scenario.sim.legacy_process_utilization_zero {
-                for s in &mut samples {
-                    (s.sm, s.mem, s.enc, s.dec) = (0, 0, 0, 0);
-                }
-            }
-            if samples.is_empty() {
-                return Err(NOT_FOUND);
-            }
-            if utilization.is_null() || (*count as usize) < samples.len() {
-                *count = rows_wanted(l, samples.len());
-                return Err(INSUFFICIENT_SIZE);
-            }
-            for (i, s) in samples.iter().enumerate() {
+            let rows = process_rows_for(l, gpu, t, last_seen, count, !utilization.is_null())?;
+            let zero = l.sim.scenario.sim.legacy_process_utilization_zero;
+            for (i, s) in rows.iter().enumerate() {
+                let value = |v: u32| if zero { 0 } else { v };
                 let sample = nvmlProcessUtilizationSample_t {
                     pid: s.pid,
                     timeStamp: s.timestamp_us,
-                    smUtil: s.sm,
-                    memUtil: s.mem,
-                    encUtil: s.enc,
-                    decUtil: s.dec,
+                    smUtil: value(s.sm),
+                    memUtil: value(s.mem),
+                    encUtil: value(s.enc),
+                    decUtil: value(s.dec),
                 };
-                // SAFETY: the caller's buffer holds `*count` >= samples.len() entries.
+                // SAFETY: the caller's buffer holds `*count` >= rows.len() entries.
                 unsafe { utilization.add(i).write(sample) };
             }
-            *count = samples.len() as c_uint;
             Ok(())
         },
     )
@@ -1685,22 +1697,20 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessesUtilizationInfo(
         device,
         "process_utilization",
         |l, gpu, t| {
-            if !l.sim.utilization_supported(gpu) {
-                return Err(NOT_SUPPORTED);
-            }
             let info = unsafe { out(info) }?;
             if info.version != PROCESSES_UTILIZATION_INFO_V1 {
                 return Err(ARGUMENT_VERSION_MISMATCH);
             }
-            let samples = process_rows(l, gpu, t, info.lastSeenTimeStamp);
-            if samples.is_empty() {
-                return Err(NOT_FOUND);
-            }
-            if info.procUtilArray.is_null() || (info.processSamplesCount as usize) < samples.len() {
-                info.processSamplesCount = rows_wanted(l, samples.len());
-                return Err(INSUFFICIENT_SIZE);
-            }
-            for (i, s) in samples.iter().enumerate() {
+            let has_buffer = !info.procUtilArray.is_null();
+            let rows = process_rows_for(
+                l,
+                gpu,
+                t,
+                info.lastSeenTimeStamp,
+                &mut info.processSamplesCount,
+                has_buffer,
+            )?;
+            for (i, s) in rows.iter().enumerate() {
                 let sample = nvmlProcessUtilizationInfo_v1_t {
                     timeStamp: s.timestamp_us,
                     pid: s.pid,
@@ -1711,10 +1721,9 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessesUtilizationInfo(
                     jpgUtil: 0,
                     ofaUtil: 0,
                 };
-                // SAFETY: the caller's array holds `processSamplesCount` >= samples.len().
+                // SAFETY: the caller's array holds `processSamplesCount` >= rows.len().
                 unsafe { info.procUtilArray.add(i).write(sample) };
             }
-            info.processSamplesCount = samples.len() as c_uint;
             Ok(())
         },
     )
