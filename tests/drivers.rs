@@ -65,37 +65,30 @@ fn once_on(scenario: &str, sleepers: &Sleepers, t_ms: u64) -> Value {
     json(command)
 }
 
+/// gputop's one-shot on `system` and `sim` shows the three processes exactly.
+fn shows_every_process_exactly(system: &str, sim: &str) {
+    let sleepers = Sleepers::spawn(3);
+    let doc = once_on(&three_processes(system, sim), &sleepers, 5_000);
+    assert_eq!(processes(&doc), expected(&sleepers, [30, 40, 50]));
+}
+
 #[test]
 fn a_535_54_driver_with_32_byte_v3_entries_shows_every_process_exactly() {
-    let sleepers = Sleepers::spawn(3);
-    let doc = once_on(
-        &three_processes("driver_version = \"535.54.03\"", ""),
-        &sleepers,
-        5_000,
-    );
-    assert_eq!(processes(&doc), expected(&sleepers, [30, 40, 50]));
+    shows_every_process_exactly("driver_version = \"535.54.03\"", "");
 }
 
 #[test]
 fn the_32_byte_layout_is_also_found_by_the_symbols_a_driver_exports() {
     // A version gputop cannot place: the layout follows the exports, as nvitop decides it.
-    let sleepers = Sleepers::spawn(3);
     let system = "driver_version = \"R535 custom build\"\n\
                   missing_symbols = [\"nvmlDeviceGetRunningProcessDetailList\"]\n\
                   process_v3_entry_bytes = 32";
-    let doc = once_on(&three_processes(system, ""), &sleepers, 5_000);
-    assert_eq!(processes(&doc), expected(&sleepers, [30, 40, 50]));
+    shows_every_process_exactly(system, "");
 }
 
 #[test]
 fn a_fixed_535_driver_is_read_with_24_byte_entries() {
-    let sleepers = Sleepers::spawn(3);
-    let doc = once_on(
-        &three_processes("driver_version = \"535.104.05\"", ""),
-        &sleepers,
-        5_000,
-    );
-    assert_eq!(processes(&doc), expected(&sleepers, [30, 40, 50]));
+    shows_every_process_exactly("driver_version = \"535.104.05\"", "");
 }
 
 #[test]
@@ -130,13 +123,7 @@ fn a_pre_450_66_driver_lists_processes_through_the_v1_calls() {
 
 #[test]
 fn dirty_process_utilization_answers_leave_each_process_its_own_sm() {
-    let sleepers = Sleepers::spawn(3);
-    let doc = once_on(
-        &three_processes("driver_version = \"535.104.05\"", "dirty_process_samples = true"),
-        &sleepers,
-        5_000,
-    );
-    assert_eq!(processes(&doc), expected(&sleepers, [30, 40, 50]));
+    shows_every_process_exactly("driver_version = \"535.104.05\"", "dirty_process_samples = true");
 }
 
 #[test]
@@ -207,16 +194,10 @@ fn a_one_shot_on_a_bursty_gpu_reports_the_true_mean_from_the_drivers_buffer() {
 
 #[test]
 fn where_the_legacy_per_process_call_reads_zero_the_newer_call_gives_the_sm() {
-    let sleepers = Sleepers::spawn(3);
-    let doc = once_on(
-        &three_processes(
-            "driver_version = \"580.159.03\"",
-            "legacy_process_utilization_zero = true",
-        ),
-        &sleepers,
-        5_000,
+    shows_every_process_exactly(
+        "driver_version = \"580.159.03\"",
+        "legacy_process_utilization_zero = true",
     );
-    assert_eq!(processes(&doc), expected(&sleepers, [30, 40, 50]));
 }
 
 #[test]

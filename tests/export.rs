@@ -120,7 +120,11 @@ fn exporter(home: &Path, scenario_path: &Path, pids: &str, extra: &[&str]) -> (K
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let exporter = Killed(child);
+    listening(Killed(child), port)
+}
+
+/// `exporter` once it accepts connections on `port`.
+fn listening(exporter: Killed, port: u16) -> (Killed, u16) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if TcpStream::connect(("127.0.0.1", port)).is_ok() {
@@ -615,7 +619,7 @@ fn a_hung_driver_call_makes_the_exporter_say_stale_and_how_old() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let _exporter = Killed(child);
+    let _exporter = listening(Killed(child), port);
     wait_ready(port);
     let deadline = Instant::now() + Duration::from_secs(20);
     let body = loop {
