@@ -1134,3 +1134,27 @@ fn a_slow_init_and_a_hung_call_show_as_waiting_and_old_data_and_q_still_quits() 
     let status = pty.wait_exit(2).expect("q quits while the collector is stuck");
     assert!(status.success());
 }
+
+#[test]
+fn an_nvml_that_fails_after_a_slow_init_ends_the_view_with_its_error_and_exit_code() {
+    let home = tempfile::tempdir().unwrap();
+    let scenario = home.path().join("slow-failing.toml");
+    std::fs::write(
+        &scenario,
+        "[meta]\nversion = 1\n[system]\ninit_error = \"DRIVER_NOT_LOADED\"\n\
+         [sim]\ninit_delay_ms = 1500\n[[gpu]]\n",
+    )
+    .unwrap();
+    let mut pty = Pty::spawn(gputop_command(home.path(), &scenario, "", &[]), 100, 30);
+    let before = stty(&pty.tty_path());
+    pty.wait_until("the view while NVML opens", 2, |s| s.contains("opening NVML"));
+    let status = pty.wait_exit(10).expect("gputop ends once NVML has failed");
+    assert_eq!(
+        status.exit_code(),
+        5,
+        "the exit code of a driver that is not loaded"
+    );
+    let output = String::from_utf8_lossy(&pty.raw.lock().unwrap()).into_owned();
+    assert!(output.contains("the NVIDIA driver is not loaded"), "{output}");
+    assert_eq!(stty(&pty.tty_path()), before, "the terminal is as it was");
+}

@@ -127,11 +127,7 @@ impl Opening {
 
     /// The opened source, or why it could not be opened, once it is known.
     pub fn finish(self) -> Result<Source, nvml::NvmlUnusable> {
-        self.0.recv().unwrap_or_else(|_| {
-            Err(nvml::NvmlUnusable::Other(
-                "the thread opening NVML ended without a word".into(),
-            ))
-        })
+        self.0.recv().unwrap_or_else(|_| Err(opener_gone()))
     }
 
     /// The opened source (or why it could not be opened) if it is ready within `wait`,
@@ -140,11 +136,14 @@ impl Opening {
         match self.0.recv_timeout(wait) {
             Ok(result) => Ok(result),
             Err(RecvTimeoutError::Timeout) => Err(self),
-            Err(RecvTimeoutError::Disconnected) => Ok(Err(nvml::NvmlUnusable::Other(
-                "the thread opening NVML ended without a word".into(),
-            ))),
+            Err(RecvTimeoutError::Disconnected) => Ok(Err(opener_gone())),
         }
     }
+}
+
+/// Why an opening gave no source: its thread ended without one (it panicked).
+fn opener_gone() -> nvml::NvmlUnusable {
+    nvml::NvmlUnusable::Other("the thread opening NVML ended without a word".into())
 }
 
 /// One snapshot, for `--once`. Utilization means and peaks cover the last `window`.

@@ -346,11 +346,12 @@ fn init(sym: &'static str) -> Ret {
                 }
             }
         }
-        if let Some(code) = slot.as_ref().and_then(|l| l.sim.scenario.init_error()) {
-            return Err(code);
-        }
+        // A slow init can end in failure too: the delay comes first.
         if let Some(delay) = slot.as_ref().map(|l| l.sim.scenario.sim.init_delay_ms) {
             std::thread::sleep(Duration::from_millis(delay));
+        }
+        if let Some(code) = slot.as_ref().and_then(|l| l.sim.scenario.init_error()) {
+            return Err(code);
         }
         INIT_COUNT.fetch_add(1, Ordering::SeqCst);
         Ok(())
