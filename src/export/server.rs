@@ -88,6 +88,9 @@ pub fn serve(listener: TcpListener, pages: SharedPages, freshness: Freshness, st
 fn handle(mut stream: TcpStream, pages: &SharedPages, freshness: &Freshness) {
     let _ = stream.set_read_timeout(Some(READ_TIMEOUT));
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    // An answer is written in a few pieces and the connection then closed: nothing to gain
+    // from holding the last piece back for the peer's acknowledgement.
+    let _ = stream.set_nodelay(true);
     let peer = stream
         .peer_addr()
         .map_or_else(|_| "?".to_string(), |a: SocketAddr| a.to_string());
@@ -119,15 +122,16 @@ fn handle(mut stream: TcpStream, pages: &SharedPages, freshness: &Freshness) {
     let age = freshness.age(&pages);
     let _ = match path {
         "/metrics" => {
-            let mut body = pages.metrics.clone();
-            if let Some((seconds, _)) = age {
-                body.push_str(&format!(
+            // The page as rendered, then its age: the only part a scrape computes.
+            let stale = age.map_or(String::new(), |(seconds, _)| {
+                format!(
                     "# HELP gputop_collector_stale_seconds Seconds since the collector last delivered a snapshot.\n\
                      # TYPE gputop_collector_stale_seconds gauge\n\
                      gputop_collector_stale_seconds {seconds:.3}\n"
-                ));
-            }
-            respond(&mut stream, 200, CONTENT_TYPE, body.as_bytes(), head_only)
+                )
+            });
+            let body = [pages.metrics.as_bytes(), stale.as_bytes()];
+            respond_parts(&mut stream, 200, CONTENT_TYPE, &body, head_only)
         }
         "/-/ready" if matches!(age, Some((_, true))) => {
             let waiting = freshness
@@ -194,6 +198,17 @@ fn respond(
     body: &[u8],
     head_only: bool,
 ) -> std::io::Result<()> {
+    respond_parts(stream, status, content_type, &[body], head_only)
+}
+
+/// Answers with a body written in `parts`, so a page is sent without copying it.
+fn respond_parts(
+    stream: &mut TcpStream,
+    status: u16,
+    content_type: &str,
+    parts: &[&[u8]],
+    head_only: bool,
+) -> std::io::Result<()> {
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
@@ -206,7 +221,7 @@ fn respond(
     let mut head = format!(
         "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
          Connection: close\r\nCache-Control: no-store\r\n",
-        body.len()
+        parts.iter().map(|part| part.len()).sum::<usize>()
     );
     if status == 503 {
         head.push_str("Retry-After: 1\r\n");
@@ -217,7 +232,9 @@ fn respond(
     head.push_str("\r\n");
     stream.write_all(head.as_bytes())?;
     if !head_only {
-        stream.write_all(body)?;
+        for part in parts {
+            stream.write_all(part)?;
+        }
     }
     stream.flush()
 }
