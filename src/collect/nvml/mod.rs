@@ -369,7 +369,9 @@ impl std::fmt::Debug for NvmlSource {
 /// `usedGpuCcProtectedMemory`) under the same name: 535.43.02 up to 535.98.
 const CC_LAYOUT_DRIVERS: ((u32, u32, u32), (u32, u32, u32)) = ((535, 43, 2), (535, 98, 0));
 
-/// `"535.54.03"` as numbers; missing parts read as 0.
+/// `"535.54.03"` as numbers; missing parts read as 0. The simulator has its own reading of
+/// the same table on purpose: the client's beliefs about drivers must be tested against the
+/// simulator's, not shared with them.
 fn driver_version(text: &str) -> Option<(u32, u32, u32)> {
     let mut parts = text.trim().split('.').map(|part| {
         let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
