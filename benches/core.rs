@@ -11,7 +11,6 @@ use gputop::app::state::{Action, App};
 use gputop::collect::nvml::NvmlSource;
 use gputop::config::Settings;
 use gputop::model::*;
-use gputop::tui::changes;
 use gputop::ui::{self, theme::Theme};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -129,14 +128,15 @@ fn main() {
         ascii: false,
         light: false,
     };
-    // A frame as the terminal gets it: drawn, then compared with the one before.
+    // A frame as the terminal gets it: drawn, then compared with the one before (as ratatui's
+    // `Terminal` compares them).
     let area = Rect::new(0, 0, 200, 50);
     let (mut shown, mut next) = (Buffer::empty(area), Buffer::empty(area));
     let render = median(
         || {
             next.reset();
             black_box(ui::draw(&mut next, &mut app, &theme));
-            black_box(changes(&shown, &next).count());
+            black_box(shown.diff(&next).len());
             std::mem::swap(&mut shown, &mut next);
         },
         51,

@@ -24,7 +24,7 @@ use crate::collect::{Collector, Opening, Source};
 use crate::config::Settings;
 use crate::model::Snapshot;
 use crate::signal;
-use crate::tui::Tui;
+use crate::term::Term;
 use crate::ui::{self, TableGeometry, theme::Theme};
 
 /// Where the snapshots come from.
@@ -178,7 +178,7 @@ pub fn run(
         }
     };
     let signal_handle = spawn_signals(events.clone())?;
-    let mut tui = Tui::enter()?;
+    let mut tui = Term::enter()?;
     spawn_input(events);
     // SAFETY: getuid has no preconditions.
     let my_uid = Some(unsafe { libc::getuid() });

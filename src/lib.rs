@@ -23,7 +23,7 @@ pub mod record;
 pub mod report;
 pub mod run;
 pub mod signal;
-pub mod tui;
+pub mod term;
 pub mod ui;
 pub mod usage;
 pub mod validate;

@@ -1,0 +1,207 @@
+//! The terminal: raw mode, alternate screen, mouse; restored on every way out (drop, panic,
+//! the signals the event loop turns into a quit) and around Ctrl-Z. Frames are drawn by
+//! ratatui's `Terminal`, through a backend that writes nothing for an unchanged frame.
+
+use std::io::{self, Write};
+use std::sync::Once;
+
+use ratatui::Terminal;
+use ratatui::backend::{Backend, ClearType, WindowSize};
+use ratatui::buffer::{Buffer, Cell};
+use ratatui::layout::{Position, Size};
+use ratatui_crossterm::CrosstermBackend;
+use ratatui_crossterm::crossterm::event::{DisableMouseCapture, EnableMouseCapture};
+use ratatui_crossterm::crossterm::terminal::{
+    BeginSynchronizedUpdate, EndSynchronizedUpdate, EnterAlternateScreen, LeaveAlternateScreen,
+    disable_raw_mode, enable_raw_mode,
+};
+use ratatui_crossterm::crossterm::{cursor, execute, queue};
+
+/// Leaves raw mode and the alternate screen; safe to call more than once.
+pub fn restore() {
+    // Raw mode first: the rest are plain writes.
+    let _ = disable_raw_mode();
+    let _ = execute!(
+        io::stdout(),
+        DisableMouseCapture,
+        LeaveAlternateScreen,
+        cursor::Show
+    );
+}
+
+fn install_panic_hook() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore();
+            previous(info);
+        }));
+    });
+}
+
+/// The interactive terminal. Restores the terminal when dropped.
+pub struct Term {
+    terminal: Terminal<Quiet>,
+}
+
+impl std::fmt::Debug for Term {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Term")
+    }
+}
+
+fn enter() -> io::Result<()> {
+    enable_raw_mode()?;
+    execute!(
+        io::stdout(),
+        EnterAlternateScreen,
+        EnableMouseCapture,
+        cursor::Hide
+    )
+}
+
+impl Term {
+    pub fn enter() -> io::Result<Self> {
+        install_panic_hook();
+        if let Err(e) = enter() {
+            restore();
+            return Err(e);
+        }
+        let backend = Quiet {
+            inner: CrosstermBackend::new(Gathered(Vec::new())),
+            cursor_hidden: true,
+            cursor: Position::ORIGIN,
+        };
+        match Terminal::new(backend) {
+            Ok(terminal) => Ok(Self { terminal }),
+            Err(e) => {
+                restore();
+                Err(e)
+            }
+        }
+    }
+
+    /// Draws one frame; only the cells that changed since the last are written.
+    pub fn draw<R>(&mut self, render: impl FnOnce(&mut Buffer) -> R) -> io::Result<R> {
+        let mut result = None;
+        self.terminal
+            .draw(|frame| result = Some(render(frame.buffer_mut())))?;
+        Ok(result.expect("ratatui calls the render function once"))
+    }
+
+    /// Ctrl-Z: give the terminal back, stop until `fg`, then take it again and redraw all.
+    pub fn suspend(&mut self) -> io::Result<()> {
+        restore();
+        // SIGSTOP, not SIGTSTP: the kernel discards SIGTSTP for an orphaned process group
+        // (gputop started without a job-control shell), while SIGSTOP always stops.
+        // SAFETY: raising a signal at ourselves.
+        unsafe { libc::raise(libc::SIGSTOP) };
+        enter()?;
+        self.terminal.backend_mut().cursor_hidden = true;
+        self.clear()
+    }
+
+    /// Clears the screen and forgets what was drawn, so the next frame is drawn whole.
+    pub fn clear(&mut self) -> io::Result<()> {
+        self.terminal.clear()
+    }
+}
+
+impl Drop for Term {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+/// Bytes for the terminal, gathered until flushed and then written in one write, so a frame
+/// wakes the reader (sshd, the terminal emulator) once.
+struct Gathered(Vec<u8>);
+
+impl Write for Gathered {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.0.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        let mut stdout = io::stdout().lock();
+        let written = stdout.write_all(&self.0).and_then(|()| stdout.flush());
+        self.0.clear();
+        written
+    }
+}
+
+/// The crossterm backend, quiet when there is nothing to say: a frame without changed
+/// cells writes nothing (crossterm's backend would still reset the colours, and ratatui
+/// hides the cursor every frame), and a frame with changes is one synchronized update.
+///
+/// The cursor stays hidden, and its position is never asked of the terminal: ratatui asks it
+/// to clear the screen, and the answer would race the input thread for stdin.
+struct Quiet {
+    inner: CrosstermBackend<Gathered>,
+    cursor_hidden: bool,
+    cursor: Position,
+}
+
+impl Backend for Quiet {
+    type Error = io::Error;
+
+    fn draw<'a, I>(&mut self, content: I) -> io::Result<()>
+    where
+        I: Iterator<Item = (u16, u16, &'a Cell)>,
+    {
+        let mut content = content.peekable();
+        if content.peek().is_none() {
+            return Ok(());
+        }
+        queue!(self.inner, BeginSynchronizedUpdate)?;
+        self.inner.draw(content)?;
+        queue!(self.inner, EndSynchronizedUpdate)
+    }
+
+    fn hide_cursor(&mut self) -> io::Result<()> {
+        if self.cursor_hidden {
+            return Ok(());
+        }
+        self.cursor_hidden = true;
+        self.inner.hide_cursor()
+    }
+
+    fn show_cursor(&mut self) -> io::Result<()> {
+        self.cursor_hidden = false;
+        self.inner.show_cursor()
+    }
+
+    fn get_cursor_position(&mut self) -> io::Result<Position> {
+        Ok(self.cursor)
+    }
+
+    fn set_cursor_position<P: Into<Position>>(&mut self, position: P) -> io::Result<()> {
+        self.cursor = position.into();
+        self.inner.set_cursor_position(self.cursor)
+    }
+
+    fn clear(&mut self) -> io::Result<()> {
+        self.inner.clear()
+    }
+
+    fn clear_region(&mut self, clear_type: ClearType) -> io::Result<()> {
+        self.inner.clear_region(clear_type)
+    }
+
+    fn size(&self) -> io::Result<Size> {
+        self.inner.size()
+    }
+
+    fn window_size(&mut self) -> io::Result<WindowSize> {
+        self.inner.window_size()
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Backend::flush(&mut self.inner)
+    }
+}
