@@ -8,9 +8,9 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use gputop::app::filter::Selection;
 use gputop::app::state::{Action, App};
-use gputop::collect::nvml::NvmlSource;
 use gputop::config::Settings;
 use gputop::model::*;
+use gputop::source::nvml::NvmlSource;
 use gputop::ui::{self, theme::Theme};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -179,7 +179,7 @@ fn main() {
         retention_time: 86_400,
         sample_interval: 1,
     };
-    let mut history = gputop::history::History::new(&settings, 1.0);
+    let mut history = gputop::monitor::history::History::new(&settings, 1.0);
     let mut one_gpu = crate::snapshot(1);
     one_gpu.devices.truncate(1);
     for i in 0..86_400u64 {

@@ -131,7 +131,7 @@ pub struct CaptureArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ExportArgs {
     /// Address to listen on (loopback by default; 0.0.0.0:PORT to serve every interface)
-    #[arg(long, value_name = "ADDR:PORT", default_value = crate::export::DEFAULT_ADDRESS)]
+    #[arg(long, value_name = "ADDR:PORT", default_value = crate::output::export::DEFAULT_ADDRESS)]
     pub web_listen_address: String,
 
     /// Also export per-process series (labels gpu, uuid, pid, user)

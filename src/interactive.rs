@@ -13,17 +13,18 @@ use ratatui_crossterm::crossterm::event::{
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use crate::alerts::sink::Sink;
 use crate::app::filter::Selection;
-use crate::app::keys;
+use crate::app::keymap;
 use crate::app::state::{Action, App, Effect, Screen, Stale};
-use crate::collect::nvml::NvmlUnusable;
-use crate::collect::remote::{Cluster, Node, Poller};
-use crate::collect::replay::{Played, Player, Recording};
-use crate::collect::{Collector, Opening, Source};
+use crate::collector::Collector;
 use crate::config::Settings;
 use crate::model::Snapshot;
+use crate::monitor::alerts::sink::Sink;
 use crate::signal;
+use crate::source::nvml::NvmlUnusable;
+use crate::source::remote::{Cluster, Node, Poller};
+use crate::source::replay::{Played, Player, Recording};
+use crate::source::{Opening, Source};
 use crate::term::Term;
 use crate::ui::{self, TableGeometry, theme::Theme};
 
@@ -231,7 +232,7 @@ pub fn run(
                 actions
             }
             Event::Terminal(TermEvent::Key(key)) if key.kind == KeyEventKind::Press => {
-                keys::decode(&app, &key).into_iter().collect()
+                keymap::decode(&app, &key).into_iter().collect()
             }
             Event::Terminal(TermEvent::Mouse(mouse)) => {
                 mouse_action(&app, &geometry, mouse.kind, mouse.column, mouse.row)
@@ -259,11 +260,11 @@ pub fn run(
                     }
                     Effect::ReadProcessTable => {
                         let table = if real_host {
-                            crate::collect::host::process_table()
+                            crate::host::process_table()
                         } else {
                             app.snapshot
                                 .as_deref()
-                                .map(crate::collect::host::table_of)
+                                .map(crate::host::table_of)
                                 .unwrap_or_default()
                         };
                         app.update(Action::ProcessTableRead(table));

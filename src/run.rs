@@ -6,8 +6,8 @@
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use crate::alerts::{self, sink::Sink};
 use crate::app::filter::Selection;
+use crate::monitor::alerts::{self, sink::Sink};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -15,17 +15,18 @@ use std::time::Instant;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use crate::cli::{CaptureArgs, Cli, Command, RecordArgs, ReplayArgs, ValidateArgs};
-use crate::collect::Collector;
-use crate::collect::nvml::{NvmlSource, NvmlUnusable};
-use crate::collect::remote::{Node, parse_hosts_file};
-use crate::collect::replay::Recording;
-use crate::collect::{Opening, Source, collect_once};
+use crate::collector::Collector;
+use crate::collector::collect_once;
 use crate::config::{self, ConfigError, Effective, Settings};
+use crate::format::sanitize;
 use crate::interactive::Feed;
 use crate::interactive::{self, Ending};
-use crate::record::{Limits, Recorder};
-use crate::report;
-use crate::report::sanitize;
+use crate::output::record::{Limits, Recorder};
+use crate::output::report;
+use crate::source::nvml::{NvmlSource, NvmlUnusable};
+use crate::source::remote::{Node, parse_hosts_file};
+use crate::source::replay::Recording;
+use crate::source::{Opening, Source};
 use crate::ui::theme::Theme;
 use crate::validate::{self, SmiFailure};
 
@@ -143,7 +144,7 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
         Some(Command::Capture(args)) => return run_capture(cli, args),
         Some(Command::Rules(args)) => {
             let rules = effective.settings.alert.effective_rules();
-            return emit(&crate::export::rules::prometheus_rules(
+            return emit(&crate::output::export::rules::prometheus_rules(
                 &rules,
                 args.scrape_interval,
             ));
@@ -153,12 +154,17 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
             if let Source::Nvml(nvml) = &mut source {
                 nvml.start_pcie_thread(Duration::from_secs_f64(effective.settings.collect.pcie_interval));
             }
-            let options = crate::export::metrics::Options {
+            let options = crate::output::export::metrics::Options {
                 processes: args.processes,
                 commands: args.process_commands,
             };
-            return crate::export::run(source, &effective.settings, options, &args.web_listen_address)
-                .map_err(Failure::Message);
+            return crate::output::export::run(
+                source,
+                &effective.settings,
+                options,
+                &args.web_listen_address,
+            )
+            .map_err(Failure::Message);
         }
         None => {}
     }
@@ -273,13 +279,13 @@ fn run_capture(cli: &Cli, args: &CaptureArgs) -> Result<(), Failure> {
         .open(&args.file)
         .map_err(|e| Failure::Message(format!("cannot create {}: {e}", args.file.display())))?;
     nvml.log_samples();
-    let hostname = crate::collect::host::HostCollector::new().hostname().to_string();
+    let hostname = crate::host::HostCollector::new().hostname().to_string();
     let started = Instant::now();
     let mut reads = Vec::new();
     loop {
         let at = started.elapsed().as_secs_f64();
         let readout = nvml.read(Duration::from_secs(1));
-        reads.push(crate::capture::CapturedRead {
+        reads.push(crate::output::capture::CapturedRead {
             at,
             readout,
             samples: nvml.take_samples(),
@@ -290,12 +296,12 @@ fn run_capture(cli: &Cli, args: &CaptureArgs) -> Result<(), Failure> {
         }
         std::thread::sleep(next.saturating_sub(started.elapsed()));
     }
-    let captured = crate::capture::Captured {
+    let captured = crate::output::capture::Captured {
         hostname,
         exports: nvml.exports(),
         reads,
     };
-    let text = crate::capture::scenario(&captured);
+    let text = crate::output::capture::scenario(&captured);
     std::io::Write::write_all(&mut file, text.as_bytes())
         .map_err(|e| Failure::Message(format!("cannot write {}: {e}", args.file.display())))?;
     eprintln!(
@@ -315,7 +321,7 @@ fn run_record(cli: &Cli, args: &RecordArgs, effective: &Effective) -> Result<(),
         max_age_seconds: args.max_age,
     };
     let interval = settings.display.refresh_interval;
-    let hostname = crate::collect::host::HostCollector::new().hostname().to_string();
+    let hostname = crate::host::HostCollector::new().hostname().to_string();
     let mut recorder = Recorder::create(&args.file, limits, interval, &hostname)
         .map_err(|e| Failure::Message(e.to_string()))?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -423,7 +429,7 @@ fn once_report(
 ) -> Result<String, Failure> {
     if json {
         // One snapshot: who holds what now; nothing has accumulated yet.
-        let mut usage = crate::usage::Accounting::new(std::time::Duration::from_secs(1));
+        let mut usage = crate::monitor::usage::Accounting::new(std::time::Duration::from_secs(1));
         usage.record(snapshot);
         let mut text = serde_json::to_string_pretty(&report::json_report(snapshot, alerts, &usage))
             .map_err(|e| Failure::Output(e.into()))?;

@@ -6,7 +6,7 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 
 use crate::app::state::{Signal, Target};
-use crate::collect::host::start_time;
+use crate::host::start_time;
 
 /// What happened to one target.
 #[derive(Debug, Clone, PartialEq, Eq)]

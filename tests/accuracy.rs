@@ -4,7 +4,7 @@
 
 mod common;
 
-use gputop::collect::nvml::NvmlSource;
+use gputop::source::nvml::NvmlSource;
 
 /// Refreshes of one second, read half a second after each whole second.
 const INTERVALS: u64 = 40;

@@ -5,9 +5,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use gputop::collect::nvml::NvmlSource;
-use gputop::collect::{Collector, Source};
+use gputop::collector::Collector;
 use gputop::model::DeviceStatus;
+use gputop::source::Source;
+use gputop::source::nvml::NvmlSource;
 
 const SCENARIO: &str = r#"
 [meta]

@@ -138,7 +138,7 @@ fn dirty_answers_over_many_refreshes_neither_skew_nor_stall_the_per_process_sm()
     let control = unsafe { libloading::Library::new(&lib) }.unwrap();
     // SAFETY: the simulator exports this symbol with this signature.
     let set_time = unsafe { control.get::<unsafe extern "C" fn(u64)>(b"gputop_sim_set_time_ms") }.unwrap();
-    let mut source = gputop::collect::nvml::NvmlSource::open(Some(&lib)).expect("the simulator initialises");
+    let mut source = gputop::source::nvml::NvmlSource::open(Some(&lib)).expect("the simulator initialises");
     for second in 5..12 {
         // SAFETY: a plain function call into the simulator.
         unsafe { set_time(second * 1000) };

@@ -15,7 +15,7 @@ mod common;
 
 use common::fixtures::{GIB, snapshot};
 
-fn process_table() -> Vec<gputop::collect::host::ProcessEntry> {
+fn process_table() -> Vec<gputop::host::ProcessEntry> {
     [
         (1, 0, "systemd"),
         (900, 1, "sshd"),
@@ -27,7 +27,7 @@ fn process_table() -> Vec<gputop::collect::host::ProcessEntry> {
         (777, 1, "cron"),
     ]
     .into_iter()
-    .map(|(pid, parent_pid, name)| gputop::collect::host::ProcessEntry {
+    .map(|(pid, parent_pid, name)| gputop::host::ProcessEntry {
         pid,
         parent_pid,
         name: name.into(),
@@ -301,7 +301,7 @@ fn the_selection_follows_its_process_across_refreshes_and_re_sorts() {
     assert_eq!(app.rows()[0].pid, 4102);
     assert_eq!(app.selected_process().map(|p| p.pid), Some(4102));
     app.update(Action::SortBy {
-        key: gputop::app::sort::SortKey::Pid,
+        key: gputop::model::order::SortKey::Pid,
         reverse: true,
     });
     assert_eq!(app.selected_process().map(|p| p.pid), Some(4102));
@@ -329,7 +329,7 @@ fn long_command_lines_scroll_sideways() {
 
 #[test]
 fn a_snapshot_makes_its_own_process_table_for_the_demo() {
-    let table = gputop::collect::host::table_of(&snapshot());
+    let table = gputop::host::table_of(&snapshot());
     let rows: Vec<(u32, u32, &str)> = table
         .iter()
         .map(|e| (e.pid, e.parent_pid, e.name.as_str()))

@@ -719,11 +719,11 @@ fn replay_position(screen: &str) -> Option<u64> {
 fn a_recording_replays_with_pause_seek_and_speed_and_no_signals() {
     let home = tempfile::tempdir().unwrap();
     let file = home.path().join("two-minutes.rec");
-    let limits = gputop::record::Limits {
+    let limits = gputop::output::record::Limits {
         max_bytes: 64 << 20,
         max_age_seconds: 86_400.0,
     };
-    let mut recorder = gputop::record::Recorder::create(&file, limits, 1.0, "recorded-host").unwrap();
+    let mut recorder = gputop::output::record::Recorder::create(&file, limits, 1.0, "recorded-host").unwrap();
     let base = common::fixtures::snapshot();
     for second in 0..120u64 {
         let mut frame = base.clone();

@@ -2,7 +2,6 @@
 //! functions (filter, sort, keys, state updates).
 
 pub mod filter;
-pub mod keys;
+pub mod keymap;
 pub mod query;
-pub mod sort;
 pub mod state;

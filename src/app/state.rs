@@ -5,16 +5,16 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::alerts::{Engine, Transition};
 use crate::app::filter::Selection;
 use crate::app::query::Query;
-use crate::app::sort::{self, SortKey};
-use crate::collect::remote::Cluster;
-use crate::collect::replay::{PlayerCommand, ReplayStatus};
 use crate::config::Settings;
-use crate::history::History;
+use crate::model::order::{self, SortKey};
 use crate::model::{GpuProcess, Snapshot};
-use crate::usage::Accounting;
+use crate::monitor::alerts::{Engine, Transition};
+use crate::monitor::history::History;
+use crate::monitor::usage::Accounting;
+use crate::source::remote::Cluster;
+use crate::source::replay::{PlayerCommand, ReplayStatus};
 
 pub use crate::model::ProcessKey;
 
@@ -137,7 +137,7 @@ pub enum Action {
     /// The runtime's word on live data that has not been refreshed (`None`: it is fresh).
     Stale(Option<Stale>),
     EnvironmentRead(Result<Vec<String>, String>),
-    ProcessTableRead(Vec<crate::collect::host::ProcessEntry>),
+    ProcessTableRead(Vec<crate::host::ProcessEntry>),
     SignalsSent(Vec<String>),
     Charts,
     /// On the charts screen: the next (or previous) GPU.
@@ -237,7 +237,7 @@ pub struct App {
     pub cluster_selected: usize,
     pub node: Option<usize>,
     /// Every process's parent and name, read for the tree view.
-    pub process_table: Vec<crate::collect::host::ProcessEntry>,
+    pub process_table: Vec<crate::host::ProcessEntry>,
     /// Set while the live data is older than two refreshes, or not there yet.
     pub stale: Option<Stale>,
 }
@@ -304,7 +304,7 @@ impl App {
             .iter()
             .filter(|p| self.selection.shows_process(p, &snapshot.devices) && query.matches(p))
             .collect();
-        sort::by_key(&mut rows, self.sort, self.reverse);
+        order::by_key(&mut rows, self.sort, self.reverse);
         rows
     }
 
@@ -369,7 +369,7 @@ impl App {
             crate::model::PidMapping::Unmapped { reason } => Some(format!(
                 "Signals disabled: PID {} is {}",
                 p.pid,
-                crate::report::sanitize(reason)
+                crate::format::sanitize(reason)
             )),
             _ => None,
         }

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use toml::Spanned;
 
-use crate::alerts::rules::Rule;
-use rules::RuleEntry;
+pub use crate::monitor::alerts::rules::{AlertSettings, RuleEntry};
+pub use crate::monitor::history::HistorySettings;
 use schema::{KEYS, Key, Value, suggest};
 
 /// The commented reference configuration; equal to the built-in defaults (a test checks).
@@ -61,58 +61,6 @@ pub struct DisplaySettings {
     pub utilization_high: f64,
     pub memory_low: f64,
     pub memory_high: f64,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct AlertSettings {
-    pub memory_usage_threshold: f64,
-    pub gpu_utilization_threshold: f64,
-    pub temperature_threshold: f64,
-    /// Whether the built-in rules apply (each can still be replaced or disabled by name).
-    pub builtin_rules: bool,
-    /// Append-only JSON-lines log of alert transitions; empty for none.
-    pub log_file: String,
-    /// Commands run when an alert of each severity fires; empty for none.
-    pub notify_info: Vec<String>,
-    pub notify_warning: Vec<String>,
-    pub notify_critical: Vec<String>,
-    pub notify_timeout: f64,
-    /// Seconds between two notifications of one severity.
-    pub notify_min_interval: f64,
-    /// `[[alert.rules]]` from the file.
-    pub rules: Vec<RuleEntry>,
-}
-
-impl AlertSettings {
-    /// The rules in force: the built-ins (unless turned off, replaced or disabled by name)
-    /// and then the file's own.
-    pub fn effective_rules(&self) -> Vec<Rule> {
-        let named = |name: &str| {
-            self.rules.iter().any(|e| match e {
-                RuleEntry::Rule(r) => r.name == name,
-                RuleEntry::Disabled(n) => n == name,
-            })
-        };
-        let mut out: Vec<Rule> = if self.builtin_rules {
-            crate::alerts::rules::builtin(self)
-                .into_iter()
-                .filter(|r| !named(&r.name))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        out.extend(self.rules.iter().filter_map(|e| match e {
-            RuleEntry::Rule(r) => Some(r.clone()),
-            RuleEntry::Disabled(_) => None,
-        }));
-        out
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct HistorySettings {
-    pub retention_time: u64,
-    pub sample_interval: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]

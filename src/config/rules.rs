@@ -7,17 +7,11 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::schema::suggest;
-use crate::alerts::rules::{
-    Comparison, DEFAULT_MIN_COVERAGE, DEFAULT_WINDOW, Function, Holders, METRICS, Metric, Rule, Severity,
+use crate::monitor::alerts::rules::{
+    Comparison, DEFAULT_MIN_COVERAGE, DEFAULT_WINDOW, Function, Holders, METRICS, Metric, Rule, RuleEntry,
+    Severity,
 };
-use crate::history::RAW_SPAN;
-
-/// A rule as written: either a full rule, or `enabled = false` to turn a built-in off.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RuleEntry {
-    Rule(Rule),
-    Disabled(String),
-}
+use crate::monitor::history::RAW_SPAN;
 
 type SpannedTable = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
 

@@ -15,12 +15,12 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 
-use crate::alerts::rules::{Severity, trim_number};
-use crate::alerts::{Active, Phase, Subject};
-use crate::app::sort::SortKey;
 use crate::app::state::{App, LayoutMode, ProcessKey, Screen};
+use crate::format::{human_bytes, human_duration, sanitize};
+use crate::model::order::SortKey;
 use crate::model::{Device, DeviceStatus, GpuProcess, PidNamespace, Reading, Snapshot};
-use crate::report::{human_bytes, human_duration, sanitize};
+use crate::monitor::alerts::rules::{Severity, trim_number};
+use crate::monitor::alerts::{Active, Phase, Subject};
 use theme::{Load, Theme};
 
 /// Below this the screen shows a notice instead of the panels.
@@ -609,7 +609,7 @@ fn main_screen(
             "No process matches the filter."
         };
         // A GPU whose list the driver refused is not idle: say why it shows nothing.
-        let mut lines: Vec<Line> = crate::report::unlisted(snapshot)
+        let mut lines: Vec<Line> = crate::output::report::unlisted(snapshot)
             .map(|(index, reason)| Line::from(format!("GPU {index}: {}", sanitize(reason))))
             .collect();
         lines.push(Line::from(message));

@@ -9,13 +9,13 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
 use super::chart::TimeChart;
 use super::theme::Theme;
 use super::{na, percent_of};
-use crate::alerts::rules::format_seconds;
-use crate::app::keys::{self, Binding};
+use crate::app::keymap::{self, Binding};
 use crate::app::state::{App, CHART_SPANS, Confirmation, ProcessKey};
-use crate::collect::remote::NodeStatus;
-use crate::history::{DeviceMetric, ProcessMetric};
+use crate::format::{human_bytes, human_duration, sanitize};
 use crate::model::{Device, GpuProcess, PidMapping, Snapshot};
-use crate::report::{human_bytes, human_duration, sanitize};
+use crate::monitor::alerts::rules::format_seconds;
+use crate::monitor::history::{DeviceMetric, ProcessMetric};
+use crate::source::remote::NodeStatus;
 
 fn block<'a>(title: &str, theme: &Theme) -> Block<'a> {
     let block = Block::default()
@@ -48,18 +48,18 @@ pub fn help(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
         lines.push(Line::from(""));
     };
     if app.replay.is_some() {
-        section("Replay", keys::REPLAY);
+        section("Replay", keymap::REPLAY);
     }
     if app.cluster.is_some() {
-        section("Remote view: the cluster", keys::CLUSTER);
+        section("Remote view: the cluster", keymap::CLUSTER);
     }
-    section("Main screen and tree view", keys::MAIN);
-    section("Signal confirmation", keys::DIALOG);
-    section("Process details", keys::DETAILS);
-    section("Environment", keys::ENVIRONMENT);
-    section("GPU history charts", keys::CHARTS);
-    section("Alerts", keys::ALERTS);
-    section("Users and containers", keys::USERS);
+    section("Main screen and tree view", keymap::MAIN);
+    section("Signal confirmation", keymap::DIALOG);
+    section("Process details", keymap::DETAILS);
+    section("Environment", keymap::ENVIRONMENT);
+    section("GPU history charts", keymap::CHARTS);
+    section("Alerts", keymap::ALERTS);
+    section("Users and containers", keymap::USERS);
     lines.push(Line::from(
         "Mouse: click selects a process, the wheel moves the selection, a click on a header sorts.",
     ));
@@ -349,7 +349,7 @@ pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
             theme.header(),
         ))
     };
-    let row = |owner: &str, u: &crate::usage::Usage| {
+    let row = |owner: &str, u: &crate::monitor::usage::Usage| {
         let gpus: Vec<String> = u.gpus.iter().map(u32::to_string).collect();
         let gpus = if gpus.is_empty() {
             "-".to_string()
@@ -383,12 +383,12 @@ pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     if usage.users.is_empty() {
         lines.push(Line::from("  nobody yet"));
     }
-    for (user, u) in crate::usage::Accounting::ranked(&usage.users) {
+    for (user, u) in crate::monitor::usage::Accounting::ranked(&usage.users) {
         lines.push(row(user, u));
     }
     lines.push(Line::from(""));
     lines.push(header("CONTAINER (-: host)"));
-    for (container, u) in crate::usage::Accounting::ranked(&usage.containers) {
+    for (container, u) in crate::monitor::usage::Accounting::ranked(&usage.containers) {
         lines.push(row(container, u));
     }
     let scroll = app.text_scroll.min(lines.len().saturating_sub(1)) as u16;
@@ -571,7 +571,7 @@ struct UserTotals {
 }
 
 /// Per user, over the nodes that are up: largest GPU memory first.
-fn user_totals(nodes: &[crate::collect::remote::NodeState]) -> Vec<(String, UserTotals)> {
+fn user_totals(nodes: &[crate::source::remote::NodeState]) -> Vec<(String, UserTotals)> {
     let mut totals: std::collections::BTreeMap<
         String,
         (UserTotals, std::collections::BTreeSet<(usize, u32)>),

@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 
 use toml::{Table, Value};
 
-use crate::collect::Readout;
-use crate::collect::nvml::{DriverExports, RawSample, SampledMetric};
 use crate::model::{Device, DeviceStatus, Reading};
+use crate::source::Readout;
+use crate::source::nvml::{DriverExports, RawSample, SampledMetric};
 
 /// One refresh of a capture: its second since the capture began, what it read, and the
 /// device samples the driver gave it.

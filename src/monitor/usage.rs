@@ -188,7 +188,7 @@ impl Accounting {
                 .collect::<Vec<_>>()
         };
         json!({
-            "since": self.since.map(crate::report::rfc3339),
+            "since": self.since.map(crate::format::rfc3339),
             "seconds": (self.seconds * 1000.0).round() / 1000.0,
             "users": rows(&self.users, "user"),
             "containers": rows(&self.containers, "container"),

@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde_json::{Value, json};
 
-use crate::history::History;
+use crate::format::sanitize;
 use crate::model::{ProcessKey, Snapshot};
-use crate::report::sanitize;
+use crate::monitor::history::History;
 use rules::{Metric, Rule, Severity};
 
 /// Transitions the in-memory log keeps for the alert log screen.
@@ -269,7 +269,7 @@ impl Engine {
 fn subjects<'h>(
     rule: &Rule,
     history: &'h History,
-) -> Vec<(Subject, Option<&'h crate::history::Series>, bool)> {
+) -> Vec<(Subject, Option<&'h crate::monitor::history::Series>, bool)> {
     match rule.metric {
         Metric::Device(metric) => (0..history.device_count() as u32)
             .map(|index| {
@@ -381,7 +381,7 @@ fn instant_summary(rule: &Rule, subject: Subject, value: f64) -> String {
 /// Alerts judged from one snapshot, for `--once`: level rules without a `for` duration,
 /// compared with the current reading. Rules that need a span of history are left out.
 pub fn instant(rules: &[Rule], snapshot: &Snapshot) -> Vec<Active> {
-    let at = crate::history::timestamp(snapshot);
+    let at = crate::monitor::history::timestamp(snapshot);
     let mut out = Vec::new();
     for rule in rules
         .iter()

@@ -3,9 +3,9 @@
 
 use ratatui_crossterm::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use crate::app::sort::SortKey;
 use crate::app::state::{Action, App, LayoutMode, Screen, Signal};
-use crate::collect::replay::PlayerCommand;
+use crate::model::order::SortKey;
+use crate::source::replay::PlayerCommand;
 
 /// A key as the tables name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,120 +3,29 @@
 //! Pure functions from a snapshot to text. Unknown values print as `N/A` (text) or `null`
 //! (JSON); text from processes is escaped so it can never drive the terminal.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
+
+use crate::format::{human_bytes, human_duration, rfc3339, sanitize, table};
 
 use serde_json::{Value, json};
 
-use crate::alerts::Active;
 use crate::model::{
     Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, HostStats, Memory, MigDevice, MigId, PidMapping,
     ProcessType, Reading, Snapshot, Window,
 };
+use crate::monitor::alerts::Active;
 
 /// Version of the JSON document's schema; bumped on incompatible changes.
 pub const JSON_SCHEMA_VERSION: u32 = 1;
 
 const NA: &str = "N/A";
 
-/// Escapes control characters (terminal escape sequences among them) and bidirectional
-/// overrides so they show as text and can neither drive the terminal nor reorder the line.
 /// The GPUs whose processes could not be listed, and why.
 pub fn unlisted(snapshot: &Snapshot) -> impl Iterator<Item = (u32, &str)> {
     snapshot
         .devices
         .iter()
         .filter_map(|d| Some((d.index, d.processes_unlisted.as_deref()?)))
-}
-
-pub fn sanitize(text: &str) -> String {
-    // Printable ASCII needs no escape: most names and command lines are, and are copied whole
-    // instead of a character at a time (a report writes several per process).
-    if text.bytes().all(|b| (b' '..=b'~').contains(&b)) {
-        return text.to_owned();
-    }
-    escape_each(text)
-}
-
-/// `sanitize`, a character at a time.
-fn escape_each(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let bidi = matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}');
-        if c.is_control() || bidi {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// `1.5GiB`, `512MiB`, `0B`.
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if bytes < 1024 {
-        return format!("{bytes}B");
-    }
-    // In whole numbers: the value is bytes / scale, written with one decimal below 100 and
-    // none from 100, rounded half to even as float formatting rounds (which, for one value
-    // per process row, cost more than the rest of the row).
-    let bytes = u128::from(bytes);
-    let mut scale: u128 = 1024;
-    let mut unit = 0;
-    while bytes >= scale * 1024 && unit < UNITS.len() - 1 {
-        scale *= 1024;
-        unit += 1;
-    }
-    let tenths = bytes < 100 * scale;
-    let scaled = if tenths { bytes * 10 } else { bytes };
-    let (whole, rest) = (scaled / scale, scaled % scale);
-    let rounded = match (2 * rest).cmp(&scale) {
-        std::cmp::Ordering::Greater => whole + 1,
-        std::cmp::Ordering::Equal => whole + whole % 2,
-        std::cmp::Ordering::Less => whole,
-    };
-    if tenths {
-        format!("{}.{}{}", rounded / 10, rounded % 10, UNITS[unit])
-    } else {
-        format!("{rounded}{}", UNITS[unit])
-    }
-}
-
-/// `H:MM:SS`, or `Dd HH:MM` past a day.
-pub fn human_duration(seconds: u64) -> String {
-    let (d, h, m, s) = (
-        seconds / 86_400,
-        seconds / 3600 % 24,
-        seconds / 60 % 60,
-        seconds % 60,
-    );
-    if d > 0 {
-        format!("{d}d {h:02}:{m:02}")
-    } else {
-        format!("{}:{m:02}:{s:02}", seconds / 3600)
-    }
-}
-
-/// RFC 3339 UTC time, e.g. `2026-11-29T15:40:01Z`.
-pub fn rfc3339(time: SystemTime) -> String {
-    let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest / 60 % 60,
-        rest % 60
-    )
 }
 
 fn text<T>(reading: &Reading<T>, show: impl FnOnce(&T) -> String) -> String {
@@ -171,48 +80,6 @@ fn metric_cells(metric: &str, device: &Device) -> Vec<(&'static str, String)> {
         "decoder" => vec![("DEC", percent(&device.decoder))],
         _ => Vec::new(),
     }
-}
-
-/// Lays out rows in columns; `right` says which columns are right-aligned.
-pub fn table(rows: &[Vec<String>], right: &[bool]) -> String {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    // The last cell of a short row (a lost GPU's message) spills over; it sets no width.
-    let measured = |row: &Vec<String>, c: usize| row.len() == columns || c + 1 < row.len();
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            rows.iter()
-                .filter(|r| measured(r, c))
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let spaces = |out: &mut String, n: usize| out.extend(std::iter::repeat_n(' ', n));
-    let mut out = String::with_capacity(rows.len() * (widths.iter().sum::<usize>() + 2 * columns + 1));
-    for row in rows {
-        let line_start = out.len();
-        for (c, cell) in row.iter().enumerate() {
-            if c > 0 {
-                out.push_str("  ");
-            }
-            let pad = widths[c].saturating_sub(cell.chars().count());
-            let last = c + 1 == row.len();
-            if right.get(c).copied().unwrap_or(false) {
-                spaces(&mut out, pad);
-                out.push_str(cell);
-            } else {
-                out.push_str(cell);
-                if !last {
-                    spaces(&mut out, pad);
-                }
-            }
-        }
-        let line_end = line_start + out[line_start..].trim_end().len();
-        out.truncate(line_end);
-        out.push('\n');
-    }
-    out
 }
 
 /// The readable `--once` report: a header, the devices, then the processes.
@@ -518,7 +385,11 @@ fn process_json(p: &GpuProcess) -> Value {
 
 /// The `--once --json` document (schema in README.md).
 /// `usage` covers the time gputop has run (one snapshot for `--once`: no time yet).
-pub fn json_report(snapshot: &Snapshot, alerts: &[Active], usage: &crate::usage::Accounting) -> Value {
+pub fn json_report(
+    snapshot: &Snapshot,
+    alerts: &[Active],
+    usage: &crate::monitor::usage::Accounting,
+) -> Value {
     let h = &snapshot.host;
     json!({
         "version": JSON_SCHEMA_VERSION,
@@ -729,72 +600,4 @@ pub fn snapshot_from_json(doc: &Value, received: SystemTime) -> Result<Snapshot,
             uptime_seconds: big(&h["uptime_seconds"]),
         },
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    #[test]
-    fn escape_sequences_are_shown_not_executed() {
-        assert_eq!(sanitize("evil\x1b[2J\x07name\n"), "evil\\u{1b}[2J\\u{7}name\\n");
-        // The printable-ASCII shortcut agrees with the escaping, on every ASCII character.
-        for byte in 0..=127u8 {
-            let text = format!("a{}b", byte as char);
-            assert_eq!(sanitize(&text), escape_each(&text), "byte {byte}");
-        }
-        assert_eq!(sanitize("del\x7f"), "del\\u{7f}");
-        assert_eq!(
-            sanitize("python3 train.py --lr=3e-4 ü"),
-            "python3 train.py --lr=3e-4 ü"
-        );
-    }
-
-    #[test]
-    fn human_units() {
-        assert_eq!(human_bytes(0), "0B");
-        assert_eq!(human_bytes(1536), "1.5KiB");
-        assert_eq!(human_bytes(80 << 30), "80.0GiB");
-        // As float formatting writes the same value (exact below 2^53 bytes), ties included.
-        let float = |bytes: u64| {
-            const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-            let mut value = bytes as f64 / 1024.0;
-            let mut unit = 0;
-            while value >= 1024.0 && unit < UNITS.len() - 1 {
-                value /= 1024.0;
-                unit += 1;
-            }
-            if value >= 100.0 {
-                format!("{value:.0}{}", UNITS[unit])
-            } else {
-                format!("{value:.1}{}", UNITS[unit])
-            }
-        };
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        // Ties: 1.25 and 1.75 KiB, 100.5 and 101.5 KiB, 2.25 GiB.
-        let mut values: Vec<u64> = vec![1024, 1280, 1792, 102_912, 103_936, 9 << 28, 1_048_575, 1 << 52];
-        for shift in 10..53 {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            values.extend((0..200).map(|k| (1u64 << shift) + (seed.rotate_left(k) >> (64 - shift))));
-            values.extend((1..40).map(|k| (1u64 << shift) / 8 * k).filter(|&v| v >= 1024));
-        }
-        for bytes in values {
-            assert_eq!(human_bytes(bytes), float(bytes), "{bytes}");
-        }
-        assert_eq!(human_bytes(300 << 20), "300MiB");
-        assert_eq!(human_duration(3723), "1:02:03");
-        assert_eq!(human_duration(90_061), "1d 01:01");
-    }
-
-    #[test]
-    fn rfc3339_matches_known_instants() {
-        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
-        let t = UNIX_EPOCH + Duration::from_secs(1_795_966_801);
-        assert_eq!(rfc3339(t), "2026-11-29T15:40:01Z");
-        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
-        assert_eq!(rfc3339(leap), "2000-02-29T00:00:00Z");
-    }
 }

@@ -23,8 +23,8 @@ use std::time::Instant;
 
 use serde_json::{Map, Value, json};
 
+use crate::format::sanitize;
 use crate::model::Snapshot;
-use crate::report::sanitize;
 
 pub const FORMAT_VERSION: u64 = 1;
 /// Frames between key frames.
@@ -84,7 +84,7 @@ pub fn from_stored(stored: &Value) -> Result<Snapshot, String> {
         }
     }
     let mut snapshot: Snapshot = serde_json::from_value(value).map_err(|e| e.to_string())?;
-    crate::app::sort::by_gpu_memory(&mut snapshot.processes);
+    crate::model::order::by_gpu_memory(&mut snapshot.processes);
     Ok(snapshot)
 }
 
@@ -291,7 +291,7 @@ impl Recorder {
             self.rotate(&snapshot.hostname)?;
         }
         let stored = to_stored(snapshot);
-        let t = crate::history::timestamp(snapshot);
+        let t = crate::monitor::history::timestamp(snapshot);
         let line = match (&self.previous, self.since_key) {
             (Some(previous), n) if n < KEY_EVERY => {
                 self.since_key += 1;

@@ -4,9 +4,9 @@
 
 use std::fmt::Write;
 
+use crate::format::sanitize;
 use crate::model::{Device, DeviceStatus, GpuProcess, Reading, Snapshot};
-use crate::report::sanitize;
-use crate::usage::{Accounting, Usage};
+use crate::monitor::usage::{Accounting, Usage};
 
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -221,7 +221,7 @@ pub fn exposition(snapshot: Option<(&Snapshot, &Accounting)>, options: Options) 
         "gauge",
         "When the snapshot served was taken, in seconds since the Unix epoch.",
     );
-    collected.add("", Some(crate::history::timestamp(snapshot)));
+    collected.add("", Some(crate::monitor::history::timestamp(snapshot)));
     collected.write(&mut out);
 
     let driver = label_value(snapshot.driver.driver_version.value().map_or("", String::as_str));

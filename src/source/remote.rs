@@ -12,7 +12,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::model::Snapshot;
-use crate::report::snapshot_from_json;
+use crate::output::report::snapshot_from_json;
 
 /// Fetches at once, at most.
 pub const MAX_CONCURRENT: usize = 16;

@@ -1,8 +1,7 @@
 //! Alert rules: what is watched, over which window, against which thresholds; the built-in
 //! defaults; and how a rule reads its value from the history.
 
-use crate::config::AlertSettings;
-use crate::history::{DeviceMetric, HostMetric, ProcessMetric, Series};
+use crate::monitor::history::{DeviceMetric, HostMetric, ProcessMetric, Series};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Severity {
@@ -335,6 +334,58 @@ pub fn trim_number(value: f64) -> String {
         format!("{value:.0}")
     } else {
         format!("{value:.1}")
+    }
+}
+
+/// A rule as written: either a full rule, or `enabled = false` to turn a built-in off.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RuleEntry {
+    Rule(Rule),
+    Disabled(String),
+}
+
+/// The `[alert]` settings: the thresholds behind the built-in rules, the file's own rules
+/// and where transitions are delivered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlertSettings {
+    pub memory_usage_threshold: f64,
+    pub gpu_utilization_threshold: f64,
+    pub temperature_threshold: f64,
+    /// Whether the built-in rules apply (each can still be replaced or disabled by name).
+    pub builtin_rules: bool,
+    /// Append-only JSON-lines log of alert transitions; empty for none.
+    pub log_file: String,
+    /// Commands run when an alert of each severity fires; empty for none.
+    pub notify_info: Vec<String>,
+    pub notify_warning: Vec<String>,
+    pub notify_critical: Vec<String>,
+    pub notify_timeout: f64,
+    /// Seconds between two notifications of one severity.
+    pub notify_min_interval: f64,
+    /// `[[alert.rules]]` from the file.
+    pub rules: Vec<RuleEntry>,
+}
+
+impl AlertSettings {
+    /// The rules in force: the built-ins (unless turned off, replaced or disabled by name)
+    /// and then the file's own.
+    pub fn effective_rules(&self) -> Vec<Rule> {
+        let named = |name: &str| {
+            self.rules.iter().any(|e| match e {
+                RuleEntry::Rule(r) => r.name == name,
+                RuleEntry::Disabled(n) => n == name,
+            })
+        };
+        let mut out: Vec<Rule> = if self.builtin_rules {
+            builtin(self).into_iter().filter(|r| !named(&r.name)).collect()
+        } else {
+            Vec::new()
+        };
+        out.extend(self.rules.iter().filter_map(|e| match e {
+            RuleEntry::Rule(r) => Some(r.clone()),
+            RuleEntry::Disabled(_) => None,
+        }));
+        out
     }
 }
 

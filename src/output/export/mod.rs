@@ -13,12 +13,13 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use crate::alerts::Engine;
-use crate::alerts::sink::Sink;
-use crate::collect::{Collector, Source};
+use crate::collector::Collector;
 use crate::config::Settings;
-use crate::history::History;
-use crate::usage::Accounting;
+use crate::monitor::alerts::Engine;
+use crate::monitor::alerts::sink::Sink;
+use crate::monitor::history::History;
+use crate::monitor::usage::Accounting;
+use crate::source::Source;
 use metrics::Options;
 use server::{Pages, SharedPages};
 
@@ -63,7 +64,7 @@ pub fn run(source: Source, settings: &Settings, options: Options, address: &str)
                 eprintln!("gputop export: {problem}");
             }
             let active = engine.active();
-            let json = crate::report::json_report(&snapshot, &active, &usage).to_string();
+            let json = crate::output::report::json_report(&snapshot, &active, &usage).to_string();
             let page = Pages {
                 ready: true,
                 metrics: metrics::exposition(Some((&snapshot, &usage)), options),

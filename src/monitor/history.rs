@@ -11,8 +11,14 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::UNIX_EPOCH;
 
-use crate::config::HistorySettings;
 use crate::model::{Device, DeviceStatus, GpuProcess, ProcessKey, Reading, Snapshot, Window};
+
+/// The `[history]` settings: how long readings are kept, and at what resolution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistorySettings {
+    pub retention_time: u64,
+    pub sample_interval: u64,
+}
 
 /// Seconds of raw readings each series keeps.
 pub const RAW_SPAN: f64 = 900.0;

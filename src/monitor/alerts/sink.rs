@@ -10,9 +10,9 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::rules::AlertSettings;
 use super::{Phase, Transition};
-use crate::config::AlertSettings;
-use crate::report::sanitize;
+use crate::format::sanitize;
 
 /// The runtime end of the alert engine.
 #[derive(Debug)]

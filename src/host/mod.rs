@@ -5,7 +5,7 @@
 //! straight from `/proc/PID/stat` (one small read) and the owner of `/proc/PID` (one stat),
 //! with the command line read once per process. Only the PIDs NVML reported are read, never
 //! the whole process table. The host's own CPU, memory, load and uptime come from
-//! [`super::machine`].
+//! [`machine`].
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -13,10 +13,12 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use sysinfo::System;
 
-use super::machine::MachineReader;
+pub mod containers;
+mod machine;
 
-use super::container::{self, Namespaces};
 use crate::model::{Container, GpuProcess, HostFacts, HostStats, PidMapping, PidNamespace, Reading};
+use containers::{self as container, Namespaces};
+use machine::MachineReader;
 
 /// What is kept of a process between refreshes.
 #[derive(Debug)]

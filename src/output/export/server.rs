@@ -14,7 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::metrics::CONTENT_TYPE;
-use crate::collect::Activity;
+use crate::source::Activity;
 
 const TEXT: &str = "text/plain; charset=utf-8";
 

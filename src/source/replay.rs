@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::model::Snapshot;
-use crate::record::{self, FORMAT_VERSION, previous_segment};
+use crate::output::record::{self, FORMAT_VERSION, previous_segment};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct FrameRef {

@@ -11,7 +11,7 @@ use nvml_sim::engine::{Sim, TimeBase, sampling, wall_now_us};
 use nvml_sim::scenario::{ComputeMode, MigSetting, Scenario};
 
 use super::Readout;
-use super::container::container_of;
+use crate::host::containers::container_of;
 use crate::model::{
     Bar1, Clocks, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, Memory, MigDevice, MigId,
     PcieLink, PidMapping, ProcessType, Reading, Window,

@@ -3,6 +3,8 @@
 //! No handles, no locks, no I/O. Every metric is a [`Reading`]: a value, not supported, or
 //! failed with its reason; readers print `N/A` or `null`, never 0 for unknown.
 
+pub mod order;
+
 use std::time::SystemTime;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

@@ -9,8 +9,8 @@
 
 use std::fmt::Write;
 
-use crate::alerts::rules::{Function, Holders, Metric, Rule, format_seconds, trim_number};
-use crate::history::{DeviceMetric, ProcessMetric};
+use crate::monitor::alerts::rules::{Function, Holders, Metric, Rule, format_seconds, trim_number};
+use crate::monitor::history::{DeviceMetric, ProcessMetric};
 
 /// The series and the scaling that turn a rule's metric into Prometheus terms:
 /// `(selector, suffix)`, the value being `f(selector[window]) suffix`.

@@ -1,0 +1,118 @@
+//! Where device and process readings come from: NVML, the built-in demo, a recording being
+//! replayed, or remote exporters. Each source turns its input into plain [`Readout`] or
+//! snapshot values; only [`nvml`] talks to the driver.
+
+pub mod demo;
+pub mod nvml;
+pub mod remote;
+pub mod replay;
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use crate::model::{Device, DriverInfo, GpuProcess};
+use demo::DemoSource;
+use nvml::NvmlSource;
+
+/// What a GPU source read: devices and the processes on them.
+#[derive(Debug, Clone)]
+pub struct Readout {
+    pub driver: DriverInfo,
+    pub devices: Vec<Device>,
+    pub processes: Vec<GpuProcess>,
+    /// Whether the source gave its processes' host facts itself (the demo); else they are
+    /// read from /proc when the snapshot is assembled.
+    pub host_known: bool,
+}
+
+/// What a collection is waiting on now: a driver call that never returns shows as data
+/// that grows old, with the call named, instead of a frozen screen.
+#[derive(Debug, Clone, Default)]
+pub struct Activity(Arc<Mutex<Option<Call>>>);
+
+/// A call's name, and the GPU it is made for.
+type Call = (&'static str, Option<u32>);
+
+impl Activity {
+    /// Notes that `call` (on GPU `gpu`) is under way.
+    pub fn set(&self, call: &'static str, gpu: Option<u32>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((call, gpu));
+    }
+
+    /// Notes that nothing is under way.
+    pub fn clear(&self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// What is under way, in words: `nvmlDeviceGetSamples on GPU 0`.
+    pub fn current(&self) -> Option<String> {
+        let now = *self.0.lock().unwrap_or_else(|e| e.into_inner());
+        now.map(|(call, gpu)| match gpu {
+            Some(gpu) => format!("{call} on GPU {gpu}"),
+            None => call.to_string(),
+        })
+    }
+}
+
+/// Where device and process readings come from.
+#[derive(Debug)]
+pub enum Source {
+    Nvml(Box<NvmlSource>),
+    Demo(Box<DemoSource>),
+}
+
+impl Source {
+    /// Where this source says what it is waiting on (the demo never waits).
+    pub fn activity(&self) -> Activity {
+        match self {
+            Self::Nvml(nvml) => nvml.activity(),
+            Self::Demo(_) => Activity::default(),
+        }
+    }
+
+    pub(crate) fn read(&mut self, window: Duration) -> Readout {
+        match self {
+            Self::Nvml(nvml) => nvml.read(window),
+            Self::Demo(demo) => demo.read(window),
+        }
+    }
+}
+
+/// A source being opened on a thread of its own: NVML's init takes seconds without
+/// persistence mode and can hang on a GPU in trouble, and the view must not wait for it.
+#[derive(Debug)]
+pub struct Opening(Receiver<Result<Source, nvml::NvmlUnusable>>);
+
+impl Opening {
+    pub fn start(
+        open: impl FnOnce() -> Result<Source, nvml::NvmlUnusable> + Send + 'static,
+    ) -> std::io::Result<Self> {
+        let (done, result) = mpsc::channel();
+        thread::Builder::new().name("gputop-open".into()).spawn(move || {
+            let _ = done.send(open());
+        })?;
+        Ok(Self(result))
+    }
+
+    /// The opened source, or why it could not be opened, once it is known.
+    pub fn finish(self) -> Result<Source, nvml::NvmlUnusable> {
+        self.0.recv().unwrap_or_else(|_| Err(opener_gone()))
+    }
+
+    /// The opened source (or why it could not be opened) if it is ready within `wait`,
+    /// else the opening still under way.
+    pub fn wait(self, wait: Duration) -> Result<Result<Source, nvml::NvmlUnusable>, Self> {
+        match self.0.recv_timeout(wait) {
+            Ok(result) => Ok(result),
+            Err(RecvTimeoutError::Timeout) => Err(self),
+            Err(RecvTimeoutError::Disconnected) => Ok(Err(opener_gone())),
+        }
+    }
+}
+
+/// Why an opening gave no source: its thread ended without one (it panicked).
+fn opener_gone() -> nvml::NvmlUnusable {
+    nvml::NvmlUnusable::Other("the thread opening NVML ended without a word".into())
+}
