@@ -530,6 +530,19 @@ fn the_exporter_judges_the_alert_rules_without_a_terminal() {
     );
 }
 
+/// `/snapshot` is the snapshot's wire form, as `config/snapshot.schema.json` describes it.
+#[test]
+fn the_snapshot_page_matches_the_schema() {
+    let home = tempfile::tempdir().unwrap();
+    let sleepers = Sleepers::spawn(3);
+    let (_exporter, port) = ready_exporter(home.path(), &scenario("two-gpus-training"), &sleepers.env(), &[]);
+    let (status, _, body) = get(port, "/snapshot");
+    assert_eq!(status, 200);
+    let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(doc["devices"].as_array().unwrap().len(), 2);
+    common::assert_matches_schema(&doc, "/snapshot");
+}
+
 /// MIG devices and per-user / per-container accounting in the exposition, scraped by a
 /// real Prometheus: the MIG memory is the scenario's, GPU-seconds grow with time.
 #[test]

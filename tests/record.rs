@@ -171,8 +171,8 @@ fn the_size_limit_rotates_and_replay_reads_both_segments() {
         home.path(),
         &file,
         &sleepers.env(),
-        // Frames after the first hold only what changed: 20 s at 0.1 s fill more than 64K.
-        &["--max-size", "64K", "--duration", "20"],
+        // Frames after the first hold only what changed: 40 s at 0.1 s fill more than 64K.
+        &["--max-size", "64K", "--duration", "40"],
     )
     .output()
     .unwrap();

@@ -4,10 +4,12 @@
 //! failed with its reason; readers print `N/A` or `null`, never 0 for unknown.
 
 pub mod order;
+pub mod recording;
+pub mod wire;
 
 use std::time::SystemTime;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 /// One metric as read from the driver or the OS.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,38 +19,6 @@ pub enum Reading<T> {
     NotSupported,
     /// Reading it failed; the reason is kept for diagnostics.
     Failed(String),
-}
-
-/// On the wire (recordings): a value as itself, not supported as `null`, a failure as
-/// `{"failed": reason}`.
-impl<T: Serialize> Serialize for Reading<T> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Self::Value(v) => v.serialize(serializer),
-            Self::NotSupported => serializer.serialize_none(),
-            Self::Failed(reason) => Wire::<&T>::Failed {
-                failed: reason.clone(),
-            }
-            .serialize(serializer),
-        }
-    }
-}
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Reading<T> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Ok(match Option::<Wire<T>>::deserialize(deserializer)? {
-            None => Self::NotSupported,
-            Some(Wire::Failed { failed }) => Self::Failed(failed),
-            Some(Wire::Value(v)) => Self::Value(v),
-        })
-    }
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(untagged)]
-enum Wire<T> {
-    Failed { failed: String },
-    Value(T),
 }
 
 impl<T> Reading<T> {
@@ -79,7 +49,7 @@ impl<T: Copy> Reading<T> {
 }
 
 /// Mean and peak of a metric over the last interval, from the driver's sample buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Window {
     pub mean: f64,
     pub peak: f64,
@@ -89,7 +59,7 @@ pub struct Window {
 }
 
 /// Whether a device answers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceStatus {
     Ok,
     /// Fallen off the bus or otherwise gone; the other GPUs go on.
@@ -98,7 +68,7 @@ pub enum DeviceStatus {
     Failed(String),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Memory {
     pub total: u64,
     pub used: u64,
@@ -107,13 +77,13 @@ pub struct Memory {
     pub reserved: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bar1 {
     pub total: u64,
     pub used: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Clocks {
     pub graphics: Reading<u32>,
     pub sm: Reading<u32>,
@@ -121,7 +91,7 @@ pub struct Clocks {
     pub video: Reading<u32>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PcieLink {
     pub generation: Reading<u32>,
     pub width: Reading<u32>,
@@ -130,14 +100,14 @@ pub struct PcieLink {
 }
 
 /// A MIG device's place in its GPU: GPU instance and compute instance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct MigId {
     pub gpu_instance: u32,
     pub compute_instance: u32,
 }
 
 /// One MIG device: a slice of a GPU with its own memory and compute.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MigDevice {
     pub id: MigId,
     /// As nvidia-smi names it: `3g.40gb`.
@@ -150,7 +120,7 @@ pub struct MigDevice {
 }
 
 /// One GPU at one instant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Device {
     pub index: u32,
     pub status: DeviceStatus,
@@ -189,11 +159,9 @@ pub struct Device {
     pub mig_enabled: Reading<bool>,
     pub throttle_reasons: Reading<Vec<String>>,
     /// With MIG enabled: its MIG devices, by GPU and compute instance.
-    #[serde(default)]
     pub mig_devices: Vec<MigDevice>,
     /// Why this GPU's processes could not be listed (the driver refused or failed), so an
     /// empty process table is not mistaken for an idle GPU.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes_unlisted: Option<String>,
 }
 
@@ -268,7 +236,7 @@ impl Device {
 }
 
 /// How a process uses a GPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ProcessType {
     Compute,
     Graphics,
@@ -364,8 +332,7 @@ impl Container {
 }
 
 /// How a PID NVML reported relates to gputop's own PID namespace.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum PidMapping {
     /// The same number names the same process for gputop (same namespace, or verified).
     #[default]
@@ -392,7 +359,7 @@ pub enum PidNamespace {
 }
 
 /// Facts about a process from the host (procfs), not from the GPU driver.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HostFacts {
     pub user: Reading<String>,
     /// The real uid behind `user`; signals re-check it.
@@ -405,13 +372,10 @@ pub struct HostFacts {
     pub start_time: Reading<u64>,
     pub running_seconds: Reading<u64>,
     /// From its cgroup; `None` on the host itself.
-    #[serde(default)]
     pub container: Option<Container>,
     /// Its PID inside its own (container's) namespace, when that differs.
-    #[serde(default)]
     pub namespace_pid: Option<u32>,
     /// Whether, and by which number, gputop can reach it.
-    #[serde(default)]
     pub mapping: PidMapping,
 }
 
@@ -463,7 +427,7 @@ impl HostFacts {
 }
 
 /// One process on one GPU.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GpuProcess {
     pub pid: u32,
     pub gpu_index: u32,
@@ -475,7 +439,6 @@ pub struct GpuProcess {
     pub encoder_percent: Reading<u32>,
     pub decoder_percent: Reading<u32>,
     /// On a MIG-enabled GPU: the MIG device it runs on.
-    #[serde(default)]
     pub mig: Option<MigId>,
     pub host: HostFacts,
 }
@@ -497,7 +460,7 @@ impl GpuProcess {
 }
 
 /// The host's own load.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HostStats {
     pub cpu_percent: Reading<f64>,
     pub memory_total_bytes: Reading<u64>,
@@ -509,7 +472,7 @@ pub struct HostStats {
 }
 
 /// Driver-level facts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DriverInfo {
     pub driver_version: Reading<String>,
     pub nvml_version: Reading<String>,
@@ -518,7 +481,7 @@ pub struct DriverInfo {
 }
 
 /// Everything gputop knows at one instant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
     pub taken_at: SystemTime,
     pub hostname: String,
@@ -527,7 +490,6 @@ pub struct Snapshot {
     /// Largest GPU memory first.
     pub processes: Vec<GpuProcess>,
     pub host: HostStats,
-    #[serde(default)]
     pub pid_namespace: PidNamespace,
 }
 

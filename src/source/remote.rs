@@ -12,7 +12,9 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::model::Snapshot;
-use crate::output::report::snapshot_from_json;
+use serde::Deserialize;
+
+use crate::model::wire::{self, WireSnapshot};
 
 /// Fetches at once, at most.
 pub const MAX_CONCURRENT: usize = 16;
@@ -142,12 +144,27 @@ pub fn fetch(node: &Node) -> Result<(Snapshot, usize), String> {
     if status != "200" {
         return Err(format!("answered HTTP {status}"));
     }
-    let doc: serde_json::Value =
+    let doc: NodeDocument =
         serde_json::from_slice(&response[split + 4..]).map_err(|e| format!("not a gputop snapshot: {e}"))?;
-    let alerts = doc["alerts"]
-        .as_array()
-        .map_or(0, |a| a.iter().filter(|x| x["state"] == "firing").count());
-    Ok((snapshot_from_json(&doc, SystemTime::now())?, alerts))
+    if doc.snapshot.version != wire::VERSION {
+        return Err(format!("not a gputop report of version {}", wire::VERSION));
+    }
+    let firing = doc.alerts.iter().filter(|a| a.state == "firing").count();
+    Ok((doc.snapshot.into_snapshot(SystemTime::now()), firing))
+}
+
+/// A node's `/snapshot`: the snapshot's wire form and its alerts.
+#[derive(Deserialize)]
+struct NodeDocument {
+    #[serde(flatten)]
+    snapshot: WireSnapshot,
+    #[serde(default)]
+    alerts: Vec<NodeAlert>,
+}
+
+#[derive(Deserialize)]
+struct NodeAlert {
+    state: String,
 }
 
 /// Polls the nodes on its own threads; dropping it stops them.

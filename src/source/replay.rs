@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::model::Snapshot;
-use crate::output::record::{self, FORMAT_VERSION, previous_segment};
+use crate::model::recording::{self as record, FORMAT_VERSION, previous_segment};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct FrameRef {
@@ -173,7 +173,8 @@ impl Recording {
                 record::apply(&mut state, patch);
             }
             if at == wanted.offset {
-                return record::from_stored(&state);
+                let taken_at = std::time::UNIX_EPOCH + Duration::from_secs_f64(wanted.t.max(0.0));
+                return record::from_stored(&state, taken_at);
             }
         }
     }

@@ -215,3 +215,20 @@ pub fn namespaces_available() -> bool {
     assert!(probe.success(), "unshare --pid --fork --mount-proc failed");
     true
 }
+
+/// Panics with every violation when `doc` is not a snapshot as `config/snapshot.schema.json`
+/// describes it.
+pub fn assert_matches_schema(doc: &serde_json::Value, what: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/snapshot.schema.json");
+    let schema: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let validator = jsonschema::draft202012::new(&schema).expect("a valid JSON Schema");
+    let errors: Vec<String> = validator
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{what} does not match the schema:\n{}",
+        errors.join("\n")
+    );
+}

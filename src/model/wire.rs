@@ -1,0 +1,667 @@
+//! The snapshot's one wire form: what `--once --json` prints, `/snapshot` serves, recordings
+//! store and the remote view reads back. Units are in the key names; an unknown value is
+//! `null`, whether unsupported or failed (a reading read back from the wire is then "not
+//! supported": the reason a reading failed stays on the machine that read it).
+//! `config/snapshot.schema.json` describes it; [`VERSION`] changes with any change a reader
+//! would notice.
+
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Bar1, Clocks, Container, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, HostStats, Memory,
+    MigDevice, MigId, PcieLink, PidMapping, PidNamespace, ProcessType, Reading, Snapshot, Window,
+};
+
+/// The wire form's version (the document's `version`).
+pub const VERSION: u32 = 1;
+
+/// A snapshot on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireSnapshot {
+    pub version: u32,
+    /// RFC 3339, UTC, whole seconds.
+    pub timestamp: String,
+    pub hostname: String,
+    #[serde(default)]
+    pub pid_namespace: PidNamespace,
+    pub driver_version: Option<String>,
+    pub cuda_driver_version: Option<String>,
+    pub nvml_version: Option<String>,
+    pub devices: Vec<WireDevice>,
+    pub processes: Vec<WireProcess>,
+    pub host: WireHost,
+}
+
+/// A GPU on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireDevice {
+    pub index: u32,
+    pub name: Option<String>,
+    pub uuid: Option<String>,
+    pub pci_bus_id: Option<String>,
+    /// `ok`, `lost` or `error`.
+    pub status: String,
+    pub status_reason: Option<String>,
+    pub utilization_gpu_percent: Option<u32>,
+    pub utilization_gpu_mean_percent: Option<f64>,
+    pub utilization_gpu_peak_percent: Option<f64>,
+    pub utilization_memory_percent: Option<u32>,
+    pub utilization_memory_mean_percent: Option<f64>,
+    pub utilization_memory_peak_percent: Option<f64>,
+    pub memory_total_bytes: Option<u64>,
+    pub memory_used_bytes: Option<u64>,
+    pub memory_free_bytes: Option<u64>,
+    pub memory_reserved_bytes: Option<u64>,
+    pub bar1_total_bytes: Option<u64>,
+    pub bar1_used_bytes: Option<u64>,
+    pub temperature_celsius: Option<u32>,
+    pub temperature_slowdown_celsius: Option<u32>,
+    pub temperature_shutdown_celsius: Option<u32>,
+    /// The first fan's, as nvidia-smi and nvitop show it.
+    pub fan_speed_percent: Option<u32>,
+    pub fan_speeds_percent: Option<Vec<u32>>,
+    pub power_usage_watts: Option<f64>,
+    pub power_usage_mean_watts: Option<f64>,
+    pub power_usage_peak_watts: Option<f64>,
+    pub power_limit_watts: Option<f64>,
+    pub power_enforced_limit_watts: Option<f64>,
+    pub energy_joules: Option<f64>,
+    pub performance_state: Option<u32>,
+    pub clock_graphics_mhz: Option<u32>,
+    pub clock_sm_mhz: Option<u32>,
+    pub clock_memory_mhz: Option<u32>,
+    pub clock_video_mhz: Option<u32>,
+    pub clock_max_graphics_mhz: Option<u32>,
+    pub clock_max_sm_mhz: Option<u32>,
+    pub clock_max_memory_mhz: Option<u32>,
+    pub clock_max_video_mhz: Option<u32>,
+    pub pcie_link_generation: Option<u32>,
+    pub pcie_link_width: Option<u32>,
+    pub pcie_link_max_generation: Option<u32>,
+    pub pcie_link_max_width: Option<u32>,
+    pub pcie_tx_bytes_per_second: Option<u64>,
+    pub pcie_rx_bytes_per_second: Option<u64>,
+    pub encoder_utilization_percent: Option<u32>,
+    pub decoder_utilization_percent: Option<u32>,
+    pub ecc_enabled: Option<bool>,
+    pub ecc_uncorrected_volatile_errors: Option<u64>,
+    pub compute_mode: Option<String>,
+    pub persistence_mode: Option<bool>,
+    pub mig_mode: Option<bool>,
+    pub throttle_reasons: Option<Vec<String>>,
+    #[serde(default)]
+    pub mig_devices: Vec<WireMig>,
+    /// Why this GPU's processes could not be listed.
+    pub process_list_error: Option<String>,
+}
+
+/// A MIG device on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireMig {
+    pub gpu_instance_id: u32,
+    pub compute_instance_id: u32,
+    pub profile: Option<String>,
+    pub uuid: Option<String>,
+    pub memory_total_bytes: Option<u64>,
+    pub memory_used_bytes: Option<u64>,
+    pub memory_free_bytes: Option<u64>,
+    pub utilization_gpu_percent: Option<u32>,
+}
+
+/// A process on one GPU, on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireProcess {
+    pub pid: u32,
+    pub gpu_index: u32,
+    pub gpu_uuid: Option<String>,
+    /// `C`, `G` or `C+G`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub gpu_memory_bytes: Option<u64>,
+    pub sm_percent: Option<u32>,
+    pub memory_bandwidth_percent: Option<u32>,
+    pub encoder_percent: Option<u32>,
+    pub decoder_percent: Option<u32>,
+    pub gpu_instance_id: Option<u32>,
+    pub compute_instance_id: Option<u32>,
+    pub user: Option<String>,
+    pub command: Option<String>,
+    pub cpu_percent: Option<f64>,
+    pub host_memory_bytes: Option<u64>,
+    pub start_time_unix_seconds: Option<u64>,
+    pub running_seconds: Option<u64>,
+    pub container: Option<WireContainer>,
+    /// Its PID inside its own container's namespace.
+    pub container_pid: Option<u32>,
+    /// The PID that names it in gputop's own namespace; `null` when unreachable.
+    pub local_pid: Option<u32>,
+    /// `same`, `mapped` or `unmapped`.
+    pub pid_mapping: String,
+    pub unmapped_reason: Option<String>,
+}
+
+/// A container with the label the CONTAINER column shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireContainer {
+    #[serde(flatten)]
+    pub container: Container,
+    #[serde(default)]
+    pub label: String,
+}
+
+/// The host's own load on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireHost {
+    pub cpu_percent: Option<f64>,
+    pub memory_total_bytes: Option<u64>,
+    pub memory_used_bytes: Option<u64>,
+    pub swap_total_bytes: Option<u64>,
+    pub swap_used_bytes: Option<u64>,
+    pub load_average: Option<[f64; 3]>,
+    pub uptime_seconds: Option<u64>,
+}
+
+/// Two decimals: means and percentages are not more precise than that.
+fn round2(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}
+
+/// A reading's value on the wire.
+fn put<T: Clone>(reading: &Reading<T>) -> Option<T> {
+    reading.value().cloned()
+}
+
+/// A reading's value on the wire, converted.
+fn with<T, U>(reading: &Reading<T>, f: impl FnOnce(&T) -> U) -> Option<U> {
+    reading.value().map(f)
+}
+
+/// A value from the wire as a reading.
+fn get<T>(value: Option<T>) -> Reading<T> {
+    value.map_or(Reading::NotSupported, Reading::Value)
+}
+
+fn watts(milliwatts: u32) -> f64 {
+    f64::from(milliwatts) / 1000.0
+}
+
+fn milliwatts(watts: f64) -> u32 {
+    (watts * 1000.0).round().clamp(0.0, f64::from(u32::MAX)) as u32
+}
+
+impl From<&Snapshot> for WireSnapshot {
+    fn from(s: &Snapshot) -> Self {
+        Self {
+            version: VERSION,
+            timestamp: crate::format::rfc3339(s.taken_at),
+            hostname: s.hostname.clone(),
+            pid_namespace: s.pid_namespace,
+            driver_version: put(&s.driver.driver_version),
+            cuda_driver_version: put(&s.driver.cuda_driver_version),
+            nvml_version: put(&s.driver.nvml_version),
+            devices: s.devices.iter().map(WireDevice::from).collect(),
+            processes: s.processes.iter().map(WireProcess::from).collect(),
+            host: WireHost::from(&s.host),
+        }
+    }
+}
+
+impl WireSnapshot {
+    /// The snapshot again, taken at `taken_at` (the wire's timestamp has whole seconds
+    /// only; a recording keeps its frames' own times, a remote view its arrival time).
+    pub fn into_snapshot(self, taken_at: SystemTime) -> Snapshot {
+        let mut processes: Vec<GpuProcess> = self.processes.into_iter().map(GpuProcess::from).collect();
+        super::order::by_gpu_memory(&mut processes);
+        Snapshot {
+            taken_at,
+            hostname: self.hostname,
+            driver: DriverInfo {
+                driver_version: get(self.driver_version),
+                nvml_version: get(self.nvml_version),
+                cuda_driver_version: get(self.cuda_driver_version),
+            },
+            devices: self.devices.into_iter().map(Device::from).collect(),
+            processes,
+            host: HostStats::from(self.host),
+            pid_namespace: self.pid_namespace,
+        }
+    }
+}
+
+impl From<&Device> for WireDevice {
+    fn from(d: &Device) -> Self {
+        let (status, status_reason) = match &d.status {
+            DeviceStatus::Ok => ("ok", None),
+            DeviceStatus::Lost(r) => ("lost", Some(r.clone())),
+            DeviceStatus::Failed(r) => ("error", Some(r.clone())),
+        };
+        let memory = put(&d.memory);
+        let bar1 = put(&d.bar1);
+        let gpu_window = put(&d.utilization_gpu_window);
+        let memory_window = put(&d.utilization_memory_window);
+        let power_window = put(&d.power_usage_window);
+        Self {
+            index: d.index,
+            name: put(&d.name),
+            uuid: put(&d.uuid),
+            pci_bus_id: put(&d.pci_bus_id),
+            status: status.to_string(),
+            status_reason,
+            utilization_gpu_percent: put(&d.utilization_gpu),
+            utilization_gpu_mean_percent: gpu_window.map(|w| round2(w.mean)),
+            utilization_gpu_peak_percent: gpu_window.map(|w| round2(w.peak)),
+            utilization_memory_percent: put(&d.utilization_memory),
+            utilization_memory_mean_percent: memory_window.map(|w| round2(w.mean)),
+            utilization_memory_peak_percent: memory_window.map(|w| round2(w.peak)),
+            memory_total_bytes: memory.map(|m| m.total),
+            memory_used_bytes: memory.map(|m| m.used),
+            memory_free_bytes: memory.map(|m| m.free),
+            memory_reserved_bytes: memory.map(|m| m.reserved),
+            bar1_total_bytes: bar1.map(|b| b.total),
+            bar1_used_bytes: bar1.map(|b| b.used),
+            temperature_celsius: put(&d.temperature),
+            temperature_slowdown_celsius: put(&d.temperature_slowdown),
+            temperature_shutdown_celsius: put(&d.temperature_shutdown),
+            fan_speed_percent: d.fan_speed().get(),
+            fan_speeds_percent: put(&d.fan_speeds),
+            power_usage_watts: with(&d.power_usage_mw, |mw| watts(*mw)),
+            power_usage_mean_watts: power_window.map(|w| round2(w.mean / 1000.0)),
+            power_usage_peak_watts: power_window.map(|w| round2(w.peak / 1000.0)),
+            power_limit_watts: with(&d.power_limit_mw, |mw| watts(*mw)),
+            power_enforced_limit_watts: with(&d.power_enforced_limit_mw, |mw| watts(*mw)),
+            energy_joules: with(&d.energy_mj, |mj| *mj as f64 / 1000.0),
+            performance_state: put(&d.performance_state),
+            clock_graphics_mhz: put(&d.clocks.graphics),
+            clock_sm_mhz: put(&d.clocks.sm),
+            clock_memory_mhz: put(&d.clocks.memory),
+            clock_video_mhz: put(&d.clocks.video),
+            clock_max_graphics_mhz: put(&d.max_clocks.graphics),
+            clock_max_sm_mhz: put(&d.max_clocks.sm),
+            clock_max_memory_mhz: put(&d.max_clocks.memory),
+            clock_max_video_mhz: put(&d.max_clocks.video),
+            pcie_link_generation: put(&d.pcie_link.generation),
+            pcie_link_width: put(&d.pcie_link.width),
+            pcie_link_max_generation: put(&d.pcie_link.max_generation),
+            pcie_link_max_width: put(&d.pcie_link.max_width),
+            pcie_tx_bytes_per_second: with(&d.pcie_tx_kbps, |kb| u64::from(*kb) * 1024),
+            pcie_rx_bytes_per_second: with(&d.pcie_rx_kbps, |kb| u64::from(*kb) * 1024),
+            encoder_utilization_percent: put(&d.encoder),
+            decoder_utilization_percent: put(&d.decoder),
+            ecc_enabled: put(&d.ecc_enabled),
+            ecc_uncorrected_volatile_errors: put(&d.ecc_uncorrected_volatile),
+            compute_mode: put(&d.compute_mode),
+            persistence_mode: put(&d.persistence_mode),
+            mig_mode: put(&d.mig_enabled),
+            throttle_reasons: put(&d.throttle_reasons),
+            mig_devices: d.mig_devices.iter().map(WireMig::from).collect(),
+            process_list_error: d.processes_unlisted.clone(),
+        }
+    }
+}
+
+impl From<WireDevice> for Device {
+    fn from(d: WireDevice) -> Self {
+        let reason = d.status_reason.clone().unwrap_or_default();
+        let status = match d.status.as_str() {
+            "ok" => DeviceStatus::Ok,
+            "lost" => DeviceStatus::Lost(reason),
+            _ => DeviceStatus::Failed(reason),
+        };
+        // The wire does not carry how many driver samples a window held.
+        let window = |mean: Option<f64>, peak: Option<f64>, scale: f64| {
+            get(mean.map(|mean| Window {
+                mean: mean * scale,
+                peak: peak.unwrap_or(mean) * scale,
+                samples: 1,
+            }))
+        };
+        let memory = match (d.memory_total_bytes, d.memory_used_bytes, d.memory_free_bytes) {
+            (Some(total), Some(used), Some(free)) => Some(Memory {
+                total,
+                used,
+                free,
+                reserved: d.memory_reserved_bytes.unwrap_or(0),
+            }),
+            _ => None,
+        };
+        let bar1 = d
+            .bar1_total_bytes
+            .zip(d.bar1_used_bytes)
+            .map(|(total, used)| Bar1 { total, used });
+        Device {
+            index: d.index,
+            status,
+            name: get(d.name),
+            uuid: get(d.uuid),
+            pci_bus_id: get(d.pci_bus_id),
+            utilization_gpu: get(d.utilization_gpu_percent),
+            utilization_memory: get(d.utilization_memory_percent),
+            utilization_gpu_window: window(
+                d.utilization_gpu_mean_percent,
+                d.utilization_gpu_peak_percent,
+                1.0,
+            ),
+            utilization_memory_window: window(
+                d.utilization_memory_mean_percent,
+                d.utilization_memory_peak_percent,
+                1.0,
+            ),
+            memory: get(memory),
+            bar1: get(bar1),
+            temperature: get(d.temperature_celsius),
+            temperature_slowdown: get(d.temperature_slowdown_celsius),
+            temperature_shutdown: get(d.temperature_shutdown_celsius),
+            fan_speeds: get(d.fan_speeds_percent),
+            power_usage_mw: get(d.power_usage_watts.map(milliwatts)),
+            power_usage_window: window(d.power_usage_mean_watts, d.power_usage_peak_watts, 1000.0),
+            power_limit_mw: get(d.power_limit_watts.map(milliwatts)),
+            power_enforced_limit_mw: get(d.power_enforced_limit_watts.map(milliwatts)),
+            energy_mj: get(d.energy_joules.map(|j| (j * 1000.0).round().max(0.0) as u64)),
+            performance_state: get(d.performance_state),
+            clocks: Clocks {
+                graphics: get(d.clock_graphics_mhz),
+                sm: get(d.clock_sm_mhz),
+                memory: get(d.clock_memory_mhz),
+                video: get(d.clock_video_mhz),
+            },
+            max_clocks: Clocks {
+                graphics: get(d.clock_max_graphics_mhz),
+                sm: get(d.clock_max_sm_mhz),
+                memory: get(d.clock_max_memory_mhz),
+                video: get(d.clock_max_video_mhz),
+            },
+            pcie_link: PcieLink {
+                generation: get(d.pcie_link_generation),
+                width: get(d.pcie_link_width),
+                max_generation: get(d.pcie_link_max_generation),
+                max_width: get(d.pcie_link_max_width),
+            },
+            pcie_tx_kbps: get(d
+                .pcie_tx_bytes_per_second
+                .map(|b| u32::try_from(b / 1024).unwrap_or(u32::MAX))),
+            pcie_rx_kbps: get(d
+                .pcie_rx_bytes_per_second
+                .map(|b| u32::try_from(b / 1024).unwrap_or(u32::MAX))),
+            encoder: get(d.encoder_utilization_percent),
+            decoder: get(d.decoder_utilization_percent),
+            ecc_enabled: get(d.ecc_enabled),
+            ecc_uncorrected_volatile: get(d.ecc_uncorrected_volatile_errors),
+            compute_mode: get(d.compute_mode),
+            persistence_mode: get(d.persistence_mode),
+            mig_enabled: get(d.mig_mode),
+            throttle_reasons: get(d.throttle_reasons),
+            mig_devices: d.mig_devices.into_iter().map(MigDevice::from).collect(),
+            processes_unlisted: d.process_list_error,
+        }
+    }
+}
+
+impl From<&MigDevice> for WireMig {
+    fn from(m: &MigDevice) -> Self {
+        let memory = put(&m.memory);
+        Self {
+            gpu_instance_id: m.id.gpu_instance,
+            compute_instance_id: m.id.compute_instance,
+            profile: put(&m.profile),
+            uuid: put(&m.uuid),
+            memory_total_bytes: memory.map(|m| m.total),
+            memory_used_bytes: memory.map(|m| m.used),
+            memory_free_bytes: memory.map(|m| m.free),
+            utilization_gpu_percent: put(&m.utilization_gpu),
+        }
+    }
+}
+
+impl From<WireMig> for MigDevice {
+    fn from(m: WireMig) -> Self {
+        let memory = match (m.memory_total_bytes, m.memory_used_bytes, m.memory_free_bytes) {
+            (Some(total), Some(used), Some(free)) => Some(Memory {
+                total,
+                used,
+                free,
+                reserved: 0,
+            }),
+            _ => None,
+        };
+        MigDevice {
+            id: MigId {
+                gpu_instance: m.gpu_instance_id,
+                compute_instance: m.compute_instance_id,
+            },
+            profile: get(m.profile),
+            uuid: get(m.uuid),
+            memory: get(memory),
+            utilization_gpu: get(m.utilization_gpu_percent),
+        }
+    }
+}
+
+impl From<&GpuProcess> for WireProcess {
+    fn from(p: &GpuProcess) -> Self {
+        let h = &p.host;
+        let (pid_mapping, unmapped_reason) = match &h.mapping {
+            PidMapping::Same => ("same", None),
+            PidMapping::Mapped { .. } => ("mapped", None),
+            PidMapping::Unmapped { reason } => ("unmapped", Some(reason.clone())),
+        };
+        Self {
+            pid: p.pid,
+            gpu_index: p.gpu_index,
+            gpu_uuid: put(&p.gpu_uuid),
+            kind: p.kind.label().to_string(),
+            gpu_memory_bytes: put(&p.gpu_memory_bytes),
+            sm_percent: put(&p.sm_percent),
+            memory_bandwidth_percent: put(&p.memory_bandwidth_percent),
+            encoder_percent: put(&p.encoder_percent),
+            decoder_percent: put(&p.decoder_percent),
+            gpu_instance_id: p.mig.map(|m| m.gpu_instance),
+            compute_instance_id: p.mig.map(|m| m.compute_instance),
+            user: put(&h.user),
+            command: put(&h.command),
+            cpu_percent: with(&h.cpu_percent, |c| round2(*c)),
+            host_memory_bytes: put(&h.memory_bytes),
+            start_time_unix_seconds: put(&h.start_time),
+            running_seconds: put(&h.running_seconds),
+            container: h.container.as_ref().map(|c| WireContainer {
+                container: c.clone(),
+                label: c.label(),
+            }),
+            container_pid: h.namespace_pid,
+            local_pid: p.local_pid(),
+            pid_mapping: pid_mapping.to_string(),
+            unmapped_reason,
+        }
+    }
+}
+
+impl From<WireProcess> for GpuProcess {
+    fn from(p: WireProcess) -> Self {
+        let kind = match p.kind.as_str() {
+            "G" => ProcessType::Graphics,
+            "C+G" => ProcessType::ComputeGraphics,
+            _ => ProcessType::Compute,
+        };
+        let mapping = match p.pid_mapping.as_str() {
+            "mapped" => p
+                .local_pid
+                .map_or(PidMapping::Same, |local_pid| PidMapping::Mapped { local_pid }),
+            "unmapped" => PidMapping::Unmapped {
+                reason: p.unmapped_reason.unwrap_or_default(),
+            },
+            _ => PidMapping::Same,
+        };
+        let mig = p
+            .gpu_instance_id
+            .zip(p.compute_instance_id)
+            .map(|(gpu_instance, compute_instance)| MigId {
+                gpu_instance,
+                compute_instance,
+            });
+        GpuProcess {
+            pid: p.pid,
+            gpu_index: p.gpu_index,
+            gpu_uuid: get(p.gpu_uuid),
+            kind,
+            gpu_memory_bytes: get(p.gpu_memory_bytes),
+            sm_percent: get(p.sm_percent),
+            memory_bandwidth_percent: get(p.memory_bandwidth_percent),
+            encoder_percent: get(p.encoder_percent),
+            decoder_percent: get(p.decoder_percent),
+            mig,
+            host: HostFacts {
+                user: get(p.user),
+                // Not on the wire: the uid only serves signals, which are never sent to a
+                // process read from the wire.
+                uid: Reading::NotSupported,
+                parent_pid: Reading::NotSupported,
+                command: get(p.command),
+                cpu_percent: get(p.cpu_percent),
+                memory_bytes: get(p.host_memory_bytes),
+                start_time: get(p.start_time_unix_seconds),
+                running_seconds: get(p.running_seconds),
+                container: p.container.map(|c| c.container),
+                namespace_pid: p.container_pid,
+                mapping,
+            },
+        }
+    }
+}
+
+impl From<&HostStats> for WireHost {
+    fn from(h: &HostStats) -> Self {
+        Self {
+            cpu_percent: with(&h.cpu_percent, |c| round2(*c)),
+            memory_total_bytes: put(&h.memory_total_bytes),
+            memory_used_bytes: put(&h.memory_used_bytes),
+            swap_total_bytes: put(&h.swap_total_bytes),
+            swap_used_bytes: put(&h.swap_used_bytes),
+            load_average: put(&h.load_average),
+            uptime_seconds: put(&h.uptime_seconds),
+        }
+    }
+}
+
+impl From<WireHost> for HostStats {
+    fn from(h: WireHost) -> Self {
+        HostStats {
+            cpu_percent: get(h.cpu_percent),
+            memory_total_bytes: get(h.memory_total_bytes),
+            memory_used_bytes: get(h.memory_used_bytes),
+            swap_total_bytes: get(h.swap_total_bytes),
+            swap_used_bytes: get(h.swap_used_bytes),
+            load_average: get(h.load_average),
+            uptime_seconds: get(h.uptime_seconds),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::*;
+    use crate::model::testing;
+
+    fn device() -> Device {
+        let mut d = Device::unavailable(1, DeviceStatus::Ok, "not read");
+        d.name = Reading::Value("NVIDIA H100".into());
+        d.utilization_gpu = Reading::Value(87);
+        d.utilization_gpu_window = Reading::Value(Window {
+            mean: 80.5,
+            peak: 99.0,
+            samples: 1,
+        });
+        d.memory = Reading::Value(Memory {
+            total: 80 << 30,
+            used: 60 << 30,
+            free: 20 << 30,
+            reserved: 1 << 20,
+        });
+        d.bar1 = Reading::Value(Bar1 {
+            total: 1 << 30,
+            used: 1 << 20,
+        });
+        d.power_usage_mw = Reading::Value(312_500);
+        d.power_enforced_limit_mw = Reading::Value(700_000);
+        d.energy_mj = Reading::Value(123_456_789);
+        d.pcie_tx_kbps = Reading::Value(4096);
+        d.fan_speeds = Reading::NotSupported;
+        d.throttle_reasons = Reading::Value(vec!["sw_power_cap".into()]);
+        d.temperature = Reading::failed("NVML_ERROR_UNKNOWN");
+        d.mig_devices = vec![MigDevice {
+            id: MigId {
+                gpu_instance: 1,
+                compute_instance: 0,
+            },
+            profile: Reading::Value("3g.40gb".into()),
+            uuid: Reading::failed("timeout"),
+            memory: Reading::NotSupported,
+            utilization_gpu: Reading::NotSupported,
+        }];
+        d.processes_unlisted = Some("process list needs root on MIG GPUs".into());
+        d
+    }
+
+    /// What a snapshot keeps through its wire form: everything the views show. Not on the
+    /// wire: why a reading failed, the uid and parent PID, a window's sample count, and the
+    /// time below a second (the reader supplies the time).
+    #[test]
+    fn a_snapshot_survives_its_wire_form() {
+        let taken_at = UNIX_EPOCH + Duration::from_secs(1_796_000_000);
+        let mut p = testing::process(4242, 1, "alice", 3 << 30);
+        p.host.command = Reading::failed("permission denied");
+        p.host.mapping = PidMapping::Unmapped {
+            reason: "another PID namespace".into(),
+        };
+        p.mig = Some(MigId {
+            gpu_instance: 1,
+            compute_instance: 0,
+        });
+        let lost = Device::unavailable(0, DeviceStatus::Lost("fallen off the bus".into()), "GPU lost");
+        let snapshot = testing::snapshot(taken_at, vec![lost, device()], vec![p]);
+        let wire = WireSnapshot::from(&snapshot);
+        let text = serde_json::to_string(&wire).unwrap();
+        let back: WireSnapshot = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, wire);
+        let back = back.into_snapshot(taken_at);
+        assert_eq!(WireSnapshot::from(&back), wire, "the same on the wire again");
+        assert_eq!(back.taken_at, taken_at);
+        assert_eq!(
+            back.devices[0].status,
+            DeviceStatus::Lost("fallen off the bus".into())
+        );
+        let (d, original) = (&back.devices[1], &snapshot.devices[1]);
+        assert_eq!(
+            d.temperature,
+            Reading::NotSupported,
+            "failed reads back unsupported"
+        );
+        assert_eq!(d.memory, original.memory);
+        assert_eq!(d.bar1, original.bar1);
+        assert_eq!(d.utilization_gpu_window, original.utilization_gpu_window);
+        assert_eq!(d.power_usage_mw, original.power_usage_mw);
+        assert_eq!(d.energy_mj, original.energy_mj);
+        assert_eq!(d.throttle_reasons, original.throttle_reasons);
+        assert_eq!(d.mig_devices[0].profile, original.mig_devices[0].profile);
+        assert_eq!(d.processes_unlisted, original.processes_unlisted);
+        let (p, original) = (&back.processes[0], &snapshot.processes[0]);
+        assert_eq!(p.mig, original.mig);
+        assert_eq!(p.host.mapping, original.host.mapping);
+        assert_eq!(p.host.user, original.host.user);
+        assert_eq!(p.gpu_memory_bytes, original.gpu_memory_bytes);
+    }
+
+    #[test]
+    fn readings_are_values_in_their_units_and_unknown_ones_null() {
+        let wire = WireDevice::from(&device());
+        let value = serde_json::to_value(&wire).unwrap();
+        assert!(value["temperature_celsius"].is_null(), "failed");
+        assert!(value["fan_speeds_percent"].is_null(), "not supported");
+        assert_eq!(value["power_usage_watts"], 312.5);
+        assert_eq!(value["energy_joules"], 123_456.789);
+        assert_eq!(value["pcie_tx_bytes_per_second"], 4096 * 1024);
+        assert_eq!(value["utilization_gpu_peak_percent"], 99.0);
+    }
+}
