@@ -135,7 +135,7 @@ fn main() {
     let render = median(
         || {
             next.reset();
-            black_box(ui::draw(&mut next, &mut app, &theme));
+            black_box(ui::draw(&mut next, &app, &theme));
             black_box(shown.diff(&next).len());
             std::mem::swap(&mut shown, &mut next);
         },

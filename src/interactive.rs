@@ -100,6 +100,15 @@ fn spawn_signals(events: Sender<Event>) -> std::io::Result<signal_hook::iterator
     Ok(handle)
 }
 
+/// Draws the view and tells it how many process rows the table showed (paging moves by them).
+fn draw(tui: &mut Term, app: &mut App, theme: &Theme) -> std::io::Result<TableGeometry> {
+    let geometry = tui.draw(|buffer| ui::draw(buffer, app, theme))?;
+    if geometry.rows > 0 && usize::from(geometry.rows) != app.table_rows {
+        app.update(Action::TableRows(usize::from(geometry.rows)));
+    }
+    Ok(geometry)
+}
+
 /// Mouse: a click on a row selects it, on a header sorts by it; the wheel moves the selection.
 fn mouse_action(
     app: &App,
@@ -194,7 +203,7 @@ pub fn run(
             Some(OPENING.into()),
         ))));
     }
-    let mut geometry = tui.draw(|buffer| ui::draw(buffer, &mut app, &theme))?;
+    let mut geometry = draw(&mut tui, &mut app, &theme)?;
     let ending = 'events: loop {
         let event = match inbox.recv_timeout(STALE_CHECK) {
             Ok(event) => event,
@@ -285,7 +294,7 @@ pub fn run(
                 }
             }
         }
-        match tui.draw(|buffer| ui::draw(buffer, &mut app, &theme)) {
+        match draw(&mut tui, &mut app, &theme) {
             Ok(drawn) => geometry = drawn,
             // The terminal went away under us.
             Err(_) => break Ending::TerminalClosed,

@@ -54,11 +54,15 @@ fn the_tree_shows_ancestors_to_init_and_children_but_not_strangers() {
     );
 }
 
+/// The view after 30 s of the fixture's snapshot at the default 2 s refresh: a full window
+/// for the alert rules, so the engine's alerts are on screen.
 fn app() -> App {
     let mut app = App::new(Settings::default(), Selection::default(), false, Some(1000));
-    let snap = Arc::new(snapshot());
-    for _ in 0..5 {
-        app.update(Action::Snapshot(Arc::clone(&snap)));
+    let base = snapshot();
+    for step in 0..16u64 {
+        let mut snap = base.clone();
+        snap.taken_at = base.taken_at + std::time::Duration::from_secs(2 * step);
+        app.update(Action::Snapshot(Arc::new(snap)));
     }
     app.status = None;
     app
@@ -159,6 +163,37 @@ fn help_screen() {
         },
         &DARK,
     );
+}
+
+/// At 160x45 the help is longer than the screen: its keys scroll it to the end, and the
+/// footer's hints are keys the main screen's table binds.
+#[test]
+fn the_help_scrolls_to_its_last_line_and_the_footer_comes_from_the_key_table() {
+    let mut app = app();
+    app.update(Action::Help);
+    let last = "Press any other key to go back.";
+    assert!(
+        !render(&mut app, &DARK, 160, 45).contains(last),
+        "the help fits: nothing to scroll"
+    );
+    let page_down = ratatui_crossterm::crossterm::event::KeyEvent::from(
+        ratatui_crossterm::crossterm::event::KeyCode::PageDown,
+    );
+    for _ in 0..10 {
+        let action = gputop::app::keymap::decode(&app, &page_down).expect("PgDn is bound on help");
+        app.update(action);
+    }
+    assert_eq!(app.screen, gputop::app::state::Screen::Help);
+    assert!(render(&mut app, &DARK, 160, 45).contains(last));
+    app.update(Action::Back);
+    let footer = gputop::app::keymap::footer_hints(false);
+    assert!(
+        footer.starts_with("h help") && footer.ends_with("q quit"),
+        "{footer}"
+    );
+    assert!(footer.contains("K SIGKILL"));
+    assert!(!gputop::app::keymap::footer_hints(true).contains("SIGKILL"));
+    assert!(render(&mut app, &DARK, 200, 50).contains(&footer));
 }
 
 #[test]
@@ -392,7 +427,13 @@ fn app_with_history() -> App {
 #[test]
 fn charts_alerts_and_the_alert_panel() {
     let mut app = app_with_history();
-    let firing: Vec<String> = app.alerts.active().iter().map(|a| a.rule.clone()).collect();
+    let firing: Vec<String> = app
+        .monitor
+        .alerts
+        .active()
+        .iter()
+        .map(|a| a.rule.clone())
+        .collect();
     assert!(
         firing.contains(&"gpu_temperature_critical".to_string())
             && firing.contains(&"process_memory_leak".to_string()),
@@ -443,10 +484,10 @@ fn charts_alerts_and_the_alert_panel() {
 fn users_screen_accumulates_gpu_time_per_user_and_container() {
     let mut app = app_with_history();
     // 330 snapshots 2 s apart: 658 s. alice holds GPU 0 throughout; bob GPU 1, in Docker.
-    let alice = &app.usage.users["alice"];
+    let alice = &app.monitor.usage.users["alice"];
     assert!((alice.gpu_seconds - 658.0).abs() < 1e-6, "{}", alice.gpu_seconds);
     assert_eq!(alice.processes, 2);
-    assert!((app.usage.containers["docker:3f2a1b9c0d12"].gpu_seconds - 658.0).abs() < 1e-6);
+    assert!((app.monitor.usage.containers["docker:3f2a1b9c0d12"].gpu_seconds - 658.0).abs() < 1e-6);
     app.update(Action::Users);
     for (w, h) in [(80, 24), (200, 50)] {
         insta::assert_snapshot!(format!("users_{w}x{h}"), render(&mut app, &DARK, w, h));

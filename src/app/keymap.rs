@@ -34,38 +34,60 @@ impl Key {
 #[derive(Debug, Clone, Copy)]
 pub struct Binding {
     pub keys: &'static [Key],
-    /// The keys as the help screen shows them.
-    pub label: &'static str,
     pub help: &'static str,
+    /// The word the footer shows for it; empty for none.
+    pub hint: &'static str,
     pub action: fn() -> Action,
     /// Sends signals: absent in read-only mode.
     pub signal: bool,
 }
 
-const fn bind(
-    keys: &'static [Key],
-    label: &'static str,
-    help: &'static str,
-    action: fn() -> Action,
-) -> Binding {
+impl Binding {
+    /// Every key bound, as the help screen shows them: `Down j Alt-j Tab`.
+    pub fn label(&self) -> String {
+        let names: Vec<String> = self.keys.iter().map(|k| k.name()).collect();
+        names.join(" ")
+    }
+
+    /// The binding, shown in the footer as its first key and `hint`.
+    const fn hint(self, hint: &'static str) -> Self {
+        Self { hint, ..self }
+    }
+}
+
+impl Key {
+    /// How help and the footer name the key.
+    pub fn name(self) -> String {
+        match self {
+            Self::Char(' ') => "Space".into(),
+            Self::Char(c) => c.to_string(),
+            Self::Ctrl(c) => format!("Ctrl-{}", c.to_ascii_uppercase()),
+            Self::Alt(c) => format!("Alt-{c}"),
+            Self::Code(code) => match code {
+                KeyCode::PageUp => "PgUp".into(),
+                KeyCode::PageDown => "PgDn".into(),
+                KeyCode::BackTab => "Shift-Tab".into(),
+                KeyCode::F(n) => format!("F{n}"),
+                other => format!("{other:?}"),
+            },
+        }
+    }
+}
+
+const fn bind(keys: &'static [Key], help: &'static str, action: fn() -> Action) -> Binding {
     Binding {
         keys,
-        label,
         help,
+        hint: "",
         action,
         signal: false,
     }
 }
 
-const fn signal(
-    keys: &'static [Key],
-    label: &'static str,
-    help: &'static str,
-    action: fn() -> Action,
-) -> Binding {
+const fn signal(keys: &'static [Key], help: &'static str, action: fn() -> Action) -> Binding {
     Binding {
         signal: true,
-        ..bind(keys, label, help, action)
+        ..bind(keys, help, action)
     }
 }
 
@@ -73,161 +95,171 @@ use Key::{Alt, Char, Code, Ctrl};
 
 /// The main screen and the tree view.
 pub const MAIN: &[Binding] = &[
-    bind(&[Char('q'), Char('Q'), Ctrl('c')], "q", "quit", || Action::Quit),
+    bind(&[Char('q'), Char('Q'), Ctrl('c')], "quit", || Action::Quit).hint("quit"),
     bind(
         &[Char('h'), Char('?'), Code(KeyCode::F(1))],
-        "h ?",
         "this help",
         || Action::Help,
-    ),
+    ).hint("help"),
     bind(
         &[Code(KeyCode::Up), Alt('k'), Code(KeyCode::BackTab)],
-        "Up Alt-k",
         "select the previous process",
         || Action::Up,
     ),
     bind(
         &[Code(KeyCode::Down), Char('j'), Alt('j'), Code(KeyCode::Tab)],
-        "Down j Alt-j",
         "select the next process",
         || Action::Down,
     ),
-    bind(&[Code(KeyCode::PageUp), Char('[')], "PgUp", "a page up", || {
+    bind(&[Code(KeyCode::PageUp), Char('[')], "a page up", || {
         Action::PageUp
     }),
     bind(
         &[Code(KeyCode::PageDown), Char(']')],
-        "PgDn",
         "a page down",
         || Action::PageDown,
     ),
-    bind(&[Code(KeyCode::Home)], "Home", "the first process", || {
+    bind(&[Code(KeyCode::Home)], "the first process", || {
         Action::Home
     }),
-    bind(&[Code(KeyCode::End)], "End", "the last process", || Action::End),
+    bind(&[Code(KeyCode::End)], "the last process", || Action::End),
     bind(
         &[Char('/')],
-        "/",
         "filter: words match command, user, container or PID; user:NAME container:TEXT gpu:N pid:N mem>4G sm>50 cpu>10",
         || Action::StartFilter,
-    ),
+    ).hint("filter"),
     bind(
         &[Char(','), Char('<')],
-        ", <",
         "sort by the previous column",
         || Action::SortPrevious,
     ),
-    bind(&[Char('.'), Char('>')], ". >", "sort by the next column", || {
+    bind(&[Char('.'), Char('>')], "sort by the next column", || {
         Action::SortNext
     }),
     bind(
         &[Char('o')],
-        "o+letter",
-        "sort: g GPU-MEM, s %SM, b %GMBW, c %CPU, m %MEM, p PID, u USER, k CONTAINER, t TIME, n natural",
+        "then a letter, sort: g GPU-MEM, s %SM, b %GMBW, c %CPU, m %MEM, p PID, u USER, k CONTAINER, t TIME, n natural",
         || Action::SortPrefix { reverse: false },
-    ),
-    bind(&[Char('O')], "O+letter", "sort, reversed", || {
+    ).hint("sort"),
+    bind(&[Char('O')], "then a letter, sort reversed", || {
         Action::SortPrefix { reverse: true }
     }),
-    bind(&[Char(' ')], "Space", "tag or untag the process", || Action::Tag),
+    bind(&[Char(' ')], "tag or untag the process", || Action::Tag).hint("tag"),
     bind(
         &[Code(KeyCode::Esc)],
-        "Esc",
         "clear the filter, the selection and the tags",
         || Action::ClearTags,
     ),
-    signal(&[Char('T')], "T", "send SIGTERM (asks first)", || {
+    signal(&[Char('T')], "send SIGTERM (asks first)", || {
         Action::AskSignal(Signal::Terminate)
-    }),
+    }).hint("SIGTERM"),
     signal(
         &[Char('K'), Char('k')],
-        "K k",
         "send SIGKILL (asks first)",
         || Action::AskSignal(Signal::Kill),
-    ),
-    signal(&[Char('I')], "I", "send SIGINT (asks first)", || {
+    ).hint("SIGKILL"),
+    signal(&[Char('I')], "send SIGINT (asks first)", || {
         Action::AskSignal(Signal::Interrupt)
-    }),
+    }).hint("SIGINT"),
     bind(
         &[Code(KeyCode::Enter)],
-        "Enter",
         "process details and history",
         || Action::Details,
-    ),
-    bind(&[Char('e')], "e", "environment of the process", || {
+    ).hint("details"),
+    bind(&[Char('e')], "environment of the process", || {
         Action::Environment
     }),
     bind(
         &[Char('t')],
-        "t",
         "tree view: GPU processes with their ancestors and children",
         || Action::Tree,
-    ),
+    ).hint("tree"),
     bind(
         &[Char('g')],
-        "g",
         "GPU history charts: utilization, memory, temperature, power",
         || Action::Charts,
-    ),
+    ).hint("charts"),
     bind(
         &[Char('A')],
-        "A",
         "alerts: active ones, the log of changes, the rules in force",
         || Action::AlertLog,
-    ),
+    ).hint("alerts"),
     bind(
         &[Char('u')],
-        "u",
         "users and containers: GPUs, memory and processes now, GPU-time since start",
         || Action::Users,
-    ),
+    ).hint("users"),
     bind(
         &[Code(KeyCode::Right), Alt('l')],
-        "Right Alt-l",
         "scroll the command lines right",
         || Action::ScrollCommand(Some(8)),
     ),
     bind(
         &[Code(KeyCode::Left), Alt('h')],
-        "Left Alt-h",
         "scroll the command lines left",
         || Action::ScrollCommand(Some(-8)),
     ),
     bind(
         &[Ctrl('a'), Char('^')],
-        "Ctrl-A ^",
         "command lines from their start",
         || Action::ScrollCommand(None),
     ),
-    bind(&[Char('a')], "a", "layout: automatic", || {
+    bind(&[Char('a')], "layout: automatic", || {
         Action::Layout(LayoutMode::Auto)
     }),
-    bind(&[Char('f')], "f", "layout: full", || {
+    bind(&[Char('f')], "layout: full", || {
         Action::Layout(LayoutMode::Full)
     }),
-    bind(&[Char('c')], "c", "layout: compact", || {
+    bind(&[Char('c')], "layout: compact", || {
         Action::Layout(LayoutMode::Compact)
     }),
     bind(
         &[Char('r'), Ctrl('l'), Code(KeyCode::F(5))],
-        "r Ctrl-L",
         "redraw the screen",
         || Action::Redraw,
     ),
-    bind(&[Ctrl('z')], "Ctrl-Z", "suspend (fg resumes)", || Action::Suspend),
+    bind(&[Ctrl('z')], "suspend (fg resumes)", || Action::Suspend),
 ];
+
+/// The help screen: it scrolls, and any other key goes back.
+pub const HELP: &[Binding] = &[
+    bind(&[Code(KeyCode::Down), Char('j')], "scroll down", || {
+        Action::Scroll(1)
+    }),
+    bind(&[Code(KeyCode::Up), Char('k')], "scroll up", || {
+        Action::Scroll(-1)
+    }),
+    bind(&[Code(KeyCode::PageDown), Char(' ')], "a page down", || {
+        Action::Scroll(10)
+    }),
+    bind(&[Code(KeyCode::PageUp)], "a page up", || Action::Scroll(-10)),
+];
+
+/// The footer's hints on the main screen: the first key and hint of each binding that has
+/// one (quit last), signals left out in read-only mode.
+pub fn footer_hints(readonly: bool) -> String {
+    let mut shown: Vec<&Binding> = MAIN
+        .iter()
+        .filter(|b| !b.hint.is_empty() && (!readonly || !b.signal))
+        .collect();
+    // Quit last, as top and htop show it.
+    shown.sort_by_key(|b| (b.action)() == Action::Quit);
+    let hints: Vec<String> = shown
+        .iter()
+        .map(|b| format!("{} {}", b.keys[0].name(), b.hint))
+        .collect();
+    hints.join("  ")
+}
 
 /// A signal confirmation.
 pub const DIALOG: &[Binding] = &[
     bind(
         &[Code(KeyCode::Enter), Char('y'), Char('Y')],
-        "Enter",
         "send the signal to the listed processes",
         || Action::Confirm,
     ),
     bind(
         &[Code(KeyCode::Esc), Char('n'), Char('N'), Char('q')],
-        "Esc",
         "cancel",
         || Action::Cancel,
     ),
@@ -237,70 +269,58 @@ pub const DIALOG: &[Binding] = &[
 pub const DETAILS: &[Binding] = &[
     bind(
         &[Code(KeyCode::Enter), Code(KeyCode::Esc), Char('q')],
-        "Enter Esc q",
         "back",
         || Action::Back,
     ),
-    bind(&[Char('e')], "e", "environment of the process", || {
-        Action::Environment
-    }),
-    bind(&[Char('h'), Char('?')], "h ?", "help", || Action::Help),
+    bind(&[Char('e')], "environment of the process", || Action::Environment),
+    bind(&[Char('h'), Char('?')], "help", || Action::Help),
 ];
 
 /// Replaying a recording (on the main, tree and charts screens).
 pub const REPLAY: &[Binding] = &[
-    bind(&[Char('p')], "p", "pause or resume the replay", || {
+    bind(&[Char('p')], "pause or resume the replay", || {
         Action::Replay(PlayerCommand::TogglePause)
     }),
-    bind(&[Char('{')], "{", "replay: back 10 seconds", || {
+    bind(&[Char('{')], "replay: back 10 seconds", || {
         Action::Replay(PlayerCommand::Seek(-10.0))
     }),
-    bind(&[Char('}')], "}", "replay: forward 10 seconds", || {
+    bind(&[Char('}')], "replay: forward 10 seconds", || {
         Action::Replay(PlayerCommand::Seek(10.0))
     }),
-    bind(&[Char('(')], "(", "replay: back 5 minutes", || {
+    bind(&[Char('(')], "replay: back 5 minutes", || {
         Action::Replay(PlayerCommand::Seek(-300.0))
     }),
-    bind(&[Char(')')], ")", "replay: forward 5 minutes", || {
+    bind(&[Char(')')], "replay: forward 5 minutes", || {
         Action::Replay(PlayerCommand::Seek(300.0))
     }),
-    bind(&[Char('s')], "s", "replay: half the speed", || {
+    bind(&[Char('s')], "replay: half the speed", || {
         Action::Replay(PlayerCommand::Speed(0.5))
     }),
-    bind(&[Char('S')], "S", "replay: double the speed", || {
+    bind(&[Char('S')], "replay: double the speed", || {
         Action::Replay(PlayerCommand::Speed(2.0))
     }),
 ];
 
 /// The cluster screen of the remote view.
 pub const CLUSTER: &[Binding] = &[
-    bind(&[Char('q'), Char('Q'), Ctrl('c')], "q", "quit", || Action::Quit),
-    bind(&[Code(KeyCode::Up), Alt('k')], "Up", "the previous node", || {
-        Action::Up
+    bind(&[Char('q'), Char('Q'), Ctrl('c')], "quit", || Action::Quit),
+    bind(&[Code(KeyCode::Up), Alt('k')], "the previous node", || Action::Up),
+    bind(&[Code(KeyCode::Down), Char('j')], "the next node", || {
+        Action::Down
     }),
     bind(
-        &[Code(KeyCode::Down), Char('j')],
-        "Down j",
-        "the next node",
-        || Action::Down,
-    ),
-    bind(
         &[Code(KeyCode::Enter)],
-        "Enter",
         "open the node: its GPUs and processes (Esc or Backspace: back here)",
         || Action::Details,
     ),
-    bind(&[Char('h'), Char('?')], "h ?", "help", || Action::Help),
+    bind(&[Char('h'), Char('?')], "help", || Action::Help),
 ];
 
 /// The charts screen.
 pub const CHARTS: &[Binding] = &[
-    bind(
-        &[Char('g'), Code(KeyCode::Esc), Char('q')],
-        "g Esc q",
-        "back",
-        || Action::Back,
-    ),
+    bind(&[Char('g'), Code(KeyCode::Esc), Char('q')], "back", || {
+        Action::Back
+    }),
     bind(
         &[
             Code(KeyCode::Down),
@@ -308,68 +328,53 @@ pub const CHARTS: &[Binding] = &[
             Char('j'),
             Code(KeyCode::Tab),
         ],
-        "Down Right j",
         "the next GPU",
         || Action::ChartDevice(1),
     ),
     bind(
         &[Code(KeyCode::Up), Code(KeyCode::Left), Code(KeyCode::BackTab)],
-        "Up Left",
         "the previous GPU",
         || Action::ChartDevice(-1),
     ),
-    bind(&[Char('w')], "w", "time span: 10 min, 1 h, 6 h, 24 h", || {
+    bind(&[Char('w')], "time span: 10 min, 1 h, 6 h, 24 h", || {
         Action::ChartSpan
     }),
-    bind(&[Char('A')], "A", "alerts", || Action::AlertLog),
-    bind(&[Char('h'), Char('?')], "h ?", "help", || Action::Help),
+    bind(&[Char('A')], "alerts", || Action::AlertLog),
+    bind(&[Char('h'), Char('?')], "help", || Action::Help),
 ];
 
 /// The alerts screen.
 pub const ALERTS: &[Binding] = &[
-    bind(
-        &[Char('A'), Code(KeyCode::Esc), Char('q')],
-        "A Esc q",
-        "back",
-        || Action::Back,
-    ),
-    bind(&[Code(KeyCode::Down), Char('j')], "Down j", "scroll down", || {
+    bind(&[Char('A'), Code(KeyCode::Esc), Char('q')], "back", || {
+        Action::Back
+    }),
+    bind(&[Code(KeyCode::Down), Char('j')], "scroll down", || {
         Action::Scroll(1)
     }),
-    bind(&[Code(KeyCode::Up)], "Up", "scroll up", || Action::Scroll(-1)),
-    bind(&[Code(KeyCode::PageDown)], "PgDn", "a page down", || {
-        Action::Scroll(10)
-    }),
-    bind(&[Code(KeyCode::PageUp)], "PgUp", "a page up", || {
-        Action::Scroll(-10)
-    }),
-    bind(&[Char('h'), Char('?')], "h ?", "help", || Action::Help),
+    bind(&[Code(KeyCode::Up)], "scroll up", || Action::Scroll(-1)),
+    bind(&[Code(KeyCode::PageDown)], "a page down", || Action::Scroll(10)),
+    bind(&[Code(KeyCode::PageUp)], "a page up", || Action::Scroll(-10)),
+    bind(&[Char('h'), Char('?')], "help", || Action::Help),
 ];
 
 /// The users and containers screen.
 pub const USERS: &[Binding] = &[
-    bind(
-        &[Char('u'), Code(KeyCode::Esc), Char('q')],
-        "u Esc q",
-        "back",
-        || Action::Users,
-    ),
-    bind(&[Code(KeyCode::Down), Char('j')], "Down j", "scroll down", || {
+    bind(&[Char('u'), Code(KeyCode::Esc), Char('q')], "back", || {
+        Action::Users
+    }),
+    bind(&[Code(KeyCode::Down), Char('j')], "scroll down", || {
         Action::Scroll(1)
     }),
-    bind(&[Code(KeyCode::Up)], "Up", "scroll up", || Action::Scroll(-1)),
-    bind(&[Char('h'), Char('?')], "h ?", "help", || Action::Help),
+    bind(&[Code(KeyCode::Up)], "scroll up", || Action::Scroll(-1)),
+    bind(&[Char('h'), Char('?')], "help", || Action::Help),
 ];
 
 /// The environment screen.
 pub const ENVIRONMENT: &[Binding] = &[
-    bind(
-        &[Char('e'), Code(KeyCode::Esc), Char('q')],
-        "e Esc q",
-        "back",
-        || Action::Back,
-    ),
-    bind(&[Char('h'), Char('?')], "h ?", "help", || Action::Help),
+    bind(&[Char('e'), Code(KeyCode::Esc), Char('q')], "back", || {
+        Action::Back
+    }),
+    bind(&[Char('h'), Char('?')], "help", || Action::Help),
 ];
 
 fn lookup(table: &[Binding], event: &KeyEvent, readonly: bool) -> Option<Action> {
@@ -409,13 +414,7 @@ pub fn decode(app: &App, event: &KeyEvent) -> Option<Action> {
         };
     }
     match app.screen {
-        Screen::Help => Some(match event.code {
-            KeyCode::Down | KeyCode::Char('j') => Action::Scroll(1),
-            KeyCode::Up => Action::Scroll(-1),
-            KeyCode::PageDown | KeyCode::Char(' ') => Action::Scroll(10),
-            KeyCode::PageUp => Action::Scroll(-10),
-            _ => Action::Back,
-        }),
+        Screen::Help => Some(lookup(HELP, event, app.readonly).unwrap_or(Action::Back)),
         Screen::Details => lookup(DETAILS, event, app.readonly),
         Screen::Environment => lookup(ENVIRONMENT, event, app.readonly),
         Screen::Charts => replay_key(app, event).or_else(|| lookup(CHARTS, event, app.readonly)),
@@ -489,6 +488,7 @@ mod tests {
     fn no_key_is_bound_twice_in_a_table() {
         for table in [
             MAIN,
+            HELP,
             DIALOG,
             DETAILS,
             ENVIRONMENT,

@@ -3,16 +3,14 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::app::filter::Selection;
 use crate::app::query::Query;
 use crate::config::Settings;
 use crate::model::order::{self, SortKey};
 use crate::model::{GpuProcess, Snapshot};
-use crate::monitor::alerts::{Engine, Transition};
-use crate::monitor::history::History;
-use crate::monitor::usage::Accounting;
+use crate::monitor::Monitor;
+use crate::monitor::alerts::Transition;
 use crate::source::remote::Cluster;
 use crate::source::replay::{PlayerCommand, ReplayStatus};
 
@@ -136,6 +134,8 @@ pub enum Action {
     Snapshot(Arc<Snapshot>),
     /// The runtime's word on live data that has not been refreshed (`None`: it is fresh).
     Stale(Option<Stale>),
+    /// The process table was drawn with this many rows.
+    TableRows(usize),
     EnvironmentRead(Result<Vec<String>, String>),
     ProcessTableRead(Vec<crate::host::ProcessEntry>),
     SignalsSent(Vec<String>),
@@ -212,7 +212,7 @@ pub struct App {
     pub selected: Option<ProcessKey>,
     pub tagged: BTreeSet<u32>,
     pub scroll: usize,
-    /// Rows the process table can show; set by the renderer's layout.
+    /// Rows the process table showed when last drawn (Action::TableRows).
     pub table_rows: usize,
     pub confirmation: Option<Confirmation>,
     pub status: Option<String>,
@@ -221,11 +221,8 @@ pub struct App {
     pub text_scroll: usize,
     /// First character of the COMMAND column shown (long command lines).
     pub command_offset: usize,
-    /// Device, process and host time series.
-    pub history: History,
-    pub alerts: Engine,
-    /// GPU use per user and per container since the view started.
-    pub usage: Accounting,
+    /// History, alerts and GPU use per user and container since the view started.
+    pub monitor: Monitor,
     /// The GPU the charts screen shows, and the index into [`CHART_SPANS`].
     pub chart_device: u32,
     pub chart_span: usize,
@@ -252,9 +249,11 @@ pub struct Stale {
 
 impl App {
     pub fn new(settings: Settings, selection: Selection, readonly: bool, my_uid: Option<u32>) -> Self {
-        let history = History::new(&settings.history, settings.display.refresh_interval);
-        let alerts = Engine::new(settings.alert.effective_rules());
-        let usage = Accounting::new(Duration::from_secs_f64(settings.display.refresh_interval));
+        let monitor = Monitor::new(
+            &settings.history,
+            &settings.alert,
+            settings.display.refresh_interval,
+        );
         Self {
             snapshot: None,
             settings,
@@ -279,9 +278,7 @@ impl App {
             environment: None,
             text_scroll: 0,
             command_offset: 0,
-            history,
-            alerts,
-            usage,
+            monitor,
             chart_device: 0,
             chart_span: 0,
             replay: None,
@@ -412,9 +409,7 @@ impl App {
     /// Takes a new snapshot: history, alerts, tags and selection follow it. Returns the
     /// alert transitions it caused.
     fn accept_snapshot(&mut self, snapshot: Arc<Snapshot>) -> Vec<Transition> {
-        self.history.record(&snapshot);
-        self.usage.record(&snapshot);
-        let transitions = self.alerts.evaluate(&self.history);
+        let transitions = self.monitor.ingest(&snapshot);
         let pids: BTreeSet<u32> = snapshot.processes.iter().map(|p| p.pid).collect();
         self.tagged.retain(|pid| pids.contains(pid));
         self.snapshot = Some(snapshot);
@@ -429,7 +424,10 @@ impl App {
     /// Applies one action; returns the effects to run.
     pub fn update(&mut self, action: Action) -> Vec<Effect> {
         // `o`/`O` waits for exactly one more key.
-        if !matches!(action, Action::SortPrefix { .. } | Action::Snapshot(_)) {
+        if !matches!(
+            action,
+            Action::SortPrefix { .. } | Action::Snapshot(_) | Action::TableRows(_)
+        ) {
             self.sort_prefix = None;
         }
         match action {
@@ -437,6 +435,7 @@ impl App {
             Action::Suspend => return vec![Effect::Suspend],
             Action::Redraw => return vec![Effect::Redraw],
             Action::Stale(stale) => self.stale = stale,
+            Action::TableRows(rows) => self.table_rows = rows,
             Action::Snapshot(snapshot) => {
                 self.stale = None;
                 let transitions = self.accept_snapshot(snapshot);
@@ -632,7 +631,7 @@ impl App {
                 }
             }
             Action::ChartDevice(delta) => {
-                let count = self.history.device_count().max(1) as i64;
+                let count = self.monitor.history.device_count().max(1) as i64;
                 self.chart_device =
                     (i64::from(self.chart_device) + i64::from(delta)).rem_euclid(count) as u32;
             }
@@ -679,9 +678,7 @@ impl App {
     }
 
     fn restart_history(&mut self) {
-        self.history = History::new(&self.settings.history, self.settings.display.refresh_interval);
-        self.alerts = Engine::new(self.settings.alert.effective_rules());
-        self.usage = Accounting::new(Duration::from_secs_f64(self.settings.display.refresh_interval));
+        self.monitor.restart();
     }
 
     fn check_filter(&mut self) {
@@ -692,35 +689,6 @@ impl App {
             Some(index) => self.keep_visible(index),
             None => self.selected = None,
         }
-    }
-
-    /// Devices and processes over an `[alert]` threshold, as short labels.
-    pub fn over_threshold(&self) -> Vec<String> {
-        let Some(snapshot) = &self.snapshot else {
-            return Vec::new();
-        };
-        let alert = &self.settings.alert;
-        let mut out = Vec::new();
-        for d in &snapshot.devices {
-            if let Some(pct) = d.memory_percent().filter(|p| *p > alert.memory_usage_threshold) {
-                out.push(format!("GPU {} memory {pct:.0}%", d.index));
-            }
-            if let Some(util) = d
-                .utilization_gpu
-                .get()
-                .filter(|u| f64::from(*u) > alert.gpu_utilization_threshold)
-            {
-                out.push(format!("GPU {} utilization {util}%", d.index));
-            }
-            if let Some(t) = d
-                .temperature
-                .get()
-                .filter(|t| f64::from(*t) > alert.temperature_threshold)
-            {
-                out.push(format!("GPU {} temperature {t}C", d.index));
-            }
-        }
-        out
     }
 }
 

@@ -1,6 +1,53 @@
-//! What gputop knows over time, fed once per snapshot: [`history`] (the readings kept),
-//! [`alerts`] (the rule engine judging them) and [`usage`] (GPU time per user and container).
+//! What gputop knows over time, fed once per snapshot by [`Monitor::ingest`]: [`history`]
+//! (the readings kept), [`alerts`] (the rule engine judging them) and [`usage`] (GPU time
+//! per user and container). The view, the exporter and the library share it; it does no
+//! I/O (delivering alert transitions is the caller's).
 
 pub mod alerts;
 pub mod history;
 pub mod usage;
+
+use std::time::Duration;
+
+use crate::model::Snapshot;
+use alerts::rules::AlertSettings;
+use alerts::{Engine, Transition};
+use history::{History, HistorySettings};
+use usage::Accounting;
+
+/// History, alerts and usage, kept together so that each snapshot reaches all three once
+/// and in one order.
+#[derive(Debug, Clone)]
+pub struct Monitor {
+    pub history: History,
+    pub alerts: Engine,
+    pub usage: Accounting,
+    /// What a restart starts again from.
+    settings: (HistorySettings, AlertSettings, f64),
+}
+
+impl Monitor {
+    /// An empty monitor for snapshots `refresh` seconds apart.
+    pub fn new(history: &HistorySettings, alert: &AlertSettings, refresh: f64) -> Self {
+        Self {
+            history: History::new(history, refresh),
+            alerts: Engine::new(alert.effective_rules()),
+            usage: Accounting::new(Duration::from_secs_f64(refresh)),
+            settings: (history.clone(), alert.clone(), refresh),
+        }
+    }
+
+    /// Takes one snapshot into history and usage, then judges the alert rules over the
+    /// history; returns the alert transitions it caused.
+    pub fn ingest(&mut self, snapshot: &Snapshot) -> Vec<Transition> {
+        self.history.record(snapshot);
+        self.usage.record(snapshot);
+        self.alerts.evaluate(&self.history)
+    }
+
+    /// Forgets everything (a replay that moved backwards).
+    pub fn restart(&mut self) {
+        let (history, alert, refresh) = &self.settings;
+        *self = Self::new(history, alert, *refresh);
+    }
+}

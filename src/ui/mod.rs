@@ -19,8 +19,9 @@ use crate::app::state::{App, LayoutMode, ProcessKey, Screen};
 use crate::format::{human_bytes, human_duration, sanitize};
 use crate::model::order::SortKey;
 use crate::model::{Device, DeviceStatus, GpuProcess, PidNamespace, Reading, Snapshot};
-use crate::monitor::alerts::rules::{Severity, trim_number};
+use crate::monitor::alerts::rules::{Comparison, Metric, Severity, trim_number};
 use crate::monitor::alerts::{Active, Phase, Subject};
+use crate::monitor::history::DeviceMetric;
 use theme::{Load, Theme};
 
 /// Below this the screen shows a notice instead of the panels.
@@ -38,8 +39,9 @@ pub struct TableGeometry {
     pub columns: Vec<(u16, u16, SortKey)>,
 }
 
-/// Draws the current screen. Returns the table geometry of the main screen.
-pub fn draw(buffer: &mut Buffer, app: &mut App, theme: &Theme) -> TableGeometry {
+/// Draws the current screen; writes nothing but the buffer. Returns where the main
+/// screen's process table landed (for the mouse, and for paging by the rows it shows).
+pub fn draw(buffer: &mut Buffer, app: &App, theme: &Theme) -> TableGeometry {
     let area = buffer.area;
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         let text = format!(
@@ -152,7 +154,7 @@ fn header_line(snapshot: &Snapshot, app: &App, theme: &Theme) -> Line<'static> {
         ));
         spans.push(Span::raw(" "));
     }
-    let counts = app.alerts.firing_counts();
+    let counts = app.monitor.alerts.firing_counts();
     if counts.iter().any(|c| *c > 0) {
         spans.push(Span::raw(" alerts:"));
         for severity in Severity::ALL.into_iter().rev() {
@@ -167,12 +169,9 @@ fn header_line(snapshot: &Snapshot, app: &App, theme: &Theme) -> Line<'static> {
         }
         spans.push(Span::raw(" "));
     }
-    let over = app.over_threshold();
-    if !over.is_empty() {
-        spans.push(Span::styled(
-            format!(" {} over threshold: {} ", over.len(), over.join(", ")),
-            theme.alert(),
-        ));
+    let pending = app.monitor.alerts.pending_count();
+    if pending > 0 {
+        spans.push(Span::styled(format!(" {pending} pending "), theme.alert()));
     }
     Line::from(spans)
 }
@@ -192,7 +191,6 @@ fn device_lines(d: &Device, app: &App, theme: &Theme, full: bool, width: u16) ->
         ])];
     }
     let display = &app.settings.display;
-    let alert = &app.settings.alert;
     let mem_pct = d.memory_percent();
     let util = d.utilization_gpu.get().map(f64::from);
     let bar_width = if width >= 140 {
@@ -202,17 +200,16 @@ fn device_lines(d: &Device, app: &App, theme: &Theme, full: bool, width: u16) ->
     } else {
         6
     };
-    let over_mem = mem_pct.is_some_and(|p| p > alert.memory_usage_threshold);
-    let over_util = util.is_some_and(|u| u > alert.gpu_utilization_threshold);
-    let over_temp = d
-        .temperature
-        .get()
-        .is_some_and(|t| f64::from(t) > alert.temperature_threshold);
-    let mark = if over_mem || over_util || over_temp {
-        "!"
-    } else {
-        " "
-    };
+    // Marks come from the alert engine: `!` while a rule about a reading above its threshold
+    // fires for this GPU (an idle GPU's alerts colour only its index), and the temperature
+    // in red while a temperature rule fires.
+    let subject = Subject::Device(d.index);
+    let firing = app.monitor.alerts.firing_rules(&subject);
+    let over = firing.iter().any(|rule| rule.comparison == Comparison::Above);
+    let mark = if over { "!" } else { " " };
+    let over_temp = firing
+        .iter()
+        .any(|rule| rule.metric == Metric::Device(DeviceMetric::Temperature));
     let mem_style = mem_pct.map_or(Style::new(), |p| {
         theme.load(Load::of(p, display.memory_low, display.memory_high))
     });
@@ -222,10 +219,12 @@ fn device_lines(d: &Device, app: &App, theme: &Theme, full: bool, width: u16) ->
     let memory = na(&d.memory, |m| {
         format!("{}/{}", human_bytes(m.used), human_bytes(m.total))
     });
-    let peak = d
-        .utilization_gpu_window
-        .value()
-        .map_or(String::new(), |w| format!(" peak {:.0}%", w.peak));
+    // The bar and its figure are the reading now; the peak is over the last refresh
+    // interval (the driver's samples). Alerts name their own windows ("30 s mean").
+    let interval = trim_number(display.refresh_interval);
+    let peak = d.utilization_gpu_window.value().map_or(" now".to_string(), |w| {
+        format!(" now, {interval}s peak {:.0}%", w.peak)
+    });
     let temp_style = if over_temp { theme.error() } else { Style::new() };
     let fan = format!("FAN {:>4} ", na(&d.fan_speed(), |f| format!("{f}%")));
     let wide = width >= 110;
@@ -241,8 +240,9 @@ fn device_lines(d: &Device, app: &App, theme: &Theme, full: bool, width: u16) ->
     };
     // A GPU with a firing alert: its index in the alert's colours.
     let index_style = app
+        .monitor
         .alerts
-        .severity_of(&Subject::Device(d.index))
+        .severity_of(&subject)
         .map_or(Style::new(), |severity| theme.severity(severity));
     let mut first = vec![
         Span::styled(mark.to_string(), theme.error()),
@@ -477,7 +477,7 @@ fn process_cells(
 fn main_screen(
     buffer: &mut Buffer,
     area: Rect,
-    app: &mut App,
+    app: &App,
     snapshot: &Snapshot,
     theme: &Theme,
 ) -> TableGeometry {
@@ -550,29 +550,17 @@ fn main_screen(
         x = end.saturating_add(1);
     }
     let my_uid = app.my_uid;
-    let alert_memory = app.settings.alert.memory_usage_threshold;
-    let device_total = |gpu: u32| {
-        snapshot
-            .devices
-            .iter()
-            .find(|d| d.index == gpu)
-            .and_then(|d| d.memory.get())
-            .map(|m| m.total)
-    };
     let shown = rows.iter().enumerate().skip(app.scroll).take(visible);
     for (y, (i, p)) in (table_area.y + 1..table_area.bottom()).zip(shown) {
         let mut style = Style::new();
         if my_uid.is_some() && p.host.uid.get() != my_uid {
             style = style.patch(theme.dim());
         }
-        let over = match (p.gpu_memory_bytes.get(), device_total(p.gpu_index)) {
-            (Some(b), Some(t)) => percent_of(b, t) > alert_memory,
-            _ => false,
-        };
-        if over {
-            style = style.patch(theme.error());
-        }
-        if let Some(severity) = app.alerts.severity_of(&Subject::Process(ProcessKey::of(p))) {
+        if let Some(severity) = app
+            .monitor
+            .alerts
+            .severity_of(&Subject::Process(ProcessKey::of(p)))
+        {
             style = style.patch(theme.severity(severity));
         }
         if app.tagged.contains(&p.pid) {
@@ -622,7 +610,6 @@ fn main_screen(
     }
     let (footer_text, footer_style) = footer_line(app, rows.len(), theme);
     paint::lines(buffer, footer, &[footer_text], footer_style);
-    app.table_rows = visible;
     TableGeometry {
         first_row_y: table_area.y + 1,
         rows: visible as u16,
@@ -634,6 +621,7 @@ fn main_screen(
 /// Firing alerts, most severe first: at most three lines (one on short terminals).
 fn alert_panel(app: &App, theme: &Theme, height: u16) -> Vec<Line<'static>> {
     let firing: Vec<Active> = app
+        .monitor
         .alerts
         .active()
         .into_iter()
@@ -687,10 +675,9 @@ fn footer_line(app: &App, shown: usize, theme: &Theme) -> (Line<'static>, Style)
             Style::default(),
         );
     }
-    let hint = if app.readonly {
-        "h help  / filter  o+letter sort  Enter details  t tree  g charts  A alerts  u users  q quit  (read-only)"
-    } else {
-        "h help  / filter  o+letter sort  Space tag  T/K/I signal  Enter details  t tree  g charts  A alerts  u users  q quit"
-    };
+    let mut hint = crate::app::keymap::footer_hints(app.readonly);
+    if app.readonly {
+        hint.push_str("  (read-only)");
+    }
     (Line::from(hint), theme.dim())
 }

@@ -37,40 +37,56 @@ fn block<'a>(title: &str, theme: &Theme) -> Block<'a> {
     }
 }
 
-/// Help, generated from the key tables the event loop decodes with.
+/// Help, generated from the key tables the event loop decodes with; it scrolls.
 pub fn help(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
-    let mut lines = Vec::new();
-    let mut section = |title: &str, table: &[Binding]| {
-        lines.push(Line::from(Span::styled(title.to_string(), theme.header())));
-        for binding in table.iter().filter(|b| !(app.readonly && b.signal)) {
-            lines.push(Line::from(format!("  {:<14} {}", binding.label, binding.help)));
-        }
-        lines.push(Line::from(""));
-    };
+    let mut sections: Vec<(&str, &[Binding])> = Vec::new();
     if app.replay.is_some() {
-        section("Replay", keymap::REPLAY);
+        sections.push(("Replay", keymap::REPLAY));
     }
     if app.cluster.is_some() {
-        section("Remote view: the cluster", keymap::CLUSTER);
+        sections.push(("Remote view: the cluster", keymap::CLUSTER));
     }
-    section("Main screen and tree view", keymap::MAIN);
-    section("Signal confirmation", keymap::DIALOG);
-    section("Process details", keymap::DETAILS);
-    section("Environment", keymap::ENVIRONMENT);
-    section("GPU history charts", keymap::CHARTS);
-    section("Alerts", keymap::ALERTS);
-    section("Users and containers", keymap::USERS);
+    sections.extend([
+        ("Main screen and tree view", keymap::MAIN),
+        ("Signal confirmation", keymap::DIALOG),
+        ("Process details", keymap::DETAILS),
+        ("Environment", keymap::ENVIRONMENT),
+        ("GPU history charts", keymap::CHARTS),
+        ("Alerts", keymap::ALERTS),
+        ("Users and containers", keymap::USERS),
+        ("This help (any other key goes back)", keymap::HELP),
+    ]);
+    let shown = |b: &&Binding| !(app.readonly && b.signal);
+    let labels = sections.iter().flat_map(|(_, table)| table.iter().filter(shown));
+    let width = labels.map(|b| b.label().len()).max().unwrap_or(0);
+    let mut lines = Vec::new();
+    for (title, table) in &sections {
+        lines.push(Line::from(Span::styled(title.to_string(), theme.header())));
+        for binding in table.iter().filter(shown) {
+            lines.push(Line::from(format!(
+                "  {:<width$}  {}",
+                binding.label(),
+                binding.help
+            )));
+        }
+        lines.push(Line::from(""));
+    }
     lines.push(Line::from(
         "Mouse: click selects a process, the wheel moves the selection, a click on a header sorts.",
     ));
     if app.readonly {
         lines.push(Line::from("Read-only: signals are disabled."));
     }
-    lines.push(Line::from(Span::styled("Press any key to go back.", theme.dim())));
+    lines.push(Line::from(Span::styled(
+        "Press any other key to go back.",
+        theme.dim(),
+    )));
+    let top = app.text_scroll.min(lines.len().saturating_sub(1));
     Widget::render(
         Paragraph::new(lines)
             .block(block("gputop help", theme))
-            .wrap(Wrap { trim: false }),
+            .wrap(Wrap { trim: false })
+            .scroll((u16::try_from(top).unwrap_or(u16::MAX), 0)),
         area,
         buffer,
     );
@@ -153,7 +169,7 @@ pub fn details(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
         ),
     ];
     let rows = Layout::vertical([Constraint::Ratio(1, 3); 3]).split(charts);
-    let to = app.history.now().unwrap_or(0.0);
+    let to = app.monitor.history.now().unwrap_or(0.0);
     let from = to - CHART_SPANS[0];
     for ((metric, title, now, unit, top), row) in series.into_iter().zip(rows.iter()) {
         // Memory in GiB: MiB figures of a large GPU do not fit the axis.
@@ -163,6 +179,7 @@ pub fn details(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
             (unit, top, 1.0)
         };
         let points: Vec<(f64, Option<f64>)> = app
+            .monitor
             .history
             .process(&key, metric)
             .map(|s| s.points_since(from))
@@ -214,7 +231,7 @@ pub fn charts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     let outer = block(&title, theme);
     let inner = outer.inner(area);
     Widget::render(outer, area, buffer);
-    let to = app.history.now().unwrap_or(0.0);
+    let to = app.monitor.history.now().unwrap_or(0.0);
     let from = to - span;
     let power_limit = device
         .and_then(|d| d.power_limit_mw.get())
@@ -248,7 +265,7 @@ pub fn charts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
         } else {
             row
         };
-        let series = app.history.device(index, metric);
+        let series = app.monitor.history.device(index, metric);
         let points = series.map(|s| s.points_since(from)).unwrap_or_default();
         let stats = series.and_then(|s| s.window(from, to)).map_or_else(
             || "no data".to_string(),
@@ -268,10 +285,10 @@ pub fn charts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
 
 /// Active alerts, the log of transitions (newest first) and the rules in force.
 pub fn alerts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
-    let now = app.history.now().unwrap_or(0.0);
+    let now = app.monitor.history.now().unwrap_or(0.0);
     let ago = |at: f64| format!("{} ago", human_duration((now - at).max(0.0) as u64));
     let mut lines = vec![Line::from(Span::styled("Active", theme.header()))];
-    let active = app.alerts.active();
+    let active = app.monitor.alerts.active();
     if active.is_empty() {
         lines.push(Line::from("  none"));
     }
@@ -291,10 +308,10 @@ pub fn alerts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     }
     lines.push(Line::from(""));
     lines.push(Line::from(Span::styled("Log (newest first)", theme.header())));
-    if app.alerts.log().is_empty() {
+    if app.monitor.alerts.log().is_empty() {
         lines.push(Line::from("  nothing yet"));
     }
-    for t in app.alerts.log().iter().rev() {
+    for t in app.monitor.alerts.log().iter().rev() {
         lines.push(Line::from(vec![
             Span::styled(
                 format!("  {:<8}", t.severity.label().to_uppercase()),
@@ -311,7 +328,7 @@ pub fn alerts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     }
     lines.push(Line::from(""));
     lines.push(Line::from(Span::styled("Rules in force", theme.header())));
-    for rule in app.alerts.rules() {
+    for rule in app.monitor.alerts.rules() {
         lines.push(Line::from(format!(
             "  {:<8} {:<26} {} {}",
             rule.severity.label(),
@@ -339,7 +356,7 @@ fn gpu_time(seconds: f64) -> String {
 /// Who uses what: per user, then per container, the GPUs and memory they hold now, their
 /// processes, and GPU-time and memory-time since the view started.
 pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
-    let usage = &app.usage;
+    let usage = &app.monitor.usage;
     let header = |first: &str| {
         Line::from(Span::styled(
             format!(

@@ -244,6 +244,25 @@ impl Engine {
         counts
     }
 
+    /// Alerts pending: their condition holds, not yet for their `for` duration.
+    pub fn pending_count(&self) -> usize {
+        self.states.values().filter(|s| s.phase == Phase::Pending).count()
+    }
+
+    /// The rules firing about `subject`.
+    pub fn firing_rules(&self, subject: &Subject) -> Vec<&Rule> {
+        self.rules
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| {
+                self.states
+                    .get(&(*index, *subject))
+                    .is_some_and(|state| state.phase == Phase::Firing)
+            })
+            .map(|(_, rule)| rule)
+            .collect()
+    }
+
     /// The most severe firing alert about `subject`.
     pub fn severity_of(&self, subject: &Subject) -> Option<Severity> {
         // One lookup per rule: the screen asks this for every visible row.

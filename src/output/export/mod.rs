@@ -15,10 +15,8 @@ use std::time::Duration;
 
 use crate::collector::Collector;
 use crate::config::Settings;
-use crate::monitor::alerts::Engine;
+use crate::monitor::Monitor;
 use crate::monitor::alerts::sink::Sink;
-use crate::monitor::history::History;
-use crate::monitor::usage::Accounting;
 use crate::source::Source;
 use metrics::Options;
 use server::{Pages, SharedPages};
@@ -49,25 +47,25 @@ pub fn run(source: Source, settings: &Settings, options: Options, address: &str)
     // The exporter keeps history and judges the alert rules as the view does: /snapshot
     // lists the pending and firing alerts, and the alert log and notifications work
     // without a terminal.
-    let mut history = History::new(&settings.history, settings.display.refresh_interval);
-    let mut engine = Engine::new(settings.alert.effective_rules());
+    let mut monitor = Monitor::new(
+        &settings.history,
+        &settings.alert,
+        settings.display.refresh_interval,
+    );
     let mut sink = Sink::open(&settings.alert)?;
-    let mut usage = Accounting::new(interval);
     let _collector = Collector::spawn_with(
         source,
         interval,
         Box::new(move |snapshot| {
-            history.record(&snapshot);
-            usage.record(&snapshot);
-            let transitions = engine.evaluate(&history);
+            let transitions = monitor.ingest(&snapshot);
             for problem in sink.deliver(&transitions) {
                 eprintln!("gputop export: {problem}");
             }
-            let active = engine.active();
-            let json = crate::output::report::json_report(&snapshot, &active, &usage).to_string();
+            let active = monitor.alerts.active();
+            let json = crate::output::report::json_report(&snapshot, &active, &monitor.usage).to_string();
             let page = Pages {
                 ready: true,
-                metrics: metrics::exposition(Some((&snapshot, &usage)), options),
+                metrics: metrics::exposition(Some((&snapshot, &monitor.usage)), options),
                 snapshot_json: json,
                 rendered_at: Some(std::time::Instant::now()),
             };
