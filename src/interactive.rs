@@ -265,7 +265,7 @@ pub fn run(
                         app.update(Action::SignalsSent(outcomes));
                     }
                     Effect::ReadEnvironment { pid } => {
-                        app.update(Action::EnvironmentRead(signal::environment(pid)));
+                        app.update(Action::EnvironmentRead(crate::host::environment(pid)));
                     }
                     Effect::ReadProcessTable => {
                         let table = if real_host {

@@ -1,29 +1,68 @@
-//! gputop: an interactive viewer for NVIDIA GPUs and the processes using them.
+//! gputop: NVIDIA GPUs and the processes using them, as plain data.
 //!
-//! Data flows one way: a [`source`] (NVML, the demo, a replay, remote nodes) and [`host`]
-//! facts become [`model::Snapshot`] values on the [`collector`] thread; [`monitor`] keeps
-//! their history, alerts and usage; [`app`] holds the view's state and its pure update,
-//! [`ui`] draws it, and [`output`] writes reports, recordings and the exporter's pages.
-//! [`interactive`] is the event loop, [`term`] the terminal, [`signal`] safe process
-//! signalling. [`config`] owns settings and [`cli`] the command line; [`run`] ties them
-//! together.
+//! The library is what the `gputop` viewer and exporter are built on: a [`source`] (NVML,
+//! the built-in demo, a recording, remote exporters) read into [`model::Snapshot`] values,
+//! by a [`collector`] thread at an interval, kept over time by a [`monitor::Monitor`]
+//! (history, alert rules, GPU time per user), with [`config::Settings`] as the TOML file
+//! gives them. Every metric is a [`model::Reading`]: a value, not supported, or failed.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use gputop::{collector::Collector, source::Source};
+//!
+//! let collector = Collector::spawn(Source::nvml(None)?, Duration::from_secs(1))?;
+//! if let Some(snapshot) = collector.next(Duration::from_secs(5)) {
+//!     for gpu in &snapshot.devices {
+//!         println!("GPU {}: {:?} bytes used", gpu.index, gpu.memory.get().map(|m| m.used));
+//!     }
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! `examples/log_gpus.rs` logs memory and utilization once a second.
 
 #![recursion_limit = "256"]
 
-pub mod app;
-pub mod cli;
 pub mod collector;
 pub mod config;
-pub mod format;
-pub mod heap;
-pub mod host;
-pub mod interactive;
 pub mod model;
 pub mod monitor;
-pub mod output;
-pub mod run;
-pub mod signal;
 pub mod source;
-pub mod term;
+
+// The program's own parts: public only for gputop's binary, tests and benchmarks, with no
+// promise of stability.
+#[doc(hidden)]
+pub mod app;
+#[doc(hidden)]
+pub mod heap;
+#[doc(hidden)]
+pub mod host;
+#[doc(hidden)]
+pub mod output;
+#[doc(hidden)]
 pub mod ui;
-pub mod validate;
+
+pub(crate) mod cli;
+pub(crate) mod format;
+pub(crate) mod interactive;
+pub(crate) mod run;
+pub(crate) mod signal;
+pub(crate) mod term;
+pub(crate) mod validate;
+
+/// The `gputop` program: parses the command line, runs, and exits with a one-line message
+/// and the failure's code. For gputop's binary.
+#[doc(hidden)]
+pub fn program_main() {
+    // One malloc arena for all threads: glibc's default of one more per thread keeps the
+    // memory the short-lived readers of a first sight used, as resident memory.
+    // SAFETY: mallopt with a valid parameter, before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+    let cli = cli::Cli::parse_checked();
+    if let Err(failure) = run::run(&cli, &|name| std::env::var(name).ok()) {
+        eprintln!("gputop: {failure}");
+        std::process::exit(failure.exit_code());
+    }
+}

@@ -60,8 +60,6 @@ impl Failure {
     }
 }
 
-const TRY_DEMO: &str = "to try gputop without a GPU, run `gputop --demo`";
-
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -73,36 +71,7 @@ impl std::fmt::Display for Failure {
                 f,
                 "validate: {n} reading(s) differ from nvidia-smi beyond the tolerance"
             ),
-            Self::Nvml(NvmlUnusable::LibraryMissing(detail)) => write!(
-                f,
-                "cannot load the NVIDIA management library ({detail}); install the NVIDIA driver or \
-                 point --nvml-lib at libnvidia-ml.so.1; {TRY_DEMO}"
-            ),
-            Self::Nvml(NvmlUnusable::DriverNotLoaded) => write!(
-                f,
-                "the NVIDIA driver is not loaded (NVML: Driver Not Loaded); load it (`modprobe nvidia`, \
-                 or reboot after installing it); {TRY_DEMO}"
-            ),
-            Self::Nvml(NvmlUnusable::DriverLibraryMismatch) => write!(
-                f,
-                "the NVIDIA kernel driver and libnvidia-ml.so.1 are different versions (usually after a \
-                 driver upgrade); reboot or reload the nvidia kernel modules, or point --nvml-lib at the \
-                 library that matches the driver"
-            ),
-            Self::Nvml(NvmlUnusable::NoPermission) => write!(
-                f,
-                "no permission to use the GPUs through NVML; check access to /dev/nvidia* (your user's \
-                 groups, or the container's device settings)"
-            ),
-            Self::Nvml(NvmlUnusable::NoGpu) => {
-                write!(
-                    f,
-                    "NVML found no NVIDIA GPU on this machine (check `nvidia-smi`); {TRY_DEMO}"
-                )
-            }
-            Self::Nvml(NvmlUnusable::Other(detail)) => {
-                write!(f, "NVML failed to initialise: {detail}; {TRY_DEMO}")
-            }
+            Self::Nvml(why) => write!(f, "{why}"),
         }
     }
 }

@@ -1,12 +1,10 @@
 //! Safe process signalling: pin the process with a pidfd, check it is still the one the user
 //! confirmed (start time and owner), then signal through the pidfd. On kernels without pidfd,
-//! the same checks and then `kill(2)`. Never PID 0, 1 or gputop itself.
-
-use std::fs;
-use std::os::unix::fs::MetadataExt;
+//! the same checks and then `kill(2)`. Never PID 0, 1 or gputop itself. What it knows of
+//! a process it asks of [`crate::host`].
 
 use crate::app::state::{Signal, Target};
-use crate::host::start_time;
+use crate::host::{owner_uid, start_time};
 
 /// What happened to one target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,16 +41,7 @@ fn errno() -> i32 {
 }
 
 fn owner_name(uid: u32) -> String {
-    fs::read_to_string("/etc/passwd")
-        .ok()
-        .and_then(|passwd| {
-            passwd.lines().find_map(|line| {
-                let mut fields = line.split(':');
-                let name = fields.next()?;
-                (fields.nth(1)? == uid.to_string()).then(|| name.to_string())
-            })
-        })
-        .unwrap_or_else(|| format!("uid {uid}"))
+    crate::host::user_name_of(uid).unwrap_or_else(|| format!("uid {uid}"))
 }
 
 /// Whether the process now at `target.pid` is the one the user confirmed.
@@ -62,11 +51,11 @@ fn same_process(target: &Target) -> Result<(), Outcome> {
             "has no known start time to check its identity against",
         ));
     };
-    let metadata = fs::metadata(format!("/proc/{}", target.proc_pid)).map_err(|_| Outcome::Gone)?;
+    let owner = owner_uid(target.proc_pid).ok_or(Outcome::Gone)?;
     let now = start_time(target.proc_pid).ok_or(Outcome::Gone)?;
     // Both sides compute whole seconds with the same function: equal for the same
     // process. A PID reused within the same second is the residual risk.
-    if now != expected || target.uid.is_some_and(|uid| uid != metadata.uid()) {
+    if now != expected || target.uid.is_some_and(|uid| uid != owner) {
         return Err(Outcome::Replaced);
     }
     Ok(())
@@ -76,8 +65,7 @@ fn classify(errno: i32, pid: u32) -> Outcome {
     match errno {
         libc::ESRCH => Outcome::Gone,
         libc::EPERM => {
-            let owner = fs::metadata(format!("/proc/{pid}"))
-                .map_or_else(|_| "another user".into(), |m| owner_name(m.uid()));
+            let owner = owner_uid(pid).map_or_else(|| "another user".into(), owner_name);
             Outcome::NotPermitted { owner }
         }
         other => Outcome::Failed(std::io::Error::from_raw_os_error(other).to_string()),
@@ -141,21 +129,6 @@ pub fn send(target: &Target, signal: Signal) -> Outcome {
     outcome
 }
 
-/// The environment of a process, one `NAME=value` per entry.
-pub fn environment(pid: u32) -> Result<Vec<String>, String> {
-    match fs::read(format!("/proc/{pid}/environ")) {
-        Ok(bytes) => Ok(bytes
-            .split(|b| *b == 0)
-            .filter(|v| !v.is_empty())
-            .map(|v| String::from_utf8_lossy(v).into_owned())
-            .collect()),
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            Err(format!("no permission to read the environment of PID {pid}"))
-        }
-        Err(_) => Err(format!("PID {pid} has exited")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,7 +140,7 @@ mod tests {
             pid,
             proc_pid: pid,
             start_time: start_time(pid),
-            uid: fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid()),
+            uid: owner_uid(pid),
             user: "me".into(),
             command: "sleep".into(),
         }
@@ -221,12 +194,5 @@ mod tests {
             let t = Target { pid, ..me.clone() };
             assert_eq!(send(&t, Signal::Kill), Outcome::Refused("is never signalled"));
         }
-    }
-
-    #[test]
-    fn environment_is_split_into_entries() {
-        let vars = environment(std::process::id()).unwrap();
-        assert!(vars.iter().any(|v| v.starts_with("PATH=")), "{vars:?}");
-        assert!(environment(u32::MAX - 1).is_err());
     }
 }

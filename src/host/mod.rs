@@ -5,7 +5,7 @@
 //! straight from `/proc/PID/stat` (one small read) and the owner of `/proc/PID` (one stat),
 //! with the command line read once per process. Only the PIDs NVML reported are read, never
 //! the whole process table. The host's own CPU, memory, load and uptime come from
-//! [`machine`].
+//! `machine`.
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -104,6 +104,27 @@ pub fn start_time(pid: u32) -> Option<u64> {
     Some(start_seconds(System::boot_time(), stat.start_ticks, ticks))
 }
 
+/// The real owner of the process `pid` now (the owner of `/proc/PID`); `None` if there is no
+/// such process.
+pub fn owner_uid(pid: u32) -> Option<u32> {
+    std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid())
+}
+
+/// The environment of a process, one `NAME=value` per entry.
+pub fn environment(pid: u32) -> Result<Vec<String>, String> {
+    match std::fs::read(format!("/proc/{pid}/environ")) {
+        Ok(bytes) => Ok(bytes
+            .split(|b| *b == 0)
+            .filter(|v| !v.is_empty())
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .collect()),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            Err(format!("no permission to read the environment of PID {pid}"))
+        }
+        Err(_) => Err(format!("PID {pid} has exited")),
+    }
+}
+
 /// User names by UID, asked of the user database (NSS: files, LDAP, SSSD...) one UID at a time
 /// when a process of it is first seen, and remembered. Listing every user up front instead
 /// took half a one-shot's instructions, misses directory users wherever enumeration is off
@@ -125,7 +146,7 @@ impl UserNames {
 }
 
 /// The user database's name for `uid`.
-fn user_name_of(uid: u32) -> Option<String> {
+pub fn user_name_of(uid: u32) -> Option<String> {
     let mut buffer = vec![0u8; 1024];
     loop {
         // SAFETY: passwd is a plain C struct; all zeroes is a valid value to be overwritten.
@@ -614,6 +635,13 @@ pub fn table_of(snapshot: &crate::model::Snapshot) -> Vec<ProcessEntry> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn environment_is_split_into_entries() {
+        let vars = environment(std::process::id()).unwrap();
+        assert!(vars.iter().any(|v| v.starts_with("PATH=")), "{vars:?}");
+        assert!(environment(u32::MAX - 1).is_err());
+    }
 
     #[test]
     fn a_batch_reads_each_cgroup_content_once_and_keeps_containers_apart() {

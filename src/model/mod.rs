@@ -493,6 +493,15 @@ pub struct Snapshot {
     pub pid_namespace: PidNamespace,
 }
 
+impl Snapshot {
+    /// The GPUs whose processes could not be listed, and why.
+    pub fn unlisted(&self) -> impl Iterator<Item = (u32, &str)> {
+        self.devices
+            .iter()
+            .filter_map(|d| Some((d.index, d.processes_unlisted.as_deref()?)))
+    }
+}
+
 /// What identifies a process row across refreshes and re-sorts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ProcessKey {

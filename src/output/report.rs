@@ -12,14 +12,6 @@ use crate::monitor::alerts::Active;
 
 const NA: &str = "N/A";
 
-/// The GPUs whose processes could not be listed, and why.
-pub fn unlisted(snapshot: &Snapshot) -> impl Iterator<Item = (u32, &str)> {
-    snapshot
-        .devices
-        .iter()
-        .filter_map(|d| Some((d.index, d.processes_unlisted.as_deref()?)))
-}
-
 fn text<T>(reading: &Reading<T>, show: impl FnOnce(&T) -> String) -> String {
     reading.value().map_or_else(|| NA.to_string(), show)
 }
@@ -113,7 +105,7 @@ pub fn text_report(snapshot: &Snapshot, metrics: &[String], alerts: &[Active]) -
     out.push_str(&mig_table(snapshot));
 
     out.push('\n');
-    for (index, reason) in unlisted(snapshot) {
+    for (index, reason) in snapshot.unlisted() {
         out.push_str(&format!("GPU {index}: {}\n", sanitize(reason)));
     }
     if snapshot.processes.is_empty() {

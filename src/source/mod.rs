@@ -64,6 +64,16 @@ pub enum Source {
 }
 
 impl Source {
+    /// The built-in demo machine: eight simulated GPUs with jobs on them.
+    pub fn demo() -> Self {
+        Self::Demo(Box::default())
+    }
+
+    /// The machine's GPUs through NVML: `libnvidia-ml.so.1`, or the library at `library`.
+    pub fn nvml(library: Option<&std::path::Path>) -> Result<Self, nvml::NvmlUnusable> {
+        NvmlSource::open(library).map(|nvml| Self::Nvml(Box::new(nvml)))
+    }
+
     /// Where this source says what it is waiting on (the demo never waits).
     pub fn activity(&self) -> Activity {
         match self {

@@ -597,7 +597,8 @@ fn main_screen(
             "No process matches the filter."
         };
         // A GPU whose list the driver refused is not idle: say why it shows nothing.
-        let mut lines: Vec<Line> = crate::output::report::unlisted(snapshot)
+        let mut lines: Vec<Line> = snapshot
+            .unlisted()
             .map(|(index, reason)| Line::from(format!("GPU {index}: {}", sanitize(reason))))
             .collect();
         lines.push(Line::from(message));

@@ -91,7 +91,7 @@ pub fn absent_exports(system: &System) -> Vec<String> {
 }
 
 /// Bytes per entry the `_v3` process calls write: the scenario's `process_v3_entry_bytes`,
-/// else 32 on the drivers of [`CC_LAYOUT`], else 24.
+/// else 32 on the drivers of `CC_LAYOUT`, else 24.
 pub fn v3_entry_bytes(system: &System) -> usize {
     system.process_v3_entry_bytes.unwrap_or_else(|| {
         let cc =

@@ -22,7 +22,7 @@ pub struct Options {
 /// Longest label value written; longer values are cut.
 const LABEL_MAX: usize = 256;
 
-/// A label value: sanitized, cut to [`LABEL_MAX`] bytes, and escaped for the format.
+/// A label value: sanitized, cut to `LABEL_MAX` bytes, and escaped for the format.
 pub fn label_value(text: &str) -> String {
     let clean = sanitize(text);
     let mut cut = clean.as_str();

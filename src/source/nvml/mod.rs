@@ -1,4 +1,4 @@
-//! NVML through nvml-wrapper: the only module (with its [`raw`] part) that names
+//! NVML through nvml-wrapper: the only module (with its `raw` part) that names
 //! `nvml_wrapper`.
 //!
 //! Static facts are read once per device; fast metrics every refresh; utilization and power
@@ -70,6 +70,49 @@ pub enum NvmlUnusable {
     NoGpu,
     Other(String),
 }
+
+/// What the messages below suggest where no GPU can be read.
+const TRY_DEMO: &str = "to try gputop without a GPU, run `gputop --demo`";
+
+/// What is wrong and what to do, in one line (gputop prints it as its error).
+impl std::fmt::Display for NvmlUnusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::LibraryMissing(detail) => write!(
+                f,
+                "cannot load the NVIDIA management library ({detail}); install the NVIDIA driver or \
+                 point --nvml-lib at libnvidia-ml.so.1; {TRY_DEMO}"
+            ),
+            Self::DriverNotLoaded => write!(
+                f,
+                "the NVIDIA driver is not loaded (NVML: Driver Not Loaded); load it (`modprobe nvidia`, \
+                 or reboot after installing it); {TRY_DEMO}"
+            ),
+            Self::DriverLibraryMismatch => write!(
+                f,
+                "the NVIDIA kernel driver and libnvidia-ml.so.1 are different versions (usually after a \
+                 driver upgrade); reboot or reload the nvidia kernel modules, or point --nvml-lib at the \
+                 library that matches the driver"
+            ),
+            Self::NoPermission => write!(
+                f,
+                "no permission to use the GPUs through NVML; check access to /dev/nvidia* (your user's \
+                 groups, or the container's device settings)"
+            ),
+            Self::NoGpu => {
+                write!(
+                    f,
+                    "NVML found no NVIDIA GPU on this machine (check `nvidia-smi`); {TRY_DEMO}"
+                )
+            }
+            Self::Other(detail) => {
+                write!(f, "NVML failed to initialise: {detail}; {TRY_DEMO}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for NvmlUnusable {}
 
 /// A driver that lacks a symbol behaves as if the metric is not supported.
 fn is_missing(error: &NvmlError) -> bool {
