@@ -1,5 +1,6 @@
-//! Application logic without I/O: what the user sees and does, as plain data and pure
-//! functions (filter, sort, keys, state updates).
+//! The interactive view without I/O: its state and pure update ([`state`]), the one key map
+//! that decodes keys and feeds help and the footer ([`keymap`]), the filter and the query
+//! language.
 
 pub mod filter;
 pub mod keymap;

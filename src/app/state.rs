@@ -430,31 +430,57 @@ impl App {
         ) {
             self.sort_prefix = None;
         }
+        match &action {
+            Action::Quit
+            | Action::Suspend
+            | Action::Redraw
+            | Action::Help
+            | Action::Back
+            | Action::Details
+            | Action::Environment
+            | Action::Tree
+            | Action::Layout(_)
+            | Action::Charts
+            | Action::ChartDevice(_)
+            | Action::ChartSpan
+            | Action::Users
+            | Action::AlertLog
+            | Action::Replay(_) => self.change_screen(action),
+            Action::Up
+            | Action::Down
+            | Action::PageUp
+            | Action::PageDown
+            | Action::Home
+            | Action::End
+            | Action::Scroll(_)
+            | Action::ClickRow(_)
+            | Action::ScrollCommand(_) => self.navigate(action),
+            Action::SortNext
+            | Action::SortPrevious
+            | Action::SortPrefix { .. }
+            | Action::SortBy { .. }
+            | Action::StartFilter
+            | Action::FilterInput(_)
+            | Action::FilterBackspace
+            | Action::FilterAccept
+            | Action::FilterClear => self.arrange(action),
+            Action::Tag | Action::ClearTags | Action::AskSignal(_) | Action::Confirm | Action::Cancel => {
+                self.signal_action(action)
+            }
+            _ => self.receive(action),
+        }
+    }
+
+    /// Screens and layout: opening, closing and switching views.
+    fn change_screen(&mut self, action: Action) -> Vec<Effect> {
         match action {
             Action::Quit => return vec![Effect::Quit],
             Action::Suspend => return vec![Effect::Suspend],
             Action::Redraw => return vec![Effect::Redraw],
-            Action::Stale(stale) => self.stale = stale,
-            Action::TableRows(rows) => self.table_rows = rows,
-            Action::Snapshot(snapshot) => {
-                self.stale = None;
-                let transitions = self.accept_snapshot(snapshot);
-                let mut effects = Vec::new();
-                if !transitions.is_empty() {
-                    effects.push(Effect::DeliverAlerts(transitions));
-                }
-                if self.screen == Screen::Tree {
-                    effects.push(Effect::ReadProcessTable);
-                }
-                return effects;
-            }
-            Action::ProcessTableRead(table) => self.process_table = table,
-            Action::Help => {
-                if self.screen != Screen::Help {
-                    self.previous = self.screen;
-                    self.screen = Screen::Help;
-                    self.text_scroll = 0;
-                }
+            Action::Help if self.screen != Screen::Help => {
+                self.previous = self.screen;
+                self.screen = Screen::Help;
+                self.text_scroll = 0;
             }
             Action::Back if self.cluster.is_some() && matches!(self.screen, Screen::Main | Screen::Tree) => {
                 self.screen = Screen::Cluster;
@@ -464,6 +490,75 @@ impl App {
                 screen if screen.is_overlay() => self.screen = self.previous,
                 _ => self.screen = Screen::Main,
             },
+            Action::Details if self.screen == Screen::Cluster => {
+                let snapshot = self
+                    .cluster
+                    .as_ref()
+                    .and_then(|c| c.nodes.get(self.cluster_selected))
+                    .and_then(|n| n.snapshot.clone());
+                if let Some(snapshot) = snapshot {
+                    self.node = Some(self.cluster_selected);
+                    self.restart_history();
+                    self.selected = None;
+                    self.tagged.clear();
+                    self.screen = Screen::Main;
+                    return self.update(Action::Snapshot(snapshot));
+                }
+                self.status = Some("No snapshot from this node yet".into());
+            }
+            Action::Details if self.selected_process().is_some() => self.screen = Screen::Details,
+            Action::Environment => {
+                if let Some(p) = self.selected_process() {
+                    let (pid, local) = (p.pid, p.local_pid());
+                    self.previous = self.screen;
+                    self.screen = Screen::Environment;
+                    self.environment = None;
+                    self.text_scroll = 0;
+                    if local.is_none() {
+                        // Never the environment of a local process that shares the number.
+                        let why = "not readable: the process is outside gputop's PID namespace";
+                        self.environment = Some((pid, Err(why.into())));
+                        return Vec::new();
+                    }
+                    return vec![Effect::ReadEnvironment { pid }];
+                }
+            }
+            Action::Tree => {
+                self.screen = if self.screen == Screen::Tree {
+                    Screen::Main
+                } else {
+                    Screen::Tree
+                };
+            }
+            Action::Layout(mode) => self.layout = mode,
+            Action::Charts => {
+                if self.screen == Screen::Charts {
+                    self.screen = Screen::Main;
+                } else {
+                    // Start at the selected process's GPU, if any.
+                    if let Some(p) = self.selected_process() {
+                        self.chart_device = p.gpu_index;
+                    }
+                    self.screen = Screen::Charts;
+                }
+            }
+            Action::ChartDevice(delta) => {
+                let count = self.monitor.history.device_count().max(1) as i64;
+                self.chart_device =
+                    (i64::from(self.chart_device) + i64::from(delta)).rem_euclid(count) as u32;
+            }
+            Action::ChartSpan => self.chart_span = (self.chart_span + 1) % CHART_SPANS.len(),
+            Action::Users => self.toggle_overlay(Screen::Users),
+            Action::AlertLog => self.toggle_overlay(Screen::Alerts),
+            Action::Replay(command) if self.replay.is_some() => return vec![Effect::Replay(command)],
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    /// Moving the selection and scrolling.
+    fn navigate(&mut self, action: Action) -> Vec<Effect> {
+        match action {
             Action::Up | Action::Down if self.screen == Screen::Cluster => {
                 let count = self.cluster.as_ref().map_or(0, |c| c.nodes.len());
                 let step: isize = if action == Action::Up { -1 } else { 1 };
@@ -494,6 +589,18 @@ impl App {
                     self.select_index(&keys, self.scroll + offset);
                 }
             }
+            Action::ScrollCommand(delta) => {
+                self.command_offset =
+                    delta.map_or(0, |d| self.command_offset.saturating_add_signed(d as isize));
+            }
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    /// Sorting and filtering the process table.
+    fn arrange(&mut self, action: Action) -> Vec<Effect> {
+        match action {
             Action::SortNext | Action::SortPrevious => {
                 self.sort = if action == Action::SortNext {
                     self.sort.next()
@@ -528,6 +635,14 @@ impl App {
                 self.filter_editing = false;
                 self.filter_error = None;
             }
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    /// Tagging processes and the signal confirmation.
+    fn signal_action(&mut self, action: Action) -> Vec<Effect> {
+        match action {
             Action::Tag => {
                 if let Some(p) = self.selected_process() {
                     let pid = p.pid;
@@ -568,83 +683,37 @@ impl App {
                 self.confirmation = None;
                 self.status = Some("Cancelled".into());
             }
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    /// What the runtime hands back: snapshots, staleness, layout, the results of effects.
+    fn receive(&mut self, action: Action) -> Vec<Effect> {
+        match action {
+            Action::Stale(stale) => self.stale = stale,
+            Action::TableRows(rows) => self.table_rows = rows,
+            Action::Snapshot(snapshot) => {
+                self.stale = None;
+                let transitions = self.accept_snapshot(snapshot);
+                let mut effects = Vec::new();
+                if !transitions.is_empty() {
+                    effects.push(Effect::DeliverAlerts(transitions));
+                }
+                if self.screen == Screen::Tree {
+                    effects.push(Effect::ReadProcessTable);
+                }
+                return effects;
+            }
+            Action::ProcessTableRead(table) => self.process_table = table,
             Action::SignalsSent(outcomes) => self.status = Some(outcomes.join("; ")),
-            Action::Details if self.screen == Screen::Cluster => {
-                let snapshot = self
-                    .cluster
-                    .as_ref()
-                    .and_then(|c| c.nodes.get(self.cluster_selected))
-                    .and_then(|n| n.snapshot.clone());
-                if let Some(snapshot) = snapshot {
-                    self.node = Some(self.cluster_selected);
-                    self.restart_history();
-                    self.selected = None;
-                    self.tagged.clear();
-                    self.screen = Screen::Main;
-                    return self.update(Action::Snapshot(snapshot));
-                }
-                self.status = Some("No snapshot from this node yet".into());
-            }
-            Action::Details => {
-                if self.selected_process().is_some() {
-                    self.screen = Screen::Details;
-                }
-            }
-            Action::Environment => {
-                if let Some(p) = self.selected_process() {
-                    let (pid, local) = (p.pid, p.local_pid());
-                    self.previous = self.screen;
-                    self.screen = Screen::Environment;
-                    self.environment = None;
-                    self.text_scroll = 0;
-                    if local.is_none() {
-                        // Never the environment of a local process that shares the number.
-                        let why = "not readable: the process is outside gputop's PID namespace";
-                        self.environment = Some((pid, Err(why.into())));
-                        return Vec::new();
-                    }
-                    return vec![Effect::ReadEnvironment { pid }];
-                }
-            }
             Action::EnvironmentRead(result) => {
                 if let Some(p) = self.selected_process() {
                     self.environment = Some((p.pid, result));
                 }
             }
-            Action::Tree => {
-                self.screen = if self.screen == Screen::Tree {
-                    Screen::Main
-                } else {
-                    Screen::Tree
-                };
-            }
-            Action::Layout(mode) => self.layout = mode,
-            Action::Charts => {
-                if self.screen == Screen::Charts {
-                    self.screen = Screen::Main;
-                } else {
-                    // Start at the selected process's GPU, if any.
-                    if let Some(p) = self.selected_process() {
-                        self.chart_device = p.gpu_index;
-                    }
-                    self.screen = Screen::Charts;
-                }
-            }
-            Action::ChartDevice(delta) => {
-                let count = self.monitor.history.device_count().max(1) as i64;
-                self.chart_device =
-                    (i64::from(self.chart_device) + i64::from(delta)).rem_euclid(count) as u32;
-            }
-            Action::ChartSpan => self.chart_span = (self.chart_span + 1) % CHART_SPANS.len(),
-            Action::Users => self.toggle_overlay(Screen::Users),
-            Action::AlertLog => self.toggle_overlay(Screen::Alerts),
             Action::AlertDeliveryFailed(problems) => self.status = Some(problems.join("; ")),
             Action::ReplayStatus(status) => self.replay = Some(status),
-            Action::Replay(command) => {
-                if self.replay.is_some() {
-                    return vec![Effect::Replay(command)];
-                }
-            }
             Action::HistoryRestart => self.restart_history(),
             Action::Cluster(cluster) => {
                 let shown = self
@@ -658,10 +727,7 @@ impl App {
                     return self.update(Action::Snapshot(snapshot));
                 }
             }
-            Action::ScrollCommand(delta) => {
-                self.command_offset =
-                    delta.map_or(0, |d| self.command_offset.saturating_add_signed(d as isize));
-            }
+            _ => {}
         }
         Vec::new()
     }

@@ -1,5 +1,6 @@
-//! Host facts: the only module that reads procfs for processes, asks the user database for
-//! their owners' names, and names `sysinfo` (for the host name and the boot time).
+//! Host facts: the only module that reads procfs (processes, their environment, the identity
+//! a signal is checked against), asks the user database for owners' names, and names
+//! `sysinfo` (for the host name and the boot time).
 //!
 //! Per PID: user, command line, CPU %, resident memory, start and running time, read
 //! straight from `/proc/PID/stat` (one small read) and the owner of `/proc/PID` (one stat),

@@ -1,4 +1,5 @@
-//! `--once` output: the readable report, the JSON document and the `--list` lines.
+//! `--once` output: the readable report, the JSON document (the snapshot's wire form with
+//! the alerts and usage) and the `--list` lines.
 //!
 //! Pure functions from a snapshot to text. Unknown values print as `N/A` (text) or `null`
 //! (JSON); text from processes is escaped so it can never drive the terminal.

@@ -1,8 +1,8 @@
-//! Drawing: every screen as a pure function of the app state into a ratatui buffer.
+//! Drawing: every screen as a function of the view's state into a ratatui buffer.
 //!
-//! Nothing here does I/O. Every string from outside (GPU names, users, command lines,
-//! environment) passes through `report::sanitize` before it is drawn. The renderer records the
-//! table geometry in the app state so mouse clicks can be mapped to rows and columns.
+//! Nothing here does I/O or changes the state: [`draw`] returns where the process table
+//! landed, for the mouse and for paging. Every string from outside (GPU names, users,
+//! command lines, environment) passes through `format::sanitize` before it is drawn.
 
 mod chart;
 mod paint;
