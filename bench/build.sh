@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The release gputop and the simulator (target/release/libnvml_sim.so), as the benchmarks
-# use them. One at a time: built together, the two would share their dependencies' features,
-# and the symbol names bench/symbol-order.txt lists for gputop's link (see build.rs) would
-# change.
+# use them. One at a time: built together, the two would share their dependencies' features
+# (the simulator's C exports are a feature gputop's own build leaves off).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked --quiet -p gputop
