@@ -204,11 +204,13 @@ fn device_lines(d: &Device, app: &App, theme: &Theme, full: bool, width: u16) ->
     // fires for this GPU (an idle GPU's alerts colour only its index), and the temperature
     // in red while a temperature rule fires.
     let subject = Subject::Device(d.index);
-    let firing = app.monitor.alerts.firing_rules(&subject);
-    let over = firing.iter().any(|rule| rule.comparison == Comparison::Above);
+    let alerts = &app.monitor.alerts;
+    let over = alerts
+        .firing_rules(&subject)
+        .any(|rule| rule.comparison == Comparison::Above);
     let mark = if over { "!" } else { " " };
-    let over_temp = firing
-        .iter()
+    let over_temp = alerts
+        .firing_rules(&subject)
         .any(|rule| rule.metric == Metric::Device(DeviceMetric::Temperature));
     let mem_style = mem_pct.map_or(Style::new(), |p| {
         theme.load(Load::of(p, display.memory_low, display.memory_high))

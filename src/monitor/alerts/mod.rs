@@ -250,32 +250,17 @@ impl Engine {
     }
 
     /// The rules firing about `subject`.
-    pub fn firing_rules(&self, subject: &Subject) -> Vec<&Rule> {
-        self.rules
-            .iter()
-            .enumerate()
-            .filter(|(index, _)| {
-                self.states
-                    .get(&(*index, *subject))
-                    .is_some_and(|state| state.phase == Phase::Firing)
-            })
-            .map(|(_, rule)| rule)
-            .collect()
+    pub fn firing_rules<'e>(&'e self, subject: &'e Subject) -> impl Iterator<Item = &'e Rule> + 'e {
+        // One lookup per rule: the screen asks this for every visible row.
+        self.rules.iter().enumerate().filter_map(move |(index, rule)| {
+            let state = self.states.get(&(index, *subject))?;
+            (state.phase == Phase::Firing).then_some(rule)
+        })
     }
 
     /// The most severe firing alert about `subject`.
     pub fn severity_of(&self, subject: &Subject) -> Option<Severity> {
-        // One lookup per rule: the screen asks this for every visible row.
-        self.rules
-            .iter()
-            .enumerate()
-            .filter(|(index, _)| {
-                self.states
-                    .get(&(*index, *subject))
-                    .is_some_and(|state| state.phase == Phase::Firing)
-            })
-            .map(|(_, rule)| rule.severity)
-            .max()
+        self.firing_rules(subject).map(|rule| rule.severity).max()
     }
 
     /// Every logged transition, oldest first.
