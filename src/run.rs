@@ -91,9 +91,9 @@ fn open_source(cli: &Cli) -> Result<Source, Failure> {
 
 fn open_live(cli: &Cli) -> Result<Source, NvmlUnusable> {
     if cli.demo {
-        return Ok(Source::Demo(Box::default()));
+        return Ok(Source::demo());
     }
-    NvmlSource::open(cli.nvml_lib.as_deref()).map(|nvml| Source::Nvml(Box::new(nvml)))
+    Source::nvml(cli.nvml_lib.as_deref())
 }
 
 /// How long the view waits for NVML to open before it starts and says it is waiting: a
