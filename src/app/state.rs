@@ -467,7 +467,18 @@ impl App {
             Action::Tag | Action::ClearTags | Action::AskSignal(_) | Action::Confirm | Action::Cancel => {
                 self.signal_action(action)
             }
-            _ => self.receive(action),
+            // Listed, not `_`: a new action must be given to a handler, or it would be
+            // silently ignored.
+            Action::Stale(_)
+            | Action::TableRows(_)
+            | Action::Snapshot(_)
+            | Action::ProcessTableRead(_)
+            | Action::EnvironmentRead(_)
+            | Action::SignalsSent(_)
+            | Action::AlertDeliveryFailed(_)
+            | Action::ReplayStatus(_)
+            | Action::HistoryRestart
+            | Action::Cluster(_) => self.receive(action),
         }
     }
 
