@@ -183,6 +183,16 @@ fn get<T>(value: Option<T>) -> Reading<T> {
     value.map_or(Reading::NotSupported, Reading::Value)
 }
 
+/// Memory from its figures on the wire: known when total, used and free all are.
+fn memory(total: Option<u64>, used: Option<u64>, free: Option<u64>, reserved: Option<u64>) -> Option<Memory> {
+    Some(Memory {
+        total: total?,
+        used: used?,
+        free: free?,
+        reserved: reserved.unwrap_or(0),
+    })
+}
+
 fn watts(milliwatts: u32) -> f64 {
     f64::from(milliwatts) / 1000.0
 }
@@ -317,15 +327,12 @@ impl From<WireDevice> for Device {
                 samples: 1,
             }))
         };
-        let memory = match (d.memory_total_bytes, d.memory_used_bytes, d.memory_free_bytes) {
-            (Some(total), Some(used), Some(free)) => Some(Memory {
-                total,
-                used,
-                free,
-                reserved: d.memory_reserved_bytes.unwrap_or(0),
-            }),
-            _ => None,
-        };
+        let memory = memory(
+            d.memory_total_bytes,
+            d.memory_used_bytes,
+            d.memory_free_bytes,
+            d.memory_reserved_bytes,
+        );
         let bar1 = d
             .bar1_total_bytes
             .zip(d.bar1_used_bytes)
@@ -416,15 +423,12 @@ impl From<&MigDevice> for WireMig {
 
 impl From<WireMig> for MigDevice {
     fn from(m: WireMig) -> Self {
-        let memory = match (m.memory_total_bytes, m.memory_used_bytes, m.memory_free_bytes) {
-            (Some(total), Some(used), Some(free)) => Some(Memory {
-                total,
-                used,
-                free,
-                reserved: 0,
-            }),
-            _ => None,
-        };
+        let memory = memory(
+            m.memory_total_bytes,
+            m.memory_used_bytes,
+            m.memory_free_bytes,
+            None,
+        );
         MigDevice {
             id: MigId {
                 gpu_instance: m.gpu_instance_id,
