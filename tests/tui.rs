@@ -262,6 +262,42 @@ fn the_filter_narrows_the_table_and_esc_restores_it() {
     pty.keys("q");
 }
 
+/// PgDn moves the selection by the rows the table showed when last drawn: the view learns
+/// the count from the drawing, which itself changes no state.
+#[test]
+fn page_down_moves_by_the_rows_on_screen() {
+    let home = tempfile::tempdir().unwrap();
+    let count = 40;
+    let sleepers = common::Sleepers::spawn(count);
+    let pids = sleepers.pids();
+    let mut text = String::from("[meta]\nversion = 1\n[[gpu]]\nname = \"Sim\"\n");
+    for i in 0..count {
+        // More memory for a later index: the table lists the PIDs in reverse.
+        text += &format!(
+            "[[gpu.process]]\npid_env = \"GPUTOP_SIM_PIDS\"\npid_index = {i}\nused_memory = \"{} MiB\"\n",
+            100 + i
+        );
+    }
+    let scenario = home.path().join("many.toml");
+    std::fs::write(&scenario, text).unwrap();
+    let command = gputop_command(home.path(), &scenario, &sleepers.env(), &[]);
+    let mut pty = Pty::spawn(command, 120, 30);
+    let screen = pty.wait_until("process rows", 15, |s| order(s).iter().any(|p| *p != 0));
+    let shown = order(&screen).into_iter().filter(|p| *p != 0).count();
+    assert!(
+        shown > 1 && shown != 10 && shown < count,
+        "{shown} rows: {screen}"
+    );
+    pty.keys("\x1b[B"); // Down: selects the first row
+    pty.keys("\x1b[6~"); // PgDn
+    pty.keys("\r"); // the selected process's details
+    let expected = pids[count - 1 - shown];
+    pty.wait_for(&format!("PID {expected} "));
+    pty.keys("q");
+    pty.keys("q");
+    assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
+}
+
 #[test]
 fn kill_then_enter_kills_exactly_the_selected_process_and_says_so() {
     let Session {
