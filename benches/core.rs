@@ -110,7 +110,7 @@ fn main() {
         "sort 10 000 processes by GPU memory:       {:>9.3} ms",
         sort.as_secs_f64() * 1e3
     );
-    app.filter = "user:user7 mem>2G".into();
+    app.view.filter = "user:user7 mem>2G".into();
     let filter = median(
         || {
             black_box(app.rows());
@@ -121,7 +121,7 @@ fn main() {
         "filter and sort 10 000 processes:          {:>9.3} ms",
         filter.as_secs_f64() * 1e3
     );
-    app.filter.clear();
+    app.view.filter.clear();
 
     let theme = Theme {
         color: true,

@@ -15,7 +15,8 @@ use signal_hook::iterator::Signals;
 
 use crate::app::filter::Selection;
 use crate::app::keymap;
-use crate::app::state::{Action, App, Effect, Screen, Stale};
+use crate::app::state::{Action, App, Effect, Stale};
+use crate::app::view::Screen;
 use crate::collector::Collector;
 use crate::config::Settings;
 use crate::model::Snapshot;
@@ -103,7 +104,7 @@ fn spawn_signals(events: Sender<Event>) -> std::io::Result<signal_hook::iterator
 /// Draws the view and tells it how many process rows the table showed (paging moves by them).
 fn draw(tui: &mut Term, app: &mut App, theme: &Theme) -> std::io::Result<TableGeometry> {
     let geometry = tui.draw(|buffer| ui::draw(buffer, app, theme))?;
-    if geometry.rows > 0 && usize::from(geometry.rows) != app.table_rows {
+    if geometry.rows > 0 && usize::from(geometry.rows) != app.view.table_rows {
         app.update(Action::TableRows(usize::from(geometry.rows)));
     }
     Ok(geometry)
@@ -117,7 +118,7 @@ fn mouse_action(
     column: u16,
     row: u16,
 ) -> Option<Action> {
-    if app.screen != Screen::Main || app.confirmation.is_some() {
+    if app.view.screen != Screen::Main || app.view.confirmation.is_some() {
         return None;
     }
     match kind {
@@ -129,7 +130,7 @@ fn mouse_action(
                     .columns
                     .iter()
                     .find(|(x0, x1, _)| (*x0..*x1).contains(&column))?;
-                let reverse = app.sort == *key && !app.reverse;
+                let reverse = app.view.sort == *key && !app.view.reverse;
                 Some(Action::SortBy { key: *key, reverse })
             } else if row >= geometry.first_row_y && row < geometry.first_row_y + geometry.rows {
                 Some(Action::ClickRow(usize::from(row - geometry.first_row_y)))
@@ -194,7 +195,7 @@ pub fn run(
     let my_uid = Some(unsafe { libc::getuid() });
     let mut app = App::new(settings.clone(), selection, readonly, my_uid);
     if remote {
-        app.screen = Screen::Cluster;
+        app.view.screen = Screen::Cluster;
     }
     let mut opening = real_host && collector.is_none();
     if opening {
@@ -218,7 +219,7 @@ pub fn run(
                 } else {
                     staleness(&app, collector.as_ref(), interval)
                 };
-                if now == app.stale {
+                if now == app.data.stale {
                     continue;
                 }
                 vec![Action::Stale(now)]
@@ -271,7 +272,8 @@ pub fn run(
                         let table = if real_host {
                             crate::host::process_table()
                         } else {
-                            app.snapshot
+                            app.data
+                                .snapshot
                                 .as_deref()
                                 .map(crate::host::table_of)
                                 .unwrap_or_default()
@@ -330,7 +332,7 @@ fn stale(age: Duration, waiting_on: Option<String>) -> Stale {
 /// two intervals; `None` while it is fresh.
 fn staleness(app: &App, collector: Option<&Collector>, interval: Duration) -> Option<Stale> {
     let collector = collector?;
-    let taken_at = app.snapshot.as_ref()?.taken_at;
+    let taken_at = app.data.snapshot.as_ref()?.taken_at;
     let age = std::time::SystemTime::now().duration_since(taken_at).ok()?;
     (age > 2 * interval).then(|| stale(age, collector.waiting_on()))
 }

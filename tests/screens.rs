@@ -64,7 +64,7 @@ fn app() -> App {
         snap.taken_at = base.taken_at + std::time::Duration::from_secs(2 * step);
         app.update(Action::Snapshot(Arc::new(snap)));
     }
-    app.status = None;
+    app.view.status = None;
     app
 }
 
@@ -183,7 +183,7 @@ fn the_help_scrolls_to_its_last_line_and_the_footer_comes_from_the_key_table() {
         let action = gputop::app::keymap::decode(&app, &page_down).expect("PgDn is bound on help");
         app.update(action);
     }
-    assert_eq!(app.screen, gputop::app::state::Screen::Help);
+    assert_eq!(app.view.screen, gputop::app::view::Screen::Help);
     assert!(render(&mut app, &DARK, 160, 45).contains(last));
     app.update(Action::Back);
     let footer = gputop::app::keymap::footer_hints(false);
@@ -377,7 +377,7 @@ fn a_snapshot_makes_its_own_process_table_for_the_demo() {
 
 #[test]
 fn layout_modes_choose_one_or_two_lines_per_gpu() {
-    use gputop::app::state::LayoutMode;
+    use gputop::app::view::LayoutMode;
     let second_line = "SM 1980MHz  MCLK 2619MHz";
     let mut app = app();
     assert!(
@@ -420,7 +420,7 @@ fn app_with_history() -> App {
         s.processes[0].gpu_memory_bytes = Reading::Value(40 * GIB + seconds * 16 * (1 << 20));
         app.update(Action::Snapshot(Arc::new(s)));
     }
-    app.status = None;
+    app.view.status = None;
     app
 }
 
@@ -428,6 +428,7 @@ fn app_with_history() -> App {
 fn charts_alerts_and_the_alert_panel() {
     let mut app = app_with_history();
     let firing: Vec<String> = app
+        .data
         .monitor
         .alerts
         .active()
@@ -484,10 +485,10 @@ fn charts_alerts_and_the_alert_panel() {
 fn users_screen_accumulates_gpu_time_per_user_and_container() {
     let mut app = app_with_history();
     // 330 snapshots 2 s apart: 658 s. alice holds GPU 0 throughout; bob GPU 1, in Docker.
-    let alice = &app.monitor.usage.users["alice"];
+    let alice = &app.data.monitor.usage.users["alice"];
     assert!((alice.gpu_seconds - 658.0).abs() < 1e-6, "{}", alice.gpu_seconds);
     assert_eq!(alice.processes, 2);
-    assert!((app.monitor.usage.containers["docker:3f2a1b9c0d12"].gpu_seconds - 658.0).abs() < 1e-6);
+    assert!((app.data.monitor.usage.containers["docker:3f2a1b9c0d12"].gpu_seconds - 658.0).abs() < 1e-6);
     app.update(Action::Users);
     for (w, h) in [(80, 24), (200, 50)] {
         insta::assert_snapshot!(format!("users_{w}x{h}"), render(&mut app, &DARK, w, h));
@@ -495,7 +496,11 @@ fn users_screen_accumulates_gpu_time_per_user_and_container() {
     let screen = render(&mut app, &DARK, 200, 50);
     assert!(screen.contains("0:10:58"), "{screen}");
     app.update(Action::Users);
-    assert_eq!(app.screen, gputop::app::state::Screen::Main, "u again goes back");
+    assert_eq!(
+        app.view.screen,
+        gputop::app::view::Screen::Main,
+        "u again goes back"
+    );
 }
 
 /// A MIG-enabled GPU lists its MIG devices under it; its processes show GPU/GI/CI.

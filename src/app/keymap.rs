@@ -3,7 +3,8 @@
 
 use ratatui_crossterm::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use crate::app::state::{Action, App, LayoutMode, Screen, Signal};
+use crate::app::state::{Action, App, Signal};
+use crate::app::view::{LayoutMode, Screen};
 use crate::model::order::SortKey;
 use crate::source::replay::PlayerCommand;
 
@@ -386,15 +387,15 @@ fn lookup(table: &[Binding], event: &KeyEvent, readonly: bool) -> Option<Action>
 }
 
 fn replay_key(app: &App, event: &KeyEvent) -> Option<Action> {
-    app.replay.and_then(|_| lookup(REPLAY, event, false))
+    app.data.replay.and_then(|_| lookup(REPLAY, event, false))
 }
 
 /// The action a key means in the app's current state.
 pub fn decode(app: &App, event: &KeyEvent) -> Option<Action> {
-    if app.confirmation.is_some() {
+    if app.view.confirmation.is_some() {
         return lookup(DIALOG, event, false);
     }
-    if app.filter_editing {
+    if app.view.filter_editing {
         return match event.code {
             KeyCode::Esc => Some(Action::FilterClear),
             KeyCode::Enter => Some(Action::FilterAccept),
@@ -405,7 +406,7 @@ pub fn decode(app: &App, event: &KeyEvent) -> Option<Action> {
             _ => None,
         };
     }
-    if let Some(reverse) = app.sort_prefix {
+    if let Some(reverse) = app.view.sort_prefix {
         return match event.code {
             KeyCode::Char(c) => {
                 Some(SortKey::from_letter(c).map_or(Action::Cancel, |key| Action::SortBy { key, reverse }))
@@ -413,27 +414,27 @@ pub fn decode(app: &App, event: &KeyEvent) -> Option<Action> {
             _ => Some(Action::Cancel),
         };
     }
-    match app.screen {
-        Screen::Help => Some(lookup(HELP, event, app.readonly).unwrap_or(Action::Back)),
-        Screen::Details => lookup(DETAILS, event, app.readonly),
-        Screen::Environment => lookup(ENVIRONMENT, event, app.readonly),
-        Screen::Charts => replay_key(app, event).or_else(|| lookup(CHARTS, event, app.readonly)),
-        Screen::Alerts => lookup(ALERTS, event, app.readonly),
-        Screen::Users => lookup(USERS, event, app.readonly),
-        Screen::Cluster => lookup(CLUSTER, event, app.readonly),
+    match app.view.screen {
+        Screen::Help => Some(lookup(HELP, event, app.view.readonly).unwrap_or(Action::Back)),
+        Screen::Details => lookup(DETAILS, event, app.view.readonly),
+        Screen::Environment => lookup(ENVIRONMENT, event, app.view.readonly),
+        Screen::Charts => replay_key(app, event).or_else(|| lookup(CHARTS, event, app.view.readonly)),
+        Screen::Alerts => lookup(ALERTS, event, app.view.readonly),
+        Screen::Users => lookup(USERS, event, app.view.readonly),
+        Screen::Cluster => lookup(CLUSTER, event, app.view.readonly),
         Screen::Main | Screen::Tree => {
-            if event.code == KeyCode::Esc && !app.filter.is_empty() {
+            if event.code == KeyCode::Esc && !app.view.filter.is_empty() {
                 return Some(Action::FilterClear);
             }
             // In the remote view, Esc (with nothing to clear) and Backspace lead back to the
             // cluster.
-            let nothing_to_clear = app.tagged.is_empty() && app.selected.is_none();
-            if app.cluster.is_some()
+            let nothing_to_clear = app.view.tagged.is_empty() && app.view.selected.is_none();
+            if app.data.cluster.is_some()
                 && (event.code == KeyCode::Backspace || (event.code == KeyCode::Esc && nothing_to_clear))
             {
                 return Some(Action::Back);
             }
-            replay_key(app, event).or_else(|| lookup(MAIN, event, app.readonly))
+            replay_key(app, event).or_else(|| lookup(MAIN, event, app.view.readonly))
         }
     }
 }
@@ -459,7 +460,7 @@ mod tests {
             decode(&app, &key(KeyCode::Char('o'))),
             Some(Action::SortPrefix { reverse: false })
         );
-        app.sort_prefix = Some(true);
+        app.view.sort_prefix = Some(true);
         assert_eq!(
             decode(&app, &key(KeyCode::Char('g'))),
             Some(Action::SortBy {
@@ -467,13 +468,13 @@ mod tests {
                 reverse: true
             })
         );
-        app.sort_prefix = None;
-        app.filter_editing = true;
+        app.view.sort_prefix = None;
+        app.view.filter_editing = true;
         assert_eq!(
             decode(&app, &key(KeyCode::Char('K'))),
             Some(Action::FilterInput('K'))
         );
-        app.filter_editing = false;
+        app.view.filter_editing = false;
         let readonly = App::new(Settings::default(), Selection::default(), true, None);
         assert_eq!(decode(&readonly, &key(KeyCode::Char('K'))), None);
         let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);

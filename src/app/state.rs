@@ -1,5 +1,7 @@
-//! The interactive view's state and its one update function: `Action` in, state changed,
-//! `Effect`s out for the runtime to execute (signals, reading /proc, quitting). No I/O here.
+//! The interactive state, split into what was observed ([`Observed`]: the snapshot and the
+//! monitor it feeds) and how the user looks at it ([`View`]), and its one update function:
+//! `Action` in, state changed, `Effect`s out for the runtime to execute (signals, reading
+//! /proc, quitting). No I/O here.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -14,6 +16,7 @@ use crate::monitor::alerts::Transition;
 use crate::source::remote::Cluster;
 use crate::source::replay::{PlayerCommand, ReplayStatus};
 
+use crate::app::view::{CHART_SPANS, Confirmation, LayoutMode, Screen, View};
 pub use crate::model::ProcessKey;
 
 /// The signals gputop sends.
@@ -53,37 +56,6 @@ pub struct Target {
     pub uid: Option<u32>,
     pub user: String,
     pub command: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Screen {
-    Main,
-    Help,
-    Details,
-    Environment,
-    Tree,
-    /// Device history charts.
-    Charts,
-    /// Active alerts, the transitions log and the rules in force.
-    Alerts,
-    /// Remote nodes: the cluster summary and per-user totals.
-    Cluster,
-    /// Who uses what: per user and per container, now and accumulated.
-    Users,
-}
-
-impl Screen {
-    /// Text screens opened over another one: they scroll, and Back returns to it.
-    pub fn is_overlay(self) -> bool {
-        matches!(self, Self::Help | Self::Environment | Self::Alerts | Self::Users)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LayoutMode {
-    Auto,
-    Full,
-    Compact,
 }
 
 /// Everything the user can do, as the event loop decodes it.
@@ -180,59 +152,24 @@ pub enum Effect {
     Replay(PlayerCommand),
 }
 
-/// A confirmation waiting for Enter or Esc.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Confirmation {
-    pub signal: Signal,
-    pub targets: Vec<Target>,
-}
-
-/// Time spans the charts screen cycles through (`w`), in seconds.
-pub const CHART_SPANS: [f64; 4] = [600.0, 3600.0, 6.0 * 3600.0, 86_400.0];
-
-/// The whole interactive state.
+/// The whole interactive state: what was observed, and how the user is looking at it.
 #[derive(Debug, Clone)]
 pub struct App {
-    pub snapshot: Option<Arc<Snapshot>>,
     pub settings: Settings,
-    pub selection: Selection,
-    pub readonly: bool,
-    /// This user's uid: other users' rows are dimmed.
-    pub my_uid: Option<u32>,
-    pub screen: Screen,
-    /// The screen to return to from help and environment.
-    pub previous: Screen,
-    pub layout: LayoutMode,
-    pub sort: SortKey,
-    pub reverse: bool,
-    pub sort_prefix: Option<bool>,
-    pub filter: String,
-    pub filter_editing: bool,
-    pub filter_error: Option<String>,
-    pub selected: Option<ProcessKey>,
-    pub tagged: BTreeSet<u32>,
-    pub scroll: usize,
-    /// Rows the process table showed when last drawn (Action::TableRows).
-    pub table_rows: usize,
-    pub confirmation: Option<Confirmation>,
-    pub status: Option<String>,
-    pub environment: Option<(u32, Result<Vec<String>, String>)>,
-    /// First line shown on the help and environment screens.
-    pub text_scroll: usize,
-    /// First character of the COMMAND column shown (long command lines).
-    pub command_offset: usize,
+    pub data: Observed,
+    pub view: View,
+}
+
+/// What gputop observed, and the engines fed by it.
+#[derive(Debug, Clone)]
+pub struct Observed {
+    pub snapshot: Option<Arc<Snapshot>>,
     /// History, alerts and GPU use per user and container since the view started.
     pub monitor: Monitor,
-    /// The GPU the charts screen shows, and the index into [`CHART_SPANS`].
-    pub chart_device: u32,
-    pub chart_span: usize,
     /// Set while playing a recording.
     pub replay: Option<ReplayStatus>,
     /// Set in the remote view: every node's latest state.
     pub cluster: Option<Arc<Cluster>>,
-    /// The node row selected on the cluster screen, and the node shown on the main screen.
-    pub cluster_selected: usize,
-    pub node: Option<usize>,
     /// Every process's parent and name, read for the tree view.
     pub process_table: Vec<crate::host::ProcessEntry>,
     /// Set while the live data is older than two refreshes, or not there yet.
@@ -255,53 +192,31 @@ impl App {
             settings.display.refresh_interval,
         );
         Self {
-            snapshot: None,
             settings,
-            selection,
-            readonly,
-            my_uid,
-            screen: Screen::Main,
-            previous: Screen::Main,
-            layout: LayoutMode::Auto,
-            sort: SortKey::GpuMemory,
-            reverse: false,
-            sort_prefix: None,
-            filter: String::new(),
-            filter_editing: false,
-            filter_error: None,
-            selected: None,
-            tagged: BTreeSet::new(),
-            scroll: 0,
-            table_rows: 10,
-            confirmation: None,
-            status: None,
-            environment: None,
-            text_scroll: 0,
-            command_offset: 0,
-            monitor,
-            chart_device: 0,
-            chart_span: 0,
-            replay: None,
-            cluster: None,
-            cluster_selected: 0,
-            node: None,
-            process_table: Vec::new(),
-            stale: None,
+            data: Observed {
+                snapshot: None,
+                monitor,
+                replay: None,
+                cluster: None,
+                process_table: Vec::new(),
+                stale: None,
+            },
+            view: View::new(selection, readonly, my_uid),
         }
     }
 
     /// The process rows on screen, filtered and sorted.
     pub fn rows(&self) -> Vec<&GpuProcess> {
-        let Some(snapshot) = &self.snapshot else {
+        let Some(snapshot) = &self.data.snapshot else {
             return Vec::new();
         };
-        let query = Query::parse(&self.filter).unwrap_or_default();
+        let query = Query::parse(&self.view.filter).unwrap_or_default();
         let mut rows: Vec<&GpuProcess> = snapshot
             .processes
             .iter()
-            .filter(|p| self.selection.shows_process(p, &snapshot.devices) && query.matches(p))
+            .filter(|p| self.view.selection.shows_process(p, &snapshot.devices) && query.matches(p))
             .collect();
-        order::by_key(&mut rows, self.sort, self.reverse);
+        order::by_key(&mut rows, self.view.sort, self.view.reverse);
         rows
     }
 
@@ -312,7 +227,7 @@ impl App {
 
     /// Where the selection is among `rows`.
     pub fn selected_index(&self, rows: &[&GpuProcess]) -> Option<usize> {
-        let key = self.selected?;
+        let key = self.view.selected?;
         rows.iter().position(|p| ProcessKey::of(p) == key)
     }
 
@@ -324,25 +239,25 @@ impl App {
 
     fn select_index(&mut self, keys: &[ProcessKey], index: usize) {
         if keys.is_empty() {
-            self.selected = None;
+            self.view.selected = None;
             return;
         }
         let index = index.min(keys.len() - 1);
-        self.selected = Some(keys[index]);
+        self.view.selected = Some(keys[index]);
         self.keep_visible(index);
     }
 
     fn selected_position(&self, keys: &[ProcessKey]) -> Option<usize> {
-        let key = self.selected?;
+        let key = self.view.selected?;
         keys.iter().position(|k| *k == key)
     }
 
     fn keep_visible(&mut self, index: usize) {
-        let height = self.table_rows.max(1);
-        if index < self.scroll {
-            self.scroll = index;
-        } else if index >= self.scroll + height {
-            self.scroll = index + 1 - height;
+        let height = self.view.table_rows.max(1);
+        if index < self.view.scroll {
+            self.view.scroll = index;
+        } else if index >= self.view.scroll + height {
+            self.view.scroll = index + 1 - height;
         }
     }
 
@@ -374,16 +289,16 @@ impl App {
 
     /// Targets of a signal: the tagged processes, else the selected one.
     fn targets(&self) -> Vec<Target> {
-        let Some(snapshot) = &self.snapshot else {
+        let Some(snapshot) = &self.data.snapshot else {
             return Vec::new();
         };
-        let chosen: Vec<&GpuProcess> = if self.tagged.is_empty() {
+        let chosen: Vec<&GpuProcess> = if self.view.tagged.is_empty() {
             self.selected_process().into_iter().collect()
         } else {
             snapshot
                 .processes
                 .iter()
-                .filter(|p| self.tagged.contains(&p.pid))
+                .filter(|p| self.view.tagged.contains(&p.pid))
                 .collect()
         };
         let mut targets: Vec<Target> = Vec::new();
@@ -409,15 +324,15 @@ impl App {
     /// Takes a new snapshot: history, alerts, tags and selection follow it. Returns the
     /// alert transitions it caused.
     fn accept_snapshot(&mut self, snapshot: Arc<Snapshot>) -> Vec<Transition> {
-        let transitions = self.monitor.ingest(&snapshot);
+        let transitions = self.data.monitor.ingest(&snapshot);
         let pids: BTreeSet<u32> = snapshot.processes.iter().map(|p| p.pid).collect();
-        self.tagged.retain(|pid| pids.contains(pid));
-        self.snapshot = Some(snapshot);
+        self.view.tagged.retain(|pid| pids.contains(pid));
+        self.data.snapshot = Some(snapshot);
         let keys = self.row_keys();
         if let Some(index) = self.selected_position(&keys) {
             self.keep_visible(index);
         }
-        self.scroll = self.scroll.min(keys.len().saturating_sub(1));
+        self.view.scroll = self.view.scroll.min(keys.len().saturating_sub(1));
         transitions
     }
 
@@ -428,7 +343,7 @@ impl App {
             action,
             Action::SortPrefix { .. } | Action::Snapshot(_) | Action::TableRows(_)
         ) {
-            self.sort_prefix = None;
+            self.view.sort_prefix = None;
         }
         match &action {
             Action::Quit
@@ -488,80 +403,83 @@ impl App {
             Action::Quit => return vec![Effect::Quit],
             Action::Suspend => return vec![Effect::Suspend],
             Action::Redraw => return vec![Effect::Redraw],
-            Action::Help if self.screen != Screen::Help => {
-                self.previous = self.screen;
-                self.screen = Screen::Help;
-                self.text_scroll = 0;
+            Action::Help if self.view.screen != Screen::Help => {
+                self.view.previous = self.view.screen;
+                self.view.screen = Screen::Help;
+                self.view.text_scroll = 0;
             }
-            Action::Back if self.cluster.is_some() && matches!(self.screen, Screen::Main | Screen::Tree) => {
-                self.screen = Screen::Cluster;
-                self.node = None;
+            Action::Back
+                if self.data.cluster.is_some() && matches!(self.view.screen, Screen::Main | Screen::Tree) =>
+            {
+                self.view.screen = Screen::Cluster;
+                self.view.node = None;
             }
-            Action::Back => match self.screen {
-                screen if screen.is_overlay() => self.screen = self.previous,
-                _ => self.screen = Screen::Main,
+            Action::Back => match self.view.screen {
+                screen if screen.is_overlay() => self.view.screen = self.view.previous,
+                _ => self.view.screen = Screen::Main,
             },
-            Action::Details if self.screen == Screen::Cluster => {
+            Action::Details if self.view.screen == Screen::Cluster => {
                 let snapshot = self
+                    .data
                     .cluster
                     .as_ref()
-                    .and_then(|c| c.nodes.get(self.cluster_selected))
+                    .and_then(|c| c.nodes.get(self.view.cluster_selected))
                     .and_then(|n| n.snapshot.clone());
                 if let Some(snapshot) = snapshot {
-                    self.node = Some(self.cluster_selected);
+                    self.view.node = Some(self.view.cluster_selected);
                     self.restart_history();
-                    self.selected = None;
-                    self.tagged.clear();
-                    self.screen = Screen::Main;
+                    self.view.selected = None;
+                    self.view.tagged.clear();
+                    self.view.screen = Screen::Main;
                     return self.update(Action::Snapshot(snapshot));
                 }
-                self.status = Some("No snapshot from this node yet".into());
+                self.view.status = Some("No snapshot from this node yet".into());
             }
-            Action::Details if self.selected_process().is_some() => self.screen = Screen::Details,
+            Action::Details if self.selected_process().is_some() => self.view.screen = Screen::Details,
             Action::Environment => {
                 if let Some(p) = self.selected_process() {
                     let (pid, local) = (p.pid, p.local_pid());
-                    self.previous = self.screen;
-                    self.screen = Screen::Environment;
-                    self.environment = None;
-                    self.text_scroll = 0;
+                    self.view.previous = self.view.screen;
+                    self.view.screen = Screen::Environment;
+                    self.view.environment = None;
+                    self.view.text_scroll = 0;
                     if local.is_none() {
                         // Never the environment of a local process that shares the number.
                         let why = "not readable: the process is outside gputop's PID namespace";
-                        self.environment = Some((pid, Err(why.into())));
+                        self.view.environment = Some((pid, Err(why.into())));
                         return Vec::new();
                     }
                     return vec![Effect::ReadEnvironment { pid }];
                 }
             }
             Action::Tree => {
-                self.screen = if self.screen == Screen::Tree {
+                self.view.screen = if self.view.screen == Screen::Tree {
                     Screen::Main
                 } else {
                     Screen::Tree
                 };
             }
-            Action::Layout(mode) => self.layout = mode,
+            Action::Layout(mode) => self.view.layout = mode,
             Action::Charts => {
-                if self.screen == Screen::Charts {
-                    self.screen = Screen::Main;
+                if self.view.screen == Screen::Charts {
+                    self.view.screen = Screen::Main;
                 } else {
                     // Start at the selected process's GPU, if any.
                     if let Some(p) = self.selected_process() {
-                        self.chart_device = p.gpu_index;
+                        self.view.chart_device = p.gpu_index;
                     }
-                    self.screen = Screen::Charts;
+                    self.view.screen = Screen::Charts;
                 }
             }
             Action::ChartDevice(delta) => {
-                let count = self.monitor.history.device_count().max(1) as i64;
-                self.chart_device =
-                    (i64::from(self.chart_device) + i64::from(delta)).rem_euclid(count) as u32;
+                let count = self.data.monitor.history.device_count().max(1) as i64;
+                self.view.chart_device =
+                    (i64::from(self.view.chart_device) + i64::from(delta)).rem_euclid(count) as u32;
             }
-            Action::ChartSpan => self.chart_span = (self.chart_span + 1) % CHART_SPANS.len(),
+            Action::ChartSpan => self.view.chart_span = (self.view.chart_span + 1) % CHART_SPANS.len(),
             Action::Users => self.toggle_overlay(Screen::Users),
             Action::AlertLog => self.toggle_overlay(Screen::Alerts),
-            Action::Replay(command) if self.replay.is_some() => return vec![Effect::Replay(command)],
+            Action::Replay(command) if self.data.replay.is_some() => return vec![Effect::Replay(command)],
             _ => {}
         }
         Vec::new()
@@ -570,18 +488,19 @@ impl App {
     /// Moving the selection and scrolling.
     fn navigate(&mut self, action: Action) -> Vec<Effect> {
         match action {
-            Action::Up | Action::Down if self.screen == Screen::Cluster => {
-                let count = self.cluster.as_ref().map_or(0, |c| c.nodes.len());
+            Action::Up | Action::Down if self.view.screen == Screen::Cluster => {
+                let count = self.data.cluster.as_ref().map_or(0, |c| c.nodes.len());
                 let step: isize = if action == Action::Up { -1 } else { 1 };
-                self.cluster_selected = self
+                self.view.cluster_selected = self
+                    .view
                     .cluster_selected
                     .saturating_add_signed(step)
                     .min(count.saturating_sub(1));
             }
             Action::Up => self.move_selection(-1),
             Action::Down => self.move_selection(1),
-            Action::PageUp => self.move_selection(-(self.table_rows.max(1) as isize)),
-            Action::PageDown => self.move_selection(self.table_rows.max(1) as isize),
+            Action::PageUp => self.move_selection(-(self.view.table_rows.max(1) as isize)),
+            Action::PageDown => self.move_selection(self.view.table_rows.max(1) as isize),
             Action::Home => {
                 let keys = self.row_keys();
                 self.select_index(&keys, 0);
@@ -590,19 +509,19 @@ impl App {
                 let keys = self.row_keys();
                 self.select_index(&keys, usize::MAX);
             }
-            Action::Scroll(delta) if self.screen.is_overlay() => {
-                self.text_scroll = self.text_scroll.saturating_add_signed(delta as isize);
+            Action::Scroll(delta) if self.view.screen.is_overlay() => {
+                self.view.text_scroll = self.view.text_scroll.saturating_add_signed(delta as isize);
             }
             Action::Scroll(delta) => self.move_selection(delta as isize),
             Action::ClickRow(offset) => {
                 let keys = self.row_keys();
-                if self.scroll + offset < keys.len() {
-                    self.select_index(&keys, self.scroll + offset);
+                if self.view.scroll + offset < keys.len() {
+                    self.select_index(&keys, self.view.scroll + offset);
                 }
             }
             Action::ScrollCommand(delta) => {
-                self.command_offset =
-                    delta.map_or(0, |d| self.command_offset.saturating_add_signed(d as isize));
+                self.view.command_offset =
+                    delta.map_or(0, |d| self.view.command_offset.saturating_add_signed(d as isize));
             }
             _ => {}
         }
@@ -613,38 +532,38 @@ impl App {
     fn arrange(&mut self, action: Action) -> Vec<Effect> {
         match action {
             Action::SortNext | Action::SortPrevious => {
-                self.sort = if action == Action::SortNext {
-                    self.sort.next()
+                self.view.sort = if action == Action::SortNext {
+                    self.view.sort.next()
                 } else {
-                    self.sort.previous()
+                    self.view.sort.previous()
                 };
-                self.reverse = false;
-                self.status = Some(format!("Sorted by {}", self.sort.name()));
+                self.view.reverse = false;
+                self.view.status = Some(format!("Sorted by {}", self.view.sort.name()));
             }
-            Action::SortPrefix { reverse } => self.sort_prefix = Some(reverse),
+            Action::SortPrefix { reverse } => self.view.sort_prefix = Some(reverse),
             Action::SortBy { key, reverse } => {
-                self.sort = key;
-                self.reverse = reverse;
-                self.status = Some(format!(
+                self.view.sort = key;
+                self.view.reverse = reverse;
+                self.view.status = Some(format!(
                     "Sorted by {}{}",
                     key.name(),
                     if reverse { ", reversed" } else { "" }
                 ));
             }
-            Action::StartFilter => self.filter_editing = true,
+            Action::StartFilter => self.view.filter_editing = true,
             Action::FilterInput(c) => {
-                self.filter.push(c);
+                self.view.filter.push(c);
                 self.check_filter();
             }
             Action::FilterBackspace => {
-                self.filter.pop();
+                self.view.filter.pop();
                 self.check_filter();
             }
-            Action::FilterAccept => self.filter_editing = false,
+            Action::FilterAccept => self.view.filter_editing = false,
             Action::FilterClear => {
-                self.filter.clear();
-                self.filter_editing = false;
-                self.filter_error = None;
+                self.view.filter.clear();
+                self.view.filter_editing = false;
+                self.view.filter_error = None;
             }
             _ => {}
         }
@@ -657,42 +576,42 @@ impl App {
             Action::Tag => {
                 if let Some(p) = self.selected_process() {
                     let pid = p.pid;
-                    if !self.tagged.remove(&pid) {
-                        self.tagged.insert(pid);
+                    if !self.view.tagged.remove(&pid) {
+                        self.view.tagged.insert(pid);
                     }
                     self.move_selection(1);
                 }
             }
             Action::ClearTags => {
-                self.tagged.clear();
-                self.selected = None;
+                self.view.tagged.clear();
+                self.view.selected = None;
             }
             Action::AskSignal(signal) => {
-                if self.readonly {
-                    self.status = Some("Read-only: signals are disabled".into());
+                if self.view.readonly {
+                    self.view.status = Some("Read-only: signals are disabled".into());
                 } else {
                     let targets = self.targets();
                     let unreachable = self.unreachable_choice();
                     if let (true, Some(why)) = (targets.is_empty(), unreachable) {
-                        self.status = Some(why);
+                        self.view.status = Some(why);
                     } else if targets.is_empty() {
-                        self.status = Some("Select a process (arrows) or tag some (Space) first".into());
+                        self.view.status = Some("Select a process (arrows) or tag some (Space) first".into());
                     } else {
-                        self.confirmation = Some(Confirmation { signal, targets });
+                        self.view.confirmation = Some(Confirmation { signal, targets });
                     }
                 }
             }
             Action::Confirm => {
-                if let Some(Confirmation { signal, targets }) = self.confirmation.take()
-                    && !self.readonly
+                if let Some(Confirmation { signal, targets }) = self.view.confirmation.take()
+                    && !self.view.readonly
                 {
-                    self.tagged.clear();
+                    self.view.tagged.clear();
                     return vec![Effect::Send { signal, targets }];
                 }
             }
             Action::Cancel => {
-                self.confirmation = None;
-                self.status = Some("Cancelled".into());
+                self.view.confirmation = None;
+                self.view.status = Some("Cancelled".into());
             }
             _ => {}
         }
@@ -702,38 +621,43 @@ impl App {
     /// What the runtime hands back: snapshots, staleness, layout, the results of effects.
     fn receive(&mut self, action: Action) -> Vec<Effect> {
         match action {
-            Action::Stale(stale) => self.stale = stale,
-            Action::TableRows(rows) => self.table_rows = rows,
+            Action::Stale(stale) => self.data.stale = stale,
+            Action::TableRows(rows) => self.view.table_rows = rows,
             Action::Snapshot(snapshot) => {
-                self.stale = None;
+                self.data.stale = None;
                 let transitions = self.accept_snapshot(snapshot);
                 let mut effects = Vec::new();
                 if !transitions.is_empty() {
                     effects.push(Effect::DeliverAlerts(transitions));
                 }
-                if self.screen == Screen::Tree {
+                if self.view.screen == Screen::Tree {
                     effects.push(Effect::ReadProcessTable);
                 }
                 return effects;
             }
-            Action::ProcessTableRead(table) => self.process_table = table,
-            Action::SignalsSent(outcomes) => self.status = Some(outcomes.join("; ")),
+            Action::ProcessTableRead(table) => self.data.process_table = table,
+            Action::SignalsSent(outcomes) => self.view.status = Some(outcomes.join("; ")),
             Action::EnvironmentRead(result) => {
                 if let Some(p) = self.selected_process() {
-                    self.environment = Some((p.pid, result));
+                    self.view.environment = Some((p.pid, result));
                 }
             }
-            Action::AlertDeliveryFailed(problems) => self.status = Some(problems.join("; ")),
-            Action::ReplayStatus(status) => self.replay = Some(status),
+            Action::AlertDeliveryFailed(problems) => self.view.status = Some(problems.join("; ")),
+            Action::ReplayStatus(status) => self.data.replay = Some(status),
             Action::HistoryRestart => self.restart_history(),
             Action::Cluster(cluster) => {
                 let shown = self
+                    .view
                     .node
                     .and_then(|i| cluster.nodes.get(i))
                     .and_then(|n| n.snapshot.clone());
-                self.cluster = Some(cluster);
+                self.data.cluster = Some(cluster);
                 if let Some(snapshot) = shown
-                    && self.snapshot.as_ref().is_none_or(|s| !Arc::ptr_eq(s, &snapshot))
+                    && self
+                        .data
+                        .snapshot
+                        .as_ref()
+                        .is_none_or(|s| !Arc::ptr_eq(s, &snapshot))
                 {
                     return self.update(Action::Snapshot(snapshot));
                 }
@@ -745,26 +669,26 @@ impl App {
 
     /// Opens `screen` over the current one, or closes it back to where it was opened.
     fn toggle_overlay(&mut self, screen: Screen) {
-        if self.screen == screen {
-            self.screen = self.previous;
+        if self.view.screen == screen {
+            self.view.screen = self.view.previous;
         } else {
-            self.previous = self.screen;
-            self.screen = screen;
-            self.text_scroll = 0;
+            self.view.previous = self.view.screen;
+            self.view.screen = screen;
+            self.view.text_scroll = 0;
         }
     }
 
     fn restart_history(&mut self) {
-        self.monitor.restart();
+        self.data.monitor.restart();
     }
 
     fn check_filter(&mut self) {
-        self.filter_error = Query::parse(&self.filter).err();
+        self.view.filter_error = Query::parse(&self.view.filter).err();
         let keys = self.row_keys();
-        self.scroll = 0;
+        self.view.scroll = 0;
         match self.selected_position(&keys) {
             Some(index) => self.keep_visible(index),
-            None => self.selected = None,
+            None => self.view.selected = None,
         }
     }
 }
@@ -795,7 +719,8 @@ impl App {
             .map(|p| p.pid)
             .collect();
         let table = || {
-            self.process_table
+            self.data
+                .process_table
                 .iter()
                 .filter(|e| !unreachable.contains(&e.pid) && !unreachable.contains(&e.parent_pid))
         };

@@ -15,7 +15,8 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 
-use crate::app::state::{App, LayoutMode, ProcessKey, Screen};
+use crate::app::state::{App, ProcessKey};
+use crate::app::view::{LayoutMode, Screen};
 use crate::format::{human_bytes, human_duration, sanitize};
 use crate::model::order::SortKey;
 use crate::model::{Device, DeviceStatus, GpuProcess, PidNamespace, Reading, Snapshot};
@@ -55,18 +56,18 @@ pub fn draw(buffer: &mut Buffer, app: &App, theme: &Theme) -> TableGeometry {
         );
         return TableGeometry::default();
     }
-    if app.screen == Screen::Cluster
-        || (app.screen == Screen::Help && app.cluster.is_some() && app.snapshot.is_none())
+    if app.view.screen == Screen::Cluster
+        || (app.view.screen == Screen::Help && app.data.cluster.is_some() && app.data.snapshot.is_none())
     {
-        if app.screen == Screen::Cluster {
+        if app.view.screen == Screen::Cluster {
             screens::cluster(buffer, area, app, theme);
         } else {
             screens::help(buffer, area, app, theme);
         }
         return TableGeometry::default();
     }
-    let Some(snapshot) = app.snapshot.clone() else {
-        let text = match &app.stale {
+    let Some(snapshot) = app.data.snapshot.clone() else {
+        let text = match &app.data.stale {
             Some(stale) => format!(
                 "gputop: {}... ({} s; q quits)",
                 stale
@@ -81,7 +82,7 @@ pub fn draw(buffer: &mut Buffer, app: &App, theme: &Theme) -> TableGeometry {
         return TableGeometry::default();
     };
     let mut geometry = TableGeometry::default();
-    match app.screen {
+    match app.view.screen {
         Screen::Main => geometry = main_screen(buffer, area, app, &snapshot, theme),
         Screen::Help => screens::help(buffer, area, app, theme),
         Screen::Details => screens::details(buffer, area, app, theme),
@@ -92,7 +93,7 @@ pub fn draw(buffer: &mut Buffer, app: &App, theme: &Theme) -> TableGeometry {
         Screen::Users => screens::users(buffer, area, app, theme),
         Screen::Cluster => screens::cluster(buffer, area, app, theme),
     }
-    if let Some(confirmation) = &app.confirmation {
+    if let Some(confirmation) = &app.view.confirmation {
         screens::confirmation(buffer, area, confirmation, theme);
     }
     geometry
@@ -112,7 +113,7 @@ fn na<T>(reading: &Reading<T>, show: impl FnOnce(&T) -> String) -> String {
 
 /// Whether the device panel uses two lines per GPU.
 fn full_layout(app: &App, devices: usize, height: u16) -> bool {
-    match app.layout {
+    match app.view.layout {
         LayoutMode::Full => true,
         LayoutMode::Compact => false,
         // Two lines per GPU while at least 5 process rows remain.
@@ -131,7 +132,7 @@ fn header_line(snapshot: &Snapshot, app: &App, theme: &Theme) -> Line<'static> {
             na(&driver.cuda_driver_version, |v| sanitize(v)),
         )),
     ];
-    if let Some(stale) = &app.stale {
+    if let Some(stale) = &app.data.stale {
         let waiting = stale.waiting_on.as_deref().map_or(String::new(), |call| {
             format!(": {} has not returned", sanitize(call))
         });
@@ -141,7 +142,7 @@ fn header_line(snapshot: &Snapshot, app: &App, theme: &Theme) -> Line<'static> {
         ));
         spans.push(Span::raw(" "));
     }
-    if let Some(replay) = &app.replay {
+    if let Some(replay) = &app.data.replay {
         let state = if replay.paused { "paused" } else { "playing" };
         spans.push(Span::styled(
             format!(
@@ -154,7 +155,7 @@ fn header_line(snapshot: &Snapshot, app: &App, theme: &Theme) -> Line<'static> {
         ));
         spans.push(Span::raw(" "));
     }
-    let counts = app.monitor.alerts.firing_counts();
+    let counts = app.data.monitor.alerts.firing_counts();
     if counts.iter().any(|c| *c > 0) {
         spans.push(Span::raw(" alerts:"));
         for severity in Severity::ALL.into_iter().rev() {
@@ -169,7 +170,7 @@ fn header_line(snapshot: &Snapshot, app: &App, theme: &Theme) -> Line<'static> {
         }
         spans.push(Span::raw(" "));
     }
-    let pending = app.monitor.alerts.pending_count();
+    let pending = app.data.monitor.alerts.pending_count();
     if pending > 0 {
         spans.push(Span::styled(format!(" {pending} pending "), theme.alert()));
     }
@@ -204,7 +205,7 @@ fn device_lines(d: &Device, app: &App, theme: &Theme, full: bool, width: u16) ->
     // fires for this GPU (an idle GPU's alerts colour only its index), and the temperature
     // in red while a temperature rule fires.
     let subject = Subject::Device(d.index);
-    let alerts = &app.monitor.alerts;
+    let alerts = &app.data.monitor.alerts;
     let over = alerts
         .firing_rules(&subject)
         .any(|rule| rule.comparison == Comparison::Above);
@@ -242,6 +243,7 @@ fn device_lines(d: &Device, app: &App, theme: &Theme, full: bool, width: u16) ->
     };
     // A GPU with a firing alert: its index in the alert's colours.
     let index_style = app
+        .data
         .monitor
         .alerts
         .severity_of(&subject)
@@ -486,7 +488,7 @@ fn main_screen(
     let devices: Vec<&Device> = snapshot
         .devices
         .iter()
-        .filter(|d| app.selection.shows_gpu(d, &snapshot.devices))
+        .filter(|d| app.view.selection.shows_gpu(d, &snapshot.devices))
         .collect();
     let full = full_layout(app, devices.len(), area.height);
     let device_lines: Vec<Line> = devices
@@ -516,7 +518,7 @@ fn main_screen(
     let visible = table_area.height.saturating_sub(1) as usize;
     let selected = app.selected_index(&rows);
     let (up, down) = theme.sort_marks();
-    let descending = app.sort.descending_by_default() != app.reverse;
+    let descending = app.view.sort.descending_by_default() != app.view.reverse;
     let table_columns = table_columns(snapshot, table_area.width);
     let mig = table_columns[0].1 > COLUMNS[0].1;
     let with_container = table_columns.iter().any(|c| c.0 == CONTAINER_COLUMN.0);
@@ -532,7 +534,7 @@ fn main_screen(
         } else {
             *width
         };
-        let sorted = *key == Some(app.sort);
+        let sorted = *key == Some(app.view.sort);
         let label = if sorted {
             format!("{name}{}", if descending { down } else { up })
         } else {
@@ -551,21 +553,22 @@ fn main_screen(
         placed.push((x, end, *right));
         x = end.saturating_add(1);
     }
-    let my_uid = app.my_uid;
-    let shown = rows.iter().enumerate().skip(app.scroll).take(visible);
+    let my_uid = app.view.my_uid;
+    let shown = rows.iter().enumerate().skip(app.view.scroll).take(visible);
     for (y, (i, p)) in (table_area.y + 1..table_area.bottom()).zip(shown) {
         let mut style = Style::new();
         if my_uid.is_some() && p.host.uid.get() != my_uid {
             style = style.patch(theme.dim());
         }
         if let Some(severity) = app
+            .data
             .monitor
             .alerts
             .severity_of(&Subject::Process(ProcessKey::of(p)))
         {
             style = style.patch(theme.severity(severity));
         }
-        if app.tagged.contains(&p.pid) {
+        if app.view.tagged.contains(&p.pid) {
             style = style.patch(theme.tagged());
         }
         if Some(i) == selected {
@@ -581,7 +584,7 @@ fn main_screen(
                 style,
             );
         }
-        let cells = process_cells(p, snapshot, app.command_offset, with_container, mig);
+        let cells = process_cells(p, snapshot, app.view.command_offset, with_container, mig);
         for (cell, &(x, end, right)) in cells.iter().zip(&placed) {
             // Right-aligned as `format!("{cell:>width$}")` would: padded by characters.
             let pad = if right {
@@ -593,7 +596,7 @@ fn main_screen(
         }
     }
     if rows.is_empty() {
-        let message = if app.filter.is_empty() {
+        let message = if app.view.filter.is_empty() {
             "No GPU processes."
         } else {
             "No process matches the filter."
@@ -624,6 +627,7 @@ fn main_screen(
 /// Firing alerts, most severe first: at most three lines (one on short terminals).
 fn alert_panel(app: &App, theme: &Theme, height: u16) -> Vec<Line<'static>> {
     let firing: Vec<Active> = app
+        .data
         .monitor
         .alerts
         .active()
@@ -657,29 +661,29 @@ fn alert_panel(app: &App, theme: &Theme, height: u16) -> Vec<Line<'static>> {
 
 /// The bottom line and the style under it.
 fn footer_line(app: &App, shown: usize, theme: &Theme) -> (Line<'static>, Style) {
-    if app.filter_editing || !app.filter.is_empty() {
+    if app.view.filter_editing || !app.view.filter.is_empty() {
         let mut spans = vec![
             Span::styled("Filter: ", theme.header()),
-            Span::raw(sanitize(&app.filter)),
+            Span::raw(sanitize(&app.view.filter)),
             Span::styled(
-                if app.filter_editing { "_" } else { "" },
+                if app.view.filter_editing { "_" } else { "" },
                 Style::new().add_modifier(Modifier::SLOW_BLINK),
             ),
             Span::raw(format!("  ({shown} shown; Esc clears)")),
         ];
-        if let Some(error) = &app.filter_error {
+        if let Some(error) = &app.view.filter_error {
             spans.push(Span::styled(format!("  {}", sanitize(error)), theme.error()));
         }
         return (Line::from(spans), Style::default());
     }
-    if let Some(status) = &app.status {
+    if let Some(status) = &app.view.status {
         return (
             Line::from(Span::styled(sanitize(status), theme.header())),
             Style::default(),
         );
     }
-    let mut hint = crate::app::keymap::footer_hints(app.readonly);
-    if app.readonly {
+    let mut hint = crate::app::keymap::footer_hints(app.view.readonly);
+    if app.view.readonly {
         hint.push_str("  (read-only)");
     }
     (Line::from(hint), theme.dim())

@@ -10,7 +10,8 @@ use super::chart::TimeChart;
 use super::theme::Theme;
 use super::{na, percent_of};
 use crate::app::keymap::{self, Binding};
-use crate::app::state::{App, CHART_SPANS, Confirmation, ProcessKey};
+use crate::app::state::{App, ProcessKey};
+use crate::app::view::{CHART_SPANS, Confirmation};
 use crate::format::{human_bytes, human_duration, sanitize};
 use crate::model::{Device, GpuProcess, PidMapping, Snapshot};
 use crate::monitor::alerts::rules::format_seconds;
@@ -40,10 +41,10 @@ fn block<'a>(title: &str, theme: &Theme) -> Block<'a> {
 /// Help, generated from the key tables the event loop decodes with; it scrolls.
 pub fn help(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     let mut sections: Vec<(&str, &[Binding])> = Vec::new();
-    if app.replay.is_some() {
+    if app.data.replay.is_some() {
         sections.push(("Replay", keymap::REPLAY));
     }
-    if app.cluster.is_some() {
+    if app.data.cluster.is_some() {
         sections.push(("Remote view: the cluster", keymap::CLUSTER));
     }
     sections.extend([
@@ -56,7 +57,7 @@ pub fn help(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
         ("Users and containers", keymap::USERS),
         ("This help (any other key goes back)", keymap::HELP),
     ]);
-    let shown = |b: &&Binding| !(app.readonly && b.signal);
+    let shown = |b: &&Binding| !(app.view.readonly && b.signal);
     let labels = sections.iter().flat_map(|(_, table)| table.iter().filter(shown));
     let width = labels.map(|b| b.label().len()).max().unwrap_or(0);
     let mut lines = Vec::new();
@@ -74,14 +75,14 @@ pub fn help(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     lines.push(Line::from(
         "Mouse: click selects a process, the wheel moves the selection, a click on a header sorts.",
     ));
-    if app.readonly {
+    if app.view.readonly {
         lines.push(Line::from("Read-only: signals are disabled."));
     }
     lines.push(Line::from(Span::styled(
         "Press any other key to go back.",
         theme.dim(),
     )));
-    let top = app.text_scroll.min(lines.len().saturating_sub(1));
+    let top = app.view.text_scroll.min(lines.len().saturating_sub(1));
     Widget::render(
         Paragraph::new(lines)
             .block(block("gputop help", theme))
@@ -101,7 +102,7 @@ pub fn details(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
         Widget::render(Paragraph::new("The process has ended."), inner, buffer);
         return;
     };
-    let snapshot = app.snapshot.as_ref();
+    let snapshot = app.data.snapshot.as_ref();
     let host_total = snapshot
         .and_then(|s| s.host.memory_total_bytes.get())
         .unwrap_or(0);
@@ -169,7 +170,7 @@ pub fn details(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
         ),
     ];
     let rows = Layout::vertical([Constraint::Ratio(1, 3); 3]).split(charts);
-    let to = app.monitor.history.now().unwrap_or(0.0);
+    let to = app.data.monitor.history.now().unwrap_or(0.0);
     let from = to - CHART_SPANS[0];
     for ((metric, title, now, unit, top), row) in series.into_iter().zip(rows.iter()) {
         // Memory in GiB: MiB figures of a large GPU do not fit the axis.
@@ -179,6 +180,7 @@ pub fn details(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
             (unit, top, 1.0)
         };
         let points: Vec<(f64, Option<f64>)> = app
+            .data
             .monitor
             .history
             .process(&key, metric)
@@ -217,9 +219,10 @@ fn chart<'a>(
 
 /// History charts of one GPU: utilization, memory, temperature, power.
 pub fn charts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
-    let span = CHART_SPANS[app.chart_span % CHART_SPANS.len()];
-    let index = app.chart_device;
+    let span = CHART_SPANS[app.view.chart_span % CHART_SPANS.len()];
+    let index = app.view.chart_device;
     let device = app
+        .data
         .snapshot
         .as_ref()
         .and_then(|s| s.devices.iter().find(|d| d.index == index));
@@ -231,7 +234,7 @@ pub fn charts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     let outer = block(&title, theme);
     let inner = outer.inner(area);
     Widget::render(outer, area, buffer);
-    let to = app.monitor.history.now().unwrap_or(0.0);
+    let to = app.data.monitor.history.now().unwrap_or(0.0);
     let from = to - span;
     let power_limit = device
         .and_then(|d| d.power_limit_mw.get())
@@ -265,7 +268,7 @@ pub fn charts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
         } else {
             row
         };
-        let series = app.monitor.history.device(index, metric);
+        let series = app.data.monitor.history.device(index, metric);
         let points = series.map(|s| s.points_since(from)).unwrap_or_default();
         let stats = series.and_then(|s| s.window(from, to)).map_or_else(
             || "no data".to_string(),
@@ -285,10 +288,10 @@ pub fn charts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
 
 /// Active alerts, the log of transitions (newest first) and the rules in force.
 pub fn alerts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
-    let now = app.monitor.history.now().unwrap_or(0.0);
+    let now = app.data.monitor.history.now().unwrap_or(0.0);
     let ago = |at: f64| format!("{} ago", human_duration((now - at).max(0.0) as u64));
     let mut lines = vec![Line::from(Span::styled("Active", theme.header()))];
-    let active = app.monitor.alerts.active();
+    let active = app.data.monitor.alerts.active();
     if active.is_empty() {
         lines.push(Line::from("  none"));
     }
@@ -308,10 +311,10 @@ pub fn alerts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     }
     lines.push(Line::from(""));
     lines.push(Line::from(Span::styled("Log (newest first)", theme.header())));
-    if app.monitor.alerts.log().is_empty() {
+    if app.data.monitor.alerts.log().is_empty() {
         lines.push(Line::from("  nothing yet"));
     }
-    for t in app.monitor.alerts.log().iter().rev() {
+    for t in app.data.monitor.alerts.log().iter().rev() {
         lines.push(Line::from(vec![
             Span::styled(
                 format!("  {:<8}", t.severity.label().to_uppercase()),
@@ -328,7 +331,7 @@ pub fn alerts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     }
     lines.push(Line::from(""));
     lines.push(Line::from(Span::styled("Rules in force", theme.header())));
-    for rule in app.monitor.alerts.rules() {
+    for rule in app.data.monitor.alerts.rules() {
         lines.push(Line::from(format!(
             "  {:<8} {:<26} {} {}",
             rule.severity.label(),
@@ -337,7 +340,7 @@ pub fn alerts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
             rule.condition()
         )));
     }
-    let scroll = app.text_scroll.min(lines.len().saturating_sub(1)) as u16;
+    let scroll = app.view.text_scroll.min(lines.len().saturating_sub(1)) as u16;
     Widget::render(
         Paragraph::new(lines)
             .block(block("alerts (A or Esc: back)", theme))
@@ -356,7 +359,7 @@ fn gpu_time(seconds: f64) -> String {
 /// Who uses what: per user, then per container, the GPUs and memory they hold now, their
 /// processes, and GPU-time and memory-time since the view started.
 pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
-    let usage = &app.monitor.usage;
+    let usage = &app.data.monitor.usage;
     let header = |first: &str| {
         Line::from(Span::styled(
             format!(
@@ -408,7 +411,7 @@ pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     for (container, u) in crate::monitor::usage::Accounting::ranked(&usage.containers) {
         lines.push(row(container, u));
     }
-    let scroll = app.text_scroll.min(lines.len().saturating_sub(1)) as u16;
+    let scroll = app.view.text_scroll.min(lines.len().saturating_sub(1)) as u16;
     Widget::render(
         Paragraph::new(lines)
             .block(block("users and containers (u or Esc: back)", theme))
@@ -421,7 +424,7 @@ pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
 
 /// The remote view: every node with its state and load, then GPU use per user across nodes.
 pub fn cluster(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
-    let Some(cluster) = &app.cluster else {
+    let Some(cluster) = &app.data.cluster else {
         Widget::render(Paragraph::new("gputop: asking the nodes..."), area, buffer);
         return;
     };
@@ -530,7 +533,7 @@ pub fn cluster(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
             None => format!("{:<28} {:<34}", cut(&name, 28), cut(&state, 34)),
         };
         let mut style = style;
-        if i == app.cluster_selected {
+        if i == app.view.cluster_selected {
             style = style.patch(theme.selected());
         }
         lines.push(Line::from(Span::styled(row, style)));
@@ -625,7 +628,7 @@ fn user_totals(nodes: &[crate::source::remote::NodeState]) -> Vec<(String, UserT
 
 /// The environment of the selected process.
 pub fn environment(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
-    let (title, lines): (String, Vec<Line>) = match &app.environment {
+    let (title, lines): (String, Vec<Line>) = match &app.view.environment {
         None => ("environment".into(), vec![Line::from("Reading...")]),
         Some((pid, Ok(vars))) => (
             format!(
@@ -639,7 +642,7 @@ pub fn environment(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
             vec![Line::from(Span::styled(sanitize(reason), theme.error()))],
         ),
     };
-    let scroll = app.text_scroll.min(lines.len().saturating_sub(1)) as u16;
+    let scroll = app.view.text_scroll.min(lines.len().saturating_sub(1)) as u16;
     Widget::render(
         Paragraph::new(lines)
             .block(block(&title, theme))
@@ -686,7 +689,7 @@ pub fn tree(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
                 ),
                 None => format!("{indent}{} {}", node.pid, sanitize(&node.name)),
             };
-            let style = if node.gpu.is_some() && node.gpu == app.selected {
+            let style = if node.gpu.is_some() && node.gpu == app.view.selected {
                 theme.selected()
             } else if node.gpu.is_some() {
                 theme.header()
