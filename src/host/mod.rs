@@ -61,7 +61,7 @@ struct Stat {
 /// `/proc/PID/stat` split into the process name (in parentheses, and it may itself hold
 /// spaces and parentheses) and the fields after it.
 fn split_stat(text: &[u8]) -> Option<(&[u8], &[u8])> {
-    let close = text.iter().rposition(|&b| b == b')')?;
+    let close = memchr::memrchr(b')', text)?;
     let open = text[..close].iter().position(|&b| b == b'(')?;
     Some((&text[open + 1..close], &text[close + 1..]))
 }
@@ -72,14 +72,15 @@ fn stat_name(text: &[u8]) -> Option<String> {
 }
 
 /// Parses the numbers gputop needs from the bytes of `/proc/PID/stat` as read (read at
-/// every refresh for every process: no strings are made).
+/// every refresh for every process: no strings are made, and the fields after the last one
+/// used are not looked at).
 fn parse_stat(text: &[u8]) -> Option<Stat> {
     let (_, after_name) = split_stat(text)?;
     let mut fields = after_name
         .split(u8::is_ascii_whitespace)
         .filter(|f| !f.is_empty());
     // Field 3 (state) comes first; each `nth` counts from the field after the last taken.
-    let mut next = |skip: usize| -> Option<u64> { std::str::from_utf8(fields.nth(skip)?).ok()?.parse().ok() };
+    let mut next = |skip: usize| decimal(fields.nth(skip)?);
     let parent_pid = u32::try_from(next(1)?).ok()?; // field 4
     let user_ticks = next(9)?; // field 14
     let system_ticks = next(0)?; // field 15
@@ -87,9 +88,21 @@ fn parse_stat(text: &[u8]) -> Option<Stat> {
     let rss_pages = next(1)?; // field 24
     Some(Stat {
         parent_pid,
-        cpu_ticks: user_ticks + system_ticks,
+        cpu_ticks: user_ticks.checked_add(system_ticks)?,
         start_ticks,
         rss_pages,
+    })
+}
+
+/// An unsigned decimal number, all of `digits`; `None` for anything else or an overflow.
+/// `/proc/PID/stat` writes a negative RSS as 0, so no field gputop reads has a sign.
+fn decimal(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |number, &b| {
+        let digit = b.checked_sub(b'0').filter(|d| *d <= 9)?;
+        number.checked_mul(10)?.checked_add(u64::from(digit))
     })
 }
 
