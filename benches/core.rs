@@ -48,6 +48,7 @@ fn process(i: u32) -> GpuProcess {
             cpu_percent: Reading::Value(f64::from(i % 400) / 3.0),
             memory_bytes: Reading::Value(u64::from(i) << 20),
             start_time: Reading::Value(1_700_000_000 + u64::from(i)),
+            start_ticks: Reading::Value(100 * u64::from(i)),
             running_seconds: Reading::Value(u64::from(i) * 7),
             container: None,
             namespace_pid: None,

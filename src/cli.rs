@@ -272,6 +272,7 @@ pub const EXIT_CODES: &str = "Exit codes:
   7  no permission to use the GPUs
   8  no NVIDIA GPU found
   9  (gputop validate) nvidia-smi is missing or failed
+  70 internal error (a bug: the one-line message says where; please report it)
   128+N  the interactive view ended by signal N (143 SIGTERM, 129 SIGHUP)";
 
 fn parse_device_spec(text: &str) -> Result<DeviceSpec, String> {

@@ -101,6 +101,11 @@ impl Collector {
                     if !publish(snapshot) {
                         return;
                     }
+                    // Tests of the way a panic on a worker thread ends gputop (debug builds).
+                    #[cfg(debug_assertions)]
+                    if std::env::var_os("GPUTOP_DEBUG_PANIC").is_some_and(|v| v == "collector") {
+                        panic!("GPUTOP_DEBUG_PANIC=collector");
+                    }
                     heap.tick();
                     let rest = interval.saturating_sub(started.elapsed());
                     match stopped.recv_timeout(rest) {

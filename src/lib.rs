@@ -43,6 +43,7 @@ pub mod output;
 pub mod ui;
 
 pub(crate) mod cli;
+pub(crate) mod files;
 pub(crate) mod format;
 pub(crate) mod interactive;
 pub(crate) mod run;
@@ -60,9 +61,12 @@ pub fn program_main() {
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 1);
     }
+    term::end_on_panic();
     let cli = cli::Cli::parse_checked();
     if let Err(failure) = run::run(&cli, &|name| std::env::var(name).ok()) {
-        eprintln!("gputop: {failure}");
+        // Messages quote what they were given (config keys and values, paths, answers of
+        // remote nodes): never raw on the terminal.
+        eprintln!("gputop: {}", format::sanitize(&failure.to_string()));
         std::process::exit(failure.exit_code());
     }
 }

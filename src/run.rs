@@ -24,7 +24,7 @@ use crate::interactive::{self, Ending};
 use crate::output::record::{Limits, Recorder};
 use crate::output::report;
 use crate::source::nvml::{NvmlSource, NvmlUnusable};
-use crate::source::remote::{Node, parse_hosts_file};
+use crate::source::remote::{MAX_NODES, Node, parse_hosts_file};
 use crate::source::replay::Recording;
 use crate::source::{Opening, Source};
 use crate::ui::theme::Theme;
@@ -102,6 +102,7 @@ const OPEN_BEFORE_VIEW: Duration = Duration::from_millis(500);
 
 /// Runs gputop with parsed arguments; `env` reads the environment.
 pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failure> {
+    refuse_borrowed_privileges()?;
     let effective = config::load(cli.config.as_deref(), env, &cli.overrides()).map_err(Failure::Config)?;
     if cli.dump_config {
         return emit(&config::dump(&effective));
@@ -127,10 +128,12 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
                 processes: args.processes,
                 commands: args.process_commands,
             };
+            let sink = Sink::open(&effective.settings.alert).map_err(|e| Failure::Config(ConfigError(e)))?;
             return crate::output::export::run(
                 source,
                 &effective.settings,
                 options,
+                sink,
                 &args.web_listen_address,
             )
             .map_err(Failure::Message);
@@ -242,11 +245,8 @@ fn run_capture(cli: &Cli, args: &CaptureArgs) -> Result<(), Failure> {
         ));
     }
     let mut nvml = NvmlSource::open(cli.nvml_lib.as_deref()).map_err(Failure::Nvml)?;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&args.file)
-        .map_err(|e| Failure::Message(format!("cannot create {}: {e}", args.file.display())))?;
+    let mut file = crate::files::open_for_writing(&args.file, crate::files::Write::CreateNew)
+        .map_err(Failure::Message)?;
     nvml.log_samples();
     let hostname = crate::host::HostCollector::new().hostname().to_string();
     let started = Instant::now();
@@ -316,6 +316,66 @@ fn run_record(cli: &Cli, args: &RecordArgs, effective: &Effective) -> Result<(),
     Ok(())
 }
 
+/// Refuses to run with more privilege than the user who started gputop has: set-user-ID or
+/// set-group-ID, or capabilities given to the file (`setcap cap_kill+ep`). gputop loads a
+/// library the user names (`--nvml-lib`), runs the user's notification commands and signals
+/// processes; with borrowed privilege each of these would act for someone else. Root, who
+/// has every capability anyway, runs as usual.
+fn refuse_borrowed_privileges() -> Result<(), Failure> {
+    // SAFETY: these getters have no preconditions.
+    let (uid, euid, gid, egid) =
+        unsafe { (libc::getuid(), libc::geteuid(), libc::getgid(), libc::getegid()) };
+    if uid != euid || gid != egid {
+        return Err(Failure::Message(format!(
+            "refusing to run set-user-ID or set-group-ID (user {uid} running as {euid}, group {gid} as {egid}): \
+             install gputop without the setuid and setgid bits"
+        )));
+    }
+    if uid == 0 {
+        return Ok(());
+    }
+    let (effective, permitted) = capabilities();
+    if effective != 0 || permitted != 0 {
+        return Err(Failure::Message(format!(
+            "refusing to run with capabilities (effective {effective:#x}, permitted {permitted:#x}) \
+             that user {uid} does not have: remove them from the file with `setcap -r` or from the service"
+        )));
+    }
+    Ok(())
+}
+
+/// This process's effective and permitted capability sets (all 64 bits), from `capget(2)`.
+fn capabilities() -> (u64, u64) {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    let mut header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let mut data = [Data::default(); 2];
+    // SAFETY: capget with a version 3 header and room for its two data structs.
+    let result = unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) };
+    if result != 0 {
+        return (0, 0);
+    }
+    let join = |low: u32, high: u32| u64::from(low) | (u64::from(high) << 32);
+    (
+        join(data[0].effective, data[1].effective),
+        join(data[0].permitted, data[1].permitted),
+    )
+}
+
 /// `gputop replay FILE`: the interactive view over a recording, or one frame with --once.
 fn run_replay(
     cli: &Cli,
@@ -325,8 +385,12 @@ fn run_replay(
 ) -> Result<(), Failure> {
     let recording = Recording::open(&args.file).map_err(Failure::Message)?;
     if args.info {
+        let first = recording
+            .first_problem
+            .as_ref()
+            .map_or_else(String::new, |problem| format!(" (first: {})", sanitize(problem)));
         return emit(&format!(
-            "{}: {} frames over {:.1} s from {}; {} damaged line(s) skipped\n",
+            "{}: {} frames over {:.1} s from {}; {} damaged line(s) skipped{first}\n",
             args.file.display(),
             recording.len(),
             recording.span(),
@@ -362,7 +426,7 @@ fn run_remote(cli: &Cli, effective: &Effective, env: &dyn Fn(&str) -> Option<Str
         nodes.push(Node::parse(address).map_err(|e| Failure::Message(format!("--remote {e}")))?);
     }
     if let Some(path) = &cli.hosts_file {
-        let text = std::fs::read_to_string(path)
+        let text = crate::files::read_text(path, 1 << 20)
             .map_err(|e| Failure::Message(format!("{}: cannot read the hosts file: {e}", path.display())))?;
         let listed =
             parse_hosts_file(&text).map_err(|e| Failure::Message(format!("{}: {e}", path.display())))?;
@@ -372,6 +436,12 @@ fn run_remote(cli: &Cli, effective: &Effective, env: &dyn Fn(&str) -> Option<Str
         return Err(Failure::Message(
             "no nodes to watch: give --remote URL or a hosts file with addresses".into(),
         ));
+    }
+    if nodes.len() > MAX_NODES {
+        return Err(Failure::Message(format!(
+            "{} nodes: the remote view watches at most {MAX_NODES}",
+            nodes.len()
+        )));
     }
     if !std::io::stdout().is_terminal() {
         return Err(Failure::Message(

@@ -1,10 +1,10 @@
 //! Safe process signalling: pin the process with a pidfd, check it is still the one the user
-//! confirmed (start time and owner), then signal through the pidfd. On kernels without pidfd,
+//! confirmed (start time in clock ticks, and owner), then signal through the pidfd. On kernels without pidfd,
 //! the same checks and then `kill(2)`. Never PID 0, 1 or gputop itself. What it knows of
 //! a process it asks of [`crate::host`].
 
 use crate::app::state::{Signal, Target};
-use crate::host::{owner_uid, start_time};
+use crate::host::{owner_uid, start_ticks};
 
 /// What happened to one target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,15 +46,15 @@ fn owner_name(uid: u32) -> String {
 
 /// Whether the process now at `target.pid` is the one the user confirmed.
 fn same_process(target: &Target) -> Result<(), Outcome> {
-    let Some(expected) = target.start_time else {
+    let Some(expected) = target.start_ticks else {
         return Err(Outcome::Refused(
             "has no known start time to check its identity against",
         ));
     };
     let owner = owner_uid(target.proc_pid).ok_or(Outcome::Gone)?;
-    let now = start_time(target.proc_pid).ok_or(Outcome::Gone)?;
-    // Both sides compute whole seconds with the same function: equal for the same
-    // process. A PID reused within the same second is the residual risk.
+    let now = start_ticks(target.proc_pid).ok_or(Outcome::Gone)?;
+    // The kernel's clock ticks (10 ms at the usual 100 a second), as both sides read them
+    // from /proc/PID/stat: a PID reused within one tick is the residual risk.
     if now != expected || target.uid.is_some_and(|uid| uid != owner) {
         return Err(Outcome::Replaced);
     }
@@ -139,7 +139,7 @@ mod tests {
         Target {
             pid,
             proc_pid: pid,
-            start_time: start_time(pid),
+            start_ticks: start_ticks(pid),
             uid: owner_uid(pid),
             user: "me".into(),
             command: "sleep".into(),
@@ -167,16 +167,65 @@ mod tests {
     fn a_different_start_time_or_owner_is_refused() {
         let mut child = Command::new("sleep").arg("600").spawn().unwrap();
         let mut target = target_of(&child);
-        target.start_time = target.start_time.map(|t| t - 100);
+        target.start_ticks = target.start_ticks.map(|t| t - 1);
         assert_eq!(send(&target, Signal::Kill), Outcome::Replaced);
         let mut target = target_of(&child);
         target.uid = target.uid.map(|u| u + 1);
         assert_eq!(send(&target, Signal::Kill), Outcome::Replaced);
-        target.start_time = None;
+        target.start_ticks = None;
         assert!(matches!(send(&target, Signal::Kill), Outcome::Refused(_)));
         assert!(child.try_wait().unwrap().is_none(), "still alive");
         child.kill().unwrap();
         child.wait().unwrap();
+    }
+
+    /// A sleeper spawned under `pid`, made free again by the caller: the kernel hands out
+    /// `ns_last_pid + 1` next (root only; another process forking between is retried).
+    fn sleeper_under(pid: u32) -> Option<std::process::Child> {
+        for _ in 0..50 {
+            std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).ok()?;
+            let mut child = Command::new("sleep").arg("600").spawn().unwrap();
+            if child.id() == pid {
+                return Some(child);
+            }
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+        None
+    }
+
+    #[test]
+    fn a_process_replaced_under_the_same_pid_in_the_same_second_is_refused() {
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(
+            unsafe { libc::geteuid() },
+            0,
+            "this test reuses a PID through kernel.ns_last_pid, which needs root"
+        );
+        // Retried when the second process happens to start in the next second: the case
+        // tested is the one whole seconds could not tell apart.
+        for _ in 0..5 {
+            let mut first = Command::new("sleep").arg("600").spawn().unwrap();
+            let target = target_of(&first);
+            let started = crate::host::start_time_seconds(first.id());
+            // Past the clock tick it started in (10 ms at the usual 100 a second): within one
+            // tick, a reused PID is the residual risk.
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            first.kill().unwrap();
+            first.wait().unwrap();
+            let mut second = sleeper_under(target.pid).expect("the PID was handed out again");
+            let same_second = crate::host::start_time_seconds(second.id()) == started;
+            let outcome = send(&target, Signal::Kill);
+            let lives = second.try_wait().unwrap().is_none();
+            second.kill().unwrap();
+            second.wait().unwrap();
+            if same_second {
+                assert_eq!(outcome, Outcome::Replaced);
+                assert!(lives, "the new process lives");
+                return;
+            }
+        }
+        panic!("no PID was reused within one second in five tries");
     }
 
     #[test]
@@ -184,7 +233,7 @@ mod tests {
         let me = Target {
             pid: std::process::id(),
             proc_pid: std::process::id(),
-            start_time: Some(0),
+            start_ticks: Some(0),
             uid: None,
             user: String::new(),
             command: String::new(),

@@ -1,9 +1,10 @@
-//! The terminal: raw mode, alternate screen, mouse; restored on every way out (drop, panic,
-//! the signals the event loop turns into a quit) and around Ctrl-Z. Frames are drawn by
-//! ratatui's `Terminal`, through a backend that writes nothing for an unchanged frame.
+//! The terminal: raw mode, alternate screen, mouse; restored on every way out (drop, a
+//! panic on any thread, the signals the event loop turns into a quit) and around Ctrl-Z.
+//! Frames are drawn by ratatui's `Terminal`, through a backend that writes nothing for an
+//! unchanged frame.
 
 use std::io::{self, Write};
-use std::sync::Once;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ratatui::Terminal;
 use ratatui::backend::{Backend, ClearType, WindowSize};
@@ -17,8 +18,18 @@ use ratatui_crossterm::crossterm::terminal::{
 };
 use ratatui_crossterm::crossterm::{cursor, execute, queue};
 
-/// Leaves raw mode and the alternate screen; safe to call more than once.
+/// Whether gputop holds the terminal (raw mode, alternate screen) now.
+static ENTERED: AtomicBool = AtomicBool::new(false);
+
+/// The exit code of a panic: EX_SOFTWARE, an internal error.
+pub const PANIC_EXIT_CODE: i32 = 70;
+
+/// Leaves raw mode and the alternate screen, if gputop entered them; safe to call more than
+/// once, and from any thread.
 pub fn restore() {
+    if !ENTERED.swap(false, Ordering::SeqCst) {
+        return;
+    }
     // Raw mode first: the rest are plain writes.
     let _ = disable_raw_mode();
     let _ = execute!(
@@ -29,15 +40,30 @@ pub fn restore() {
     );
 }
 
-fn install_panic_hook() {
-    static HOOK: Once = Once::new();
-    HOOK.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            restore();
-            previous(info);
-        }));
-    });
+/// Makes a panic on any thread end gputop: the terminal restored, one line on stderr (what
+/// and where, no backtrace) and exit code [`PANIC_EXIT_CODE`]. Without this, a panic on a
+/// worker thread would leave the main thread running in a restored terminal.
+pub fn end_on_panic() {
+    std::panic::set_hook(Box::new(|info| {
+        restore();
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".into());
+        let first_line = message.lines().next().unwrap_or("");
+        let place = info
+            .location()
+            .map_or_else(String::new, |l| format!(" at {}:{}", l.file(), l.line()));
+        let thread = std::thread::current();
+        eprintln!(
+            "gputop: internal error in thread '{}': {}{place}; please report it",
+            crate::format::sanitize(thread.name().unwrap_or("unnamed")),
+            crate::format::sanitize(first_line),
+        );
+        std::process::exit(PANIC_EXIT_CODE);
+    }));
 }
 
 /// The interactive terminal. Restores the terminal when dropped.
@@ -52,6 +78,7 @@ impl std::fmt::Debug for Term {
 }
 
 fn enter() -> io::Result<()> {
+    ENTERED.store(true, Ordering::SeqCst);
     enable_raw_mode()?;
     execute!(
         io::stdout(),
@@ -63,7 +90,6 @@ fn enter() -> io::Result<()> {
 
 impl Term {
     pub fn enter() -> io::Result<Self> {
-        install_panic_hook();
         if let Err(e) = enter() {
             restore();
             return Err(e);

@@ -386,3 +386,64 @@ fn bad_alert_rules_are_named_with_their_position() {
         &["{path}:5:11:", "only device rules"],
     );
 }
+
+#[test]
+fn escape_sequences_in_a_config_key_or_value_are_shown_escaped() {
+    let home = tempfile::tempdir().unwrap();
+    for text in [
+        "[display]\n\"\\u001b]0;pwned\\u0007\\u202e\" = 1\n",
+        "[display]\ndefault_metrics = [\"\\u001b[2J\\u202epower\"]\n",
+    ] {
+        user_config(home.path(), text);
+        let output = gputop(home.path()).args(["--demo", "--once"]).output().unwrap();
+        assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+        let err = stderr(&output);
+        assert!(
+            !err.contains('\u{1b}') && !err.contains('\u{202e}'),
+            "raw: {err:?}"
+        );
+        assert!(err.contains("\\u{1b}"), "escaped: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}
+
+#[test]
+fn a_config_that_is_a_device_or_a_fifo_is_refused_at_once() {
+    let home = tempfile::tempdir().unwrap();
+    let fifo = home.path().join("config.fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for path in [Path::new("/dev/zero"), fifo.as_path()] {
+        let started = std::time::Instant::now();
+        let output = gputop(home.path())
+            .args(["--demo", "--once", "--config"])
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+        assert!(
+            stderr(&output).contains("not a regular file"),
+            "{}",
+            stderr(&output)
+        );
+    }
+    let big = home.path().join("big.toml");
+    std::fs::write(&big, "# padding\n".repeat(200_000)).unwrap();
+    let output = gputop(home.path())
+        .args(["--demo", "--once", "--config"])
+        .arg(&big)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert!(
+        stderr(&output).contains("larger than 1024 KiB"),
+        "{}",
+        stderr(&output)
+    );
+}

@@ -198,3 +198,57 @@ fn version_and_help_document_themselves() {
         assert!(help.contains(needle), "{needle:?} missing from --help");
     }
 }
+
+/// A copy of the gputop binary in a directory anyone may enter, with `prepare` run on it.
+fn binary_copy(dir: &Path, prepare: &[&str]) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let copy = dir.join("gputop");
+    std::fs::copy(env!("CARGO_BIN_EXE_gputop"), &copy).unwrap();
+    if !prepare.is_empty() {
+        let status = std::process::Command::new(prepare[0])
+            .args(&prepare[1..])
+            .arg(&copy)
+            .status()
+            .unwrap();
+        assert!(status.success(), "{prepare:?}");
+    }
+    copy
+}
+
+/// `binary` run as nobody (setpriv), on the demo.
+fn as_nobody(binary: &Path) -> Output {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test gives a binary privileges and runs it as nobody: it needs root"
+    );
+    std::process::Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        .arg(binary)
+        .args(["--demo", "--once"])
+        .env("HOME", "/nonexistent")
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_setuid_copy_refuses_to_run_for_another_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = binary_copy(dir.path(), &["chmod", "4755"]);
+    assert_failure(&as_nobody(&copy), 1, "refusing to run set-user-ID");
+}
+
+#[test]
+fn a_copy_with_cap_kill_refuses_to_run_for_a_user_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = binary_copy(dir.path(), &["setcap", "cap_kill+ep"]);
+    assert_failure(&as_nobody(&copy), 1, "refusing to run with capabilities");
+    // Without the capability it runs.
+    let plain = tempfile::tempdir().unwrap();
+    let copy = binary_copy(plain.path(), &[]);
+    let output = as_nobody(&copy);
+    assert!(output.status.success(), "{}", stderr(&output));
+}

@@ -15,6 +15,8 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Sleepers, gputop, scenario};
@@ -656,4 +658,216 @@ fn a_hung_driver_call_makes_the_exporter_say_stale_and_how_old() {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no stale gauge in:\n{metrics}"));
     assert!(stale > 0.4, "older than two intervals: {stale}");
+}
+
+#[test]
+fn five_hundred_slowloris_connections_keep_no_scraper_out() {
+    let home = tempfile::tempdir().unwrap();
+    let sleepers = Sleepers::spawn(3);
+    let (mut exporter, port) =
+        ready_exporter(home.path(), &scenario("two-gpus-training"), &sleepers.env(), &[]);
+    let stop = Arc::new(AtomicBool::new(false));
+    // 500 clients sending a request head a byte every 4 s, reconnecting when closed.
+    let trickler = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let connect = || {
+                let stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+                stream.set_nonblocking(true).ok()?;
+                Some(stream)
+            };
+            let mut clients: Vec<Option<TcpStream>> = (0..500).map(|_| connect()).collect();
+            while !stop.load(Ordering::Relaxed) {
+                for client in &mut clients {
+                    let alive = client.as_mut().is_some_and(|c| c.write_all(b"G").is_ok());
+                    if !alive {
+                        *client = connect();
+                    }
+                }
+                for _ in 0..40 {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let started = Instant::now();
+    let mut statuses = Vec::new();
+    while started.elapsed() < Duration::from_secs(12) {
+        statuses.push(get(port, "/metrics").0);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    stop.store(true, Ordering::Relaxed);
+    trickler.join().unwrap();
+    assert!(
+        statuses.iter().all(|s| *s == 200),
+        "every scrape answered while 500 clients trickled: {statuses:?}"
+    );
+    assert!(exporter.0.try_wait().unwrap().is_none(), "still running");
+}
+
+#[test]
+fn the_snapshot_page_serves_command_lines_only_when_asked_like_metrics() {
+    let home = tempfile::tempdir().unwrap();
+    let sleepers = Sleepers::spawn(3);
+    for (extra, shown) in [
+        (&[][..], false),
+        (&["--processes", "--process-commands"][..], true),
+    ] {
+        let (_exporter, port) = ready_exporter(
+            home.path(),
+            &scenario("two-gpus-training"),
+            &sleepers.env(),
+            extra,
+        );
+        let (status, _, body) = get(port, "/snapshot");
+        assert_eq!(status, 200);
+        let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let processes = doc["processes"].as_array().unwrap();
+        assert!(!processes.is_empty());
+        for process in processes {
+            assert_eq!(process["command"].is_string(), shown, "{extra:?}: {process}");
+            assert!(
+                process["user"].is_string(),
+                "users are served either way: {process}"
+            );
+        }
+    }
+}
+
+/// `gputop export` with `alert.log_file` at `log`: how it ended within 10 s.
+fn export_with_log(home: &Path, log: &Path) -> std::process::Output {
+    let sleepers = Sleepers::spawn(3);
+    let config = home.join("log.toml");
+    std::fs::write(&config, format!("[alert]\nlog_file = \"{}\"\n", log.display())).unwrap();
+    let mut child = gputop(home)
+        .arg("--nvml-lib")
+        .arg(common::sim_lib())
+        .env("GPUTOP_SIM_SCENARIO", scenario("two-gpus-training"))
+        .env("GPUTOP_SIM_PIDS", sleepers.env())
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "export",
+            "--web-listen-address",
+        ])
+        .arg(format!("127.0.0.1:{}", free_port()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!(
+                "gputop export still runs with alert.log_file at {}",
+                log.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn an_alert_log_planted_as_a_fifo_or_another_users_file_or_through_their_link_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test plants files owned by nobody: it needs root"
+    );
+    let home = tempfile::tempdir().unwrap();
+    let shared = home.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let nobody = 65534;
+    // Another user's FIFO: opening it for writing would wait for a reader forever.
+    let fifo = shared.join("fifo.log");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    std::os::unix::fs::chown(&fifo, Some(nobody), Some(nobody)).unwrap();
+    // Another user's file, writable by all.
+    let theirs = shared.join("theirs.log");
+    std::fs::write(&theirs, "").unwrap();
+    std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o666)).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(nobody), Some(nobody)).unwrap();
+    // Another user's link to a directory: the log would land where they chose.
+    let elsewhere = home.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let link = shared.join("logs");
+    std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(nobody), Some(nobody)).unwrap();
+    for (log, why) in [
+        (fifo.clone(), "not a regular file"),
+        (theirs.clone(), "belongs to another user"),
+        (link.join("alerts.log"), "symbolic link of another user"),
+    ] {
+        let output = export_with_log(home.path(), &log);
+        let err = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert_eq!(output.status.code(), Some(3), "{}: {err}", log.display());
+        assert!(
+            err.contains("alert.log_file") && err.contains(why),
+            "{}: {err}",
+            log.display()
+        );
+    }
+    assert_eq!(
+        std::fs::read(&theirs).unwrap(),
+        b"",
+        "nothing appended to their file"
+    );
+    assert!(
+        !elsewhere.join("alerts.log").exists(),
+        "nothing written through the link"
+    );
+}
+
+#[test]
+fn a_rule_summary_with_control_characters_and_template_text_stays_text() {
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("rules.toml");
+    std::fs::write(
+        &config,
+        "[[alert.rules]]\nname = \"odd_summary\"\nmetric = \"temperature\"\nthreshold = 80\n\
+         summary = \"line one\\nline two\\u0007 {{ end }} {{ $value }} \\\"quoted\\\" back\\\\slash \\u202e\"\n",
+    )
+    .unwrap();
+    let output = gputop(home.path())
+        .args(["--config", config.to_str().unwrap(), "rules"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let rules = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        !rules
+            .chars()
+            .any(|c| c.is_control() && c != '\n' || c == '\u{202e}'),
+        "no raw control or bidi character: {rules:?}"
+    );
+    let line = rules.lines().find(|l| l.contains("line one")).unwrap();
+    assert!(line.contains("{{ \\\"{{\\\" }} end }}"), "{line}");
+    if prometheus_tools() {
+        let file = home.path().join("rules.yml");
+        std::fs::write(&file, &rules).unwrap();
+        let checked = Command::new("promtool")
+            .args(["check", "rules"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            checked.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&checked.stdout),
+            String::from_utf8_lossy(&checked.stderr)
+        );
+    }
 }

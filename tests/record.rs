@@ -231,3 +231,146 @@ fn the_age_limit_rotates_too() {
         stdout(&info)
     );
 }
+
+/// A real recording of the two-GPU scenario, 0.1 s apart for `seconds`; its lines.
+fn recorded(home: &Path, file: &Path, seconds: &str) -> Vec<Vec<u8>> {
+    let sleepers = Sleepers::spawn(3);
+    let output = recorder(home, file, &sleepers.env(), &["--duration", seconds])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let bytes = std::fs::read(file).unwrap();
+    bytes
+        .split_inclusive(|b| *b == b'\n')
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+#[test]
+fn a_damaged_byte_spoils_only_its_own_line_and_the_changes_built_on_it() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("damaged.rec");
+    let mut lines = recorded(home.path(), &file, "2");
+    let frames = lines.len() - 1;
+    assert!(frames >= 10, "{frames} frames");
+    // A torn write inside a multi-byte character: one byte that is not UTF-8.
+    let at = lines[5].iter().position(|b| *b == b'"').unwrap() + 1;
+    lines[5].insert(at, 0xE2);
+    std::fs::write(&file, lines.concat()).unwrap();
+    let info = replay(home.path(), &file, &["--info"]);
+    assert!(info.status.success(), "{}", stderr(&info));
+    let text = stdout(&info);
+    // Frames 1 to 4 come before the damage; the changes after it, up to the next whole
+    // frame, cannot be rebuilt and are counted with it.
+    let kept: usize = text
+        .split(": ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let skipped: usize = text
+        .split("; ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(kept + skipped, frames, "{text}");
+    assert!(kept >= 4 && skipped >= 1, "{text}");
+    assert!(text.contains("line 6"), "the first damaged line is named: {text}");
+    let first = replay(home.path(), &file, &["--once", "--json", "--at", "0"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+}
+
+#[test]
+fn frame_times_out_of_range_are_skipped_and_a_long_gap_plays_without_a_panic() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("gaps.rec");
+    let lines = recorded(home.path(), &file, "1");
+    let retimed = |line: &[u8], t: &str| -> Vec<u8> {
+        let mut frame: serde_json::Value = serde_json::from_slice(line).unwrap();
+        frame["t"] = serde_json::from_str(t).unwrap();
+        let mut out = frame.to_string().into_bytes();
+        out.push(b'\n');
+        out
+    };
+    // Frames 1e20 s apart: the second is past the year 9999 and is skipped.
+    let far = [lines[0].clone(), lines[1].clone(), retimed(&lines[1], "1e20")].concat();
+    std::fs::write(&file, &far).unwrap();
+    let info = replay(home.path(), &file, &["--info"]);
+    assert!(info.status.success(), "{}", stderr(&info));
+    assert!(
+        stdout(&info).contains("1 frames") && stdout(&info).contains("not a time between 1970 and 9999"),
+        "{}",
+        stdout(&info)
+    );
+    // Two whole frames 2.5e11 s apart replay; nothing waits on the gap but the player.
+    let gap = [
+        lines[0].clone(),
+        lines[1].clone(),
+        retimed(&lines[1], "253402300000"),
+    ]
+    .concat();
+    std::fs::write(&file, &gap).unwrap();
+    let last = replay(home.path(), &file, &["--once", "--json"]);
+    assert!(last.status.success(), "{}", stderr(&last));
+    let info = replay(home.path(), &file, &["--info"]);
+    assert!(stdout(&info).contains("2 frames"), "{}", stdout(&info));
+}
+
+#[test]
+fn a_frame_out_of_bounds_is_refused_with_its_place() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("crafted.rec");
+    let lines = recorded(home.path(), &file, "0.5");
+    let mut frame: serde_json::Value = serde_json::from_slice(&lines[1]).unwrap();
+    frame["k"]["devices"]["000000"]["index"] = serde_json::json!(4_294_967_295u64);
+    let crafted = [lines[0].clone(), format!("{frame}\n").into_bytes()].concat();
+    std::fs::write(&file, crafted).unwrap();
+    let started = Instant::now();
+    let output = replay(home.path(), &file, &["--once"]);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no usable frames")
+            && err.contains("line 2: devices[0].index: 4294967295 is not a GPU index"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_size_limit_holds_for_frames_larger_than_it() {
+    let home = tempfile::tempdir().unwrap();
+    // 300 processes on one GPU: a whole frame is over 32 KiB, half of the smallest limit.
+    let mut scenario = String::from("[meta]\nversion = 1\n[[gpu]]\nname = \"Crowded\"\n");
+    for pid in 0..300 {
+        scenario.push_str(&format!(
+            "[[gpu.process]]\npid = {}\nused_memory = \"1 GiB\"\n",
+            4_000_000 + pid
+        ));
+    }
+    let crowded = home.path().join("crowded.toml");
+    std::fs::write(&crowded, scenario).unwrap();
+    let file = home.path().join("big-frames.rec");
+    let output = gputop(home.path())
+        .arg("--nvml-lib")
+        .arg(common::sim_lib())
+        .env("GPUTOP_SIM_SCENARIO", &crowded)
+        .args(["record"])
+        .arg(&file)
+        .args(["--max-size", "64K", "--duration", "5", "--interval", "0.1"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("does not fit in half of --max-size"),
+        "{}",
+        stderr(&output)
+    );
+    let older = home.path().join("big-frames.rec.1");
+    let total = std::fs::metadata(&file).unwrap().len() + std::fs::metadata(&older).map_or(0, |m| m.len());
+    assert!(total <= 64 * 1024, "{total} bytes for a 64K limit");
+}

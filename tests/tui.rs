@@ -1194,3 +1194,234 @@ fn an_nvml_that_fails_after_a_slow_init_ends_the_view_with_its_error_and_exit_co
     assert!(output.contains("the NVIDIA driver is not loaded"), "{output}");
     assert_eq!(stty(&pty.tty_path()), before, "the terminal is as it was");
 }
+
+#[test]
+fn a_panic_on_a_worker_thread_ends_gputop_with_one_line_and_the_terminal_restored() {
+    let home = tempfile::tempdir().unwrap();
+    let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_gputop"));
+    command.args(["--demo"]);
+    command.env("HOME", home.path());
+    command.env("TERM", "xterm-256color");
+    // Debug builds panic on the collection thread after its first snapshot.
+    command.env("GPUTOP_DEBUG_PANIC", "collector");
+    let mut pty = Pty::spawn(command, 100, 30);
+    let before = stty(&Pty::spawn(CommandBuilder::new("sleep"), 100, 30).tty_path());
+    let status = pty
+        .wait_exit(5)
+        .expect("a panic on the collection thread ends gputop");
+    assert_eq!(status.exit_code(), 70, "the exit code of an internal error");
+    let output = String::from_utf8_lossy(&pty.raw.lock().unwrap()).into_owned();
+    // What follows leaving the alternate screen and showing the cursor again.
+    let after_screen = output
+        .rsplit("\x1b[?1049l")
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("\x1b[?25h");
+    assert!(
+        output.contains("\x1b[?1049l"),
+        "left the alternate screen: {output:?}"
+    );
+    let lines: Vec<&str> = after_screen
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(lines.len(), 1, "one line after the view: {lines:?}");
+    assert!(
+        lines[0].starts_with("gputop: internal error in thread 'gputop-collect'"),
+        "{lines:?}"
+    );
+    assert!(
+        !output.contains("RUST_BACKTRACE"),
+        "no backtrace hint: {output:?}"
+    );
+    assert_eq!(stty(&pty.tty_path()), before, "the terminal is as it was");
+}
+
+/// How a fake node answers `GET /snapshot`.
+#[derive(Clone)]
+enum Answer {
+    Body(Arc<Vec<u8>>),
+    /// The status line and headers a byte a second, never the body.
+    Trickle,
+}
+
+/// A node on 127.0.0.1 answering as its `answer` says now; counts the requests.
+struct FakeNode {
+    address: String,
+    requests: Arc<std::sync::atomic::AtomicUsize>,
+    answer: Arc<Mutex<Answer>>,
+}
+
+fn fake_node(answer: Answer) -> FakeNode {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let node = FakeNode {
+        address: listener.local_addr().unwrap().to_string(),
+        requests: Arc::default(),
+        answer: Arc::new(Mutex::new(answer)),
+    };
+    let (requests, answer) = (Arc::clone(&node.requests), Arc::clone(&node.answer));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let (requests, answer) = (Arc::clone(&requests), answer.lock().unwrap().clone());
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+                    head.push(byte[0]);
+                }
+                requests.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                match answer {
+                    Answer::Body(body) => {
+                        let head = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                            body.len()
+                        );
+                        let _ = stream.write_all(head.as_bytes());
+                        let _ = stream.write_all(&body);
+                    }
+                    Answer::Trickle => {
+                        for b in b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Padding: "
+                            .iter()
+                            .cycle()
+                            .take(120)
+                        {
+                            if stream.write_all(&[*b]).is_err() {
+                                return;
+                            }
+                            std::thread::sleep(Duration::from_secs(1));
+                        }
+                    }
+                }
+            });
+        }
+    });
+    node
+}
+
+/// The demo machine's `--once --json` document: what a real node's `/snapshot` holds.
+fn demo_document() -> serde_json::Value {
+    let home = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_gputop"))
+        .env("HOME", home.path())
+        .args(["--demo", "--once", "--json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// The peak resident memory of `pid`, in MiB.
+fn peak_rss_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kib / 1024
+}
+
+fn body(text: String) -> Answer {
+    Answer::Body(Arc::new(text.into_bytes()))
+}
+
+#[test]
+fn hostile_nodes_are_refused_each_with_its_reason_and_memory_stays_small() {
+    let home = tempfile::tempdir().unwrap();
+    let good = demo_document();
+    let mut far_index = good.clone();
+    far_index["devices"][0]["index"] = serde_json::json!(4_294_967_295u64);
+    let mut emptied = good.clone();
+    emptied["processes"] = serde_json::json!([]);
+    let emptied = emptied.to_string();
+    // 5,000,000 empty process objects: 15 MB, under the 16 MiB cap.
+    let empty_objects = emptied.replacen(
+        "\"processes\":[]",
+        &format!("\"processes\":[{}{{}}]", "{},".repeat(4_999_999)),
+        1,
+    );
+    // 200,000 well-formed processes: more than a snapshot may hold.
+    let process = r#"{"pid":1,"gpu_index":0,"type":"C","pid_mapping":"same"}"#;
+    let many = emptied.replacen(
+        "\"processes\":[]",
+        &format!(
+            "\"processes\":[{}{process}]",
+            format!("{process},").repeat(199_999)
+        ),
+        1,
+    );
+    let nodes = [
+        fake_node(body(far_index.to_string())),
+        fake_node(body(empty_objects)),
+        fake_node(body(many)),
+        fake_node(body(good.to_string())),
+    ];
+    let addresses: Vec<&str> = nodes.iter().map(|n| n.address.as_str()).collect();
+    let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_gputop"));
+    command.env("HOME", home.path());
+    command.env("TERM", "xterm-256color");
+    command.args(["--interval", "1", "--remote", &addresses.join(",")]);
+    let mut pty = Pty::spawn(command, 200, 40);
+    let screen = pty.wait_until("every node judged", 30, |s| s.contains("4 nodes: 1 up, 3 down"));
+    let row = |address: &str| {
+        screen
+            .lines()
+            .find(|l| l.contains(address))
+            .unwrap_or_else(|| panic!("no row for {address}: {screen}"))
+            .to_string()
+    };
+    assert!(
+        row(addresses[0]).contains("devices[0].index: 4294967295 is not a GPU index"),
+        "{screen}"
+    );
+    assert!(row(addresses[1]).contains("missing field `pid`"), "{screen}");
+    assert!(row(addresses[2]).contains("more than 8192 items"), "{screen}");
+    assert!(row(addresses[3]).contains(" up "), "{screen}");
+    // Each bad node was read more than once (retried), and never took much memory.
+    std::thread::sleep(Duration::from_secs(3));
+    let pid = pty.child.process_id().unwrap();
+    let peak = peak_rss_mib(pid);
+    assert!(peak < 200, "peak resident memory {peak} MiB");
+    pty.keys("q");
+    assert!(pty.wait_exit(5).is_some_and(|s| s.success()), "q quits");
+}
+
+#[test]
+fn slow_nodes_delay_no_other_and_old_data_says_how_old() {
+    let home = tempfile::tempdir().unwrap();
+    let good = body(demo_document().to_string());
+    let slow: Vec<FakeNode> = (0..16).map(|_| fake_node(Answer::Trickle)).collect();
+    let fast = fake_node(good.clone());
+    // Answers once, then trickles: its data grows old.
+    let fading = fake_node(good);
+    let mut addresses: Vec<&str> = slow.iter().map(|n| n.address.as_str()).collect();
+    addresses.push(&fast.address);
+    addresses.push(&fading.address);
+    let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_gputop"));
+    command.env("HOME", home.path());
+    command.env("TERM", "xterm-256color");
+    command.args(["--interval", "1", "--remote", &addresses.join(",")]);
+    let started = Instant::now();
+    let pty = Pty::spawn(command, 200, 40);
+    pty.wait_until("the fading node up", 15, |s| {
+        s.lines()
+            .any(|l| l.contains(&fading.address) && l.contains(" up "))
+    });
+    *fading.answer.lock().unwrap() = Answer::Trickle;
+    let screen = pty.wait_until("the slow nodes down, the fading one old", 30, |s| {
+        s.contains("18 nodes: 1 up, 17 down")
+            && s.lines()
+                .any(|l| l.contains(&fading.address) && l.contains(" s old"))
+    });
+    assert!(screen.contains("no whole answer within 5 s"), "{screen}");
+    let seconds = started.elapsed().as_secs_f64();
+    let fetched = fast.requests.load(std::sync::atomic::Ordering::SeqCst) as f64;
+    // One fetch a second (the interval), whatever the slow nodes do.
+    assert!(
+        fetched >= (seconds - 3.0).floor(),
+        "the good node was fetched {fetched} times in {seconds:.0} s"
+    );
+}

@@ -52,7 +52,8 @@ pub struct Target {
     pub pid: u32,
     /// The PID under /proc (differs from `pid` only when /proc shows an outer namespace).
     pub proc_pid: u32,
-    pub start_time: Option<u64>,
+    /// Clock ticks after boot at which it started (its identity, with the PID).
+    pub start_ticks: Option<u64>,
     pub uid: Option<u32>,
     pub user: String,
     pub command: String,
@@ -311,7 +312,7 @@ impl App {
             targets.push(Target {
                 pid: local_pid,
                 proc_pid: p.pid,
-                start_time: p.host.start_time.get(),
+                start_ticks: p.host.start_ticks.get(),
                 uid: p.host.uid.get(),
                 user: p.host.user.value().cloned().unwrap_or_else(|| "?".into()),
                 command: p.host.command.value().cloned().unwrap_or_else(|| "?".into()),

@@ -192,6 +192,9 @@ pub fn default_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
 }
 
 /// Loads the effective configuration. `explicit` is `--config`; `env` reads the environment.
+/// Largest config file read: a full commented config is about 10 KiB.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 pub fn load(
     explicit: Option<&Path>,
     env: &dyn Fn(&str) -> Option<String>,
@@ -205,17 +208,14 @@ pub fn load(
         (None, Some(path)) => (Some(path), true),
         (None, None) => (default_path(env), false),
     };
-    if let Some(path) = path {
-        match std::fs::read_to_string(&path) {
-            Ok(text) => rules = apply_file(&mut entries, &path, &text)?,
-            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(ConfigError(format!(
-                    "{}: cannot read config file: {e}",
-                    path.display()
-                )));
-            }
-        }
+    let missing =
+        |path: &Path| std::fs::metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+    if let Some(path) = path
+        && (required || !missing(&path))
+    {
+        let text = crate::files::read_text(&path, MAX_CONFIG_BYTES)
+            .map_err(|e| ConfigError(format!("{}: cannot read config file: {e}", path.display())))?;
+        rules = apply_file(&mut entries, &path, &text)?;
     }
     apply_env(&mut entries, env)?;
     if let Some(interval) = cli.interval {

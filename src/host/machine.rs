@@ -112,7 +112,8 @@ fn parsed<T>(
     path: &str,
 ) -> Result<T, String> {
     let file = file.ok_or_else(|| format!("cannot open {path}"))?;
-    super::read_at_start(file, buffer).map_err(|error| format!("cannot read {path}: {error}"))?;
+    super::read_at_start(file, buffer, super::PROC_FILE_BYTES)
+        .map_err(|error| format!("cannot read {path}: {error}"))?;
     std::str::from_utf8(buffer)
         .ok()
         .and_then(parse)

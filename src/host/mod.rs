@@ -106,15 +106,21 @@ fn decimal(digits: &[u8]) -> Option<u64> {
     })
 }
 
-/// Seconds since the epoch at which a process started: whole seconds, so the host facts and
-/// the identity check before a signal ([`start_time`]) always agree for the same process.
+/// Seconds since the epoch at which a process started, in whole seconds.
 fn start_seconds(boot_time: u64, start_ticks: u64, ticks_per_second: u64) -> u64 {
     boot_time + start_ticks / ticks_per_second.max(1)
 }
 
-/// When `pid` started, in seconds since the epoch, read now: with the PID, the process's
+/// When `pid` started, in clock ticks after boot, read now: with the PID, the process's
 /// identity. `None` if there is no such process.
-pub fn start_time(pid: u32) -> Option<u64> {
+pub fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = parse_stat(&std::fs::read(format!("/proc/{pid}/stat")).ok()?)?;
+    Some(stat.start_ticks)
+}
+
+/// When `pid` started, in whole seconds since the epoch, as the process table shows it.
+#[cfg(test)]
+pub fn start_time_seconds(pid: u32) -> Option<u64> {
     let stat = parse_stat(&std::fs::read(format!("/proc/{pid}/stat")).ok()?)?;
     // SAFETY: sysconf has no preconditions.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
@@ -200,13 +206,13 @@ impl HostCollector {
         keep: bool,
     ) -> Option<(Stat, Option<std::fs::File>)> {
         if let Some(file) = open
-            && read_at_start(&file, &mut self.buffer).is_ok()
+            && read_at_start(&file, &mut self.buffer, PROC_FILE_BYTES).is_ok()
             && let Some(stat) = parse_stat(&self.buffer)
         {
             return Some((stat, Some(file)));
         }
         let file = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
-        read_at_start(&file, &mut self.buffer).ok()?;
+        read_at_start(&file, &mut self.buffer, PROC_FILE_BYTES).ok()?;
         let stat = parse_stat(&self.buffer)?;
         Some((stat, keep.then_some(file)))
     }
@@ -346,6 +352,7 @@ impl HostCollector {
             cpu_percent: Reading::Value(cpu),
             memory_bytes: Reading::Value(stat.rss_pages * self.page_size),
             start_time: Reading::Value(start_time),
+            start_ticks: Reading::Value(stat.start_ticks),
             running_seconds: Reading::Value(running),
             container: entry.container.clone(),
             namespace_pid: entry.namespace_pid,
@@ -409,17 +416,18 @@ impl Batch {
 
 impl FirstSight {
     fn read(pid: u32, namespaces: &Namespaces, batch: &mut Batch) -> Self {
-        let (stat, name) = match read_small(&format!("/proc/{pid}/stat"), &mut batch.buffer) {
-            Ok(()) => (parse_stat(&batch.buffer), stat_name(&batch.buffer)),
+        let (stat, name) = match read_small(&format!("/proc/{pid}/stat"), &mut batch.buffer, PROC_FILE_BYTES)
+        {
+            Ok(_) => (parse_stat(&batch.buffer), stat_name(&batch.buffer)),
             Err(_) => (None, None),
         };
         let mut status = None;
         let mut read_status = |buffer: &mut Vec<u8>| {
             status
                 .get_or_insert_with(|| {
-                    read_small(&format!("/proc/{pid}/status"), buffer)
+                    read_small(&format!("/proc/{pid}/status"), buffer, PROC_FILE_BYTES)
                         .ok()
-                        .map(|()| String::from_utf8_lossy(buffer).into_owned())
+                        .map(|_| String::from_utf8_lossy(buffer).into_owned())
                 })
                 .clone()
         };
@@ -432,9 +440,9 @@ impl FirstSight {
             }),
         };
         let uid = std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid());
-        let container = read_small(&format!("/proc/{pid}/cgroup"), &mut batch.buffer)
+        let container = read_small(&format!("/proc/{pid}/cgroup"), &mut batch.buffer, PROC_FILE_BYTES)
             .ok()
-            .and_then(|()| batch.container());
+            .and_then(|_| batch.container());
         // In a PID namespace of its own the process has its own number too (NSpid's last).
         let namespace_pid = container
             .as_ref()
@@ -447,13 +455,17 @@ impl FirstSight {
             .and_then(|_| read_status(&mut batch.buffer))
             .and_then(|status| container::nspid(&status).last().copied())
             .filter(|&inner| inner != pid);
-        let _ = read_small(&format!("/proc/{pid}/cmdline"), &mut batch.buffer);
-        let args: Vec<String> = batch
+        let cut =
+            read_small(&format!("/proc/{pid}/cmdline"), &mut batch.buffer, COMMAND_BYTES).unwrap_or(false);
+        let mut args: Vec<String> = batch
             .buffer
             .split(|b| *b == 0)
             .filter(|a| !a.is_empty())
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
+        if cut {
+            args.push("…".into());
+        }
         Self {
             stat,
             mapping,
@@ -520,17 +532,30 @@ fn first_sights(pids: impl Iterator<Item = u32>, namespaces: &Namespaces) -> Has
 /// processes beyond it are read by path.
 const MAX_OPEN_STAT_FILES: usize = 600;
 
-/// Reads an open /proc file whole from its start into `buffer`: the kernel renders it anew.
-/// One read into all of the buffer's room (grown to fit, once): a read that fills less than
-/// asked has reached the end, as /proc renders the whole file per read, and asking again,
-/// from an offset, would make the kernel render it a second time.
-pub(super) fn read_at_start(file: &std::fs::File, buffer: &mut Vec<u8>) -> std::io::Result<()> {
+/// Most bytes read of a /proc file: the files gputop reads are far smaller, but a command
+/// line (written by its process) can be megabytes.
+pub(super) const PROC_FILE_BYTES: usize = 64 << 10;
+
+/// Most bytes of a command line kept: a longer one is cut and ends in " …".
+const COMMAND_BYTES: usize = 4096;
+
+/// Reads an open /proc file from its start into `buffer`, up to `limit` bytes: the kernel
+/// renders it anew. One read into all of the buffer's room (grown to fit, once): a read that
+/// fills less than asked has reached the end, as /proc renders the whole file per read, and
+/// asking again, from an offset, would make the kernel render it a second time. Returns
+/// whether the file was longer than `limit`.
+pub(super) fn read_at_start(
+    file: &std::fs::File,
+    buffer: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<bool> {
     use std::os::unix::fs::FileExt;
     buffer.clear();
-    buffer.reserve(1024);
+    buffer.reserve(1024.min(limit + 1));
     loop {
         let filled = buffer.len();
-        buffer.resize(buffer.capacity(), 0);
+        // One byte past the limit tells a file of exactly `limit` bytes from a longer one.
+        buffer.resize(buffer.capacity().min(limit + 1), 0);
         let room = buffer.len() - filled;
         let n = match file.read_at(&mut buffer[filled..], filled as u64) {
             Ok(n) => n,
@@ -540,18 +565,22 @@ pub(super) fn read_at_start(file: &std::fs::File, buffer: &mut Vec<u8>) -> std::
             }
         };
         buffer.truncate(filled + n);
+        if buffer.len() > limit {
+            buffer.truncate(limit);
+            return Ok(true);
+        }
         if n < room {
-            return Ok(());
+            return Ok(false);
         }
         buffer.reserve(room);
     }
 }
 
-/// Reads a small /proc file whole into `buffer`: open, one read (see [`read_at_start`]),
-/// close; no size probing, as /proc files report no size and every system call counts with
-/// many processes.
-fn read_small(path: &str, buffer: &mut Vec<u8>) -> std::io::Result<()> {
-    read_at_start(&std::fs::File::open(path)?, buffer)
+/// Reads a small /proc file into `buffer` (up to `limit` bytes): open, one read (see
+/// [`read_at_start`]), close; no size probing, as /proc files report no size and every
+/// system call counts with many processes. Returns whether the file was cut.
+fn read_small(path: &str, buffer: &mut Vec<u8>, limit: usize) -> std::io::Result<bool> {
+    read_at_start(&std::fs::File::open(path)?, buffer, limit)
 }
 
 /// One process of the whole table, for the tree view.
@@ -644,15 +673,15 @@ mod tests {
         let long: Vec<u8> = (0..5000u32).map(|i| b'a' + (i % 26) as u8).collect();
         file.write_all(&long).unwrap();
         let mut buffer = Vec::new();
-        read_at_start(&file, &mut buffer).unwrap();
+        read_at_start(&file, &mut buffer, PROC_FILE_BYTES).unwrap();
         assert_eq!(buffer, long, "grown past its first kilobyte to the end");
-        read_at_start(&file, &mut buffer).unwrap();
+        read_at_start(&file, &mut buffer, PROC_FILE_BYTES).unwrap();
         assert_eq!(
             buffer, long,
             "again from the start, not from where the last read ended"
         );
         let stat = std::fs::File::open("/proc/self/stat").unwrap();
-        read_at_start(&stat, &mut buffer).unwrap();
+        read_at_start(&stat, &mut buffer, PROC_FILE_BYTES).unwrap();
         let text = String::from_utf8(buffer.clone()).unwrap();
         assert!(text.ends_with('\n') && parse_stat(&buffer).is_some(), "{text}");
     }
@@ -708,6 +737,28 @@ mod tests {
             again[0].start_time, mine.start_time,
             "the same process, the same start"
         );
+    }
+
+    #[test]
+    fn a_long_command_line_is_kept_to_its_first_4_kib() {
+        // One argument may be up to 128 KiB (MAX_ARG_STRLEN).
+        let long = "x".repeat(100 << 10);
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "read line", &long])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut host = HostCollector::new();
+        let read = facts(&mut host, &[child.id()]);
+        let command = read[0].command.value().unwrap();
+        assert!(command.len() <= COMMAND_BYTES + 4, "{} bytes", command.len());
+        assert!(
+            command.starts_with("sh -c read line xxx") && command.ends_with(" …"),
+            "{}",
+            &command[..40]
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     #[test]

@@ -368,8 +368,11 @@ pub struct HostFacts {
     pub command: Reading<String>,
     pub cpu_percent: Reading<f64>,
     pub memory_bytes: Reading<u64>,
-    /// Seconds since the Unix epoch; with the PID, it identifies the process.
+    /// Seconds since the Unix epoch.
     pub start_time: Reading<u64>,
+    /// Clock ticks after boot at which it started: with the PID, the kernel's own identity
+    /// of a process, which signals check (two processes can start in the same second).
+    pub start_ticks: Reading<u64>,
     pub running_seconds: Reading<u64>,
     /// From its cgroup; `None` on the host itself.
     pub container: Option<Container>,
@@ -390,6 +393,7 @@ impl HostFacts {
             cpu_percent: Reading::failed(reason),
             memory_bytes: Reading::failed(reason),
             start_time: Reading::failed(reason),
+            start_ticks: Reading::failed(reason),
             running_seconds: Reading::failed(reason),
             container: None,
             namespace_pid: None,
@@ -408,6 +412,7 @@ impl HostFacts {
             cpu_percent: Reading::NotSupported,
             memory_bytes: Reading::NotSupported,
             start_time: Reading::NotSupported,
+            start_ticks: Reading::NotSupported,
             running_seconds: Reading::NotSupported,
             container: None,
             namespace_pid: None,

@@ -75,7 +75,7 @@ pub fn from_stored(stored: &Value, taken_at: SystemTime) -> Result<Snapshot, Str
         }
     }
     let wire: WireSnapshot = serde_json::from_value(value).map_err(|e| e.to_string())?;
-    Ok(wire.into_snapshot(taken_at))
+    wire.into_snapshot(taken_at)
 }
 
 fn sanitize_strings(value: &mut Value) {

@@ -3,11 +3,14 @@
 //! `null`, whether unsupported or failed (a reading read back from the wire is then "not
 //! supported": the reason a reading failed stays on the machine that read it).
 //! `config/snapshot.schema.json` describes it; [`VERSION`] changes with any change a reader
-//! would notice.
+//! would notice. A document from outside (a remote node, a recording) is bounded while it is
+//! parsed ([`limits`]) and checked before it becomes a [`Snapshot`].
 
+use std::marker::PhantomData;
 use std::time::SystemTime;
 
-use serde::{Deserialize, Serialize};
+use serde::de::{Error as _, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use super::{
     Bar1, Clocks, Container, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, HostStats, Memory,
@@ -16,6 +19,60 @@ use super::{
 
 /// The wire form's version (the document's `version`).
 pub const VERSION: u32 = 1;
+
+/// What a reader of the wire form accepts: lists longer than these are refused while the
+/// document is parsed, before they take memory.
+pub mod limits {
+    /// GPUs in a snapshot, and one more than the highest GPU index.
+    pub const DEVICES: usize = 64;
+    /// MIG devices of one GPU.
+    pub const MIG_DEVICES: usize = 64;
+    /// Process rows (one per process and GPU).
+    pub const PROCESSES: usize = 8192;
+    /// Fans, throttle reasons.
+    pub const SHORT_LIST: usize = 64;
+    /// Bytes of one string (a command line is cut at 4 KiB long before this).
+    pub const TEXT_BYTES: usize = 65_536;
+}
+
+/// A list of at most `N` items, refused at item `N + 1` while parsing.
+pub fn bounded<'de, const N: usize, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Vec<T>, D::Error> {
+    struct Bounded<T, const N: usize>(PhantomData<T>);
+    impl<'de, T: Deserialize<'de>, const N: usize> Visitor<'de> for Bounded<T, N> {
+        type Value = Vec<T>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "a list of at most {N} items")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(N));
+            while let Some(item) = seq.next_element()? {
+                if items.len() == N {
+                    return Err(A::Error::custom(format!("a list of more than {N} items")));
+                }
+                items.push(item);
+            }
+            Ok(items)
+        }
+    }
+    deserializer.deserialize_seq(Bounded::<T, N>(PhantomData))
+}
+
+/// [`bounded`] for a list that may be `null` or missing.
+fn bounded_or_null<'de, const N: usize, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<Vec<T>>, D::Error> {
+    struct List<T, const N: usize>(Vec<T>);
+    impl<'de, T: Deserialize<'de>, const N: usize> Deserialize<'de> for List<T, N> {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            bounded::<N, D, T>(deserializer).map(List)
+        }
+    }
+    Ok(Option::<List<T, N>>::deserialize(deserializer)?.map(|list| list.0))
+}
 
 /// A snapshot on the wire.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,7 +86,9 @@ pub struct WireSnapshot {
     pub driver_version: Option<String>,
     pub cuda_driver_version: Option<String>,
     pub nvml_version: Option<String>,
+    #[serde(deserialize_with = "bounded::<{ limits::DEVICES }, _, _>")]
     pub devices: Vec<WireDevice>,
+    #[serde(deserialize_with = "bounded::<{ limits::PROCESSES }, _, _>")]
     pub processes: Vec<WireProcess>,
     pub host: WireHost,
 }
@@ -61,6 +120,7 @@ pub struct WireDevice {
     pub temperature_shutdown_celsius: Option<u32>,
     /// The first fan's, as nvidia-smi and nvitop show it.
     pub fan_speed_percent: Option<u32>,
+    #[serde(default, deserialize_with = "bounded_or_null::<{ limits::SHORT_LIST }, _, _>")]
     pub fan_speeds_percent: Option<Vec<u32>>,
     pub power_usage_watts: Option<f64>,
     pub power_usage_mean_watts: Option<f64>,
@@ -90,8 +150,9 @@ pub struct WireDevice {
     pub compute_mode: Option<String>,
     pub persistence_mode: Option<bool>,
     pub mig_mode: Option<bool>,
+    #[serde(default, deserialize_with = "bounded_or_null::<{ limits::SHORT_LIST }, _, _>")]
     pub throttle_reasons: Option<Vec<String>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bounded::<{ limits::MIG_DEVICES }, _, _>")]
     pub mig_devices: Vec<WireMig>,
     /// Why this GPU's processes could not be listed.
     pub process_list_error: Option<String>,
@@ -142,11 +203,14 @@ pub struct WireProcess {
     pub unmapped_reason: Option<String>,
 }
 
-/// A container with the label the CONTAINER column shows.
+/// A container with the label the CONTAINER column shows. Its fields are spelt out, not
+/// flattened from [`Container`]: serde buffers a flattened object whole, unbounded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WireContainer {
-    #[serde(flatten)]
-    pub container: Container,
+    pub runtime: super::Runtime,
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
     #[serde(default)]
     pub label: String,
 }
@@ -220,11 +284,13 @@ impl From<&Snapshot> for WireSnapshot {
 
 impl WireSnapshot {
     /// The snapshot again, taken at `taken_at` (the wire's timestamp has whole seconds
-    /// only; a recording keeps its frames' own times, a remote view its arrival time).
-    pub fn into_snapshot(self, taken_at: SystemTime) -> Snapshot {
+    /// only; a recording keeps its frames' own times, a remote view its arrival time), once
+    /// [`WireSnapshot::check`] has found every value in range.
+    pub fn into_snapshot(self, taken_at: SystemTime) -> Result<Snapshot, String> {
+        self.check()?;
         let mut processes: Vec<GpuProcess> = self.processes.into_iter().map(GpuProcess::from).collect();
         super::order::by_gpu_memory(&mut processes);
-        Snapshot {
+        Ok(Snapshot {
             taken_at,
             hostname: self.hostname,
             driver: DriverInfo {
@@ -236,7 +302,207 @@ impl WireSnapshot {
             processes,
             host: HostStats::from(self.host),
             pid_namespace: self.pid_namespace,
+        })
+    }
+
+    /// The first value out of what gputop accepts, named by its place in the document:
+    /// GPU indexes unique and under [`limits::DEVICES`], percentages at most 100 (a fan's
+    /// at most 200: some boards report over 100), temperatures at most 1000 °C, numbers
+    /// with a fraction finite and not negative, strings at most [`limits::TEXT_BYTES`].
+    pub fn check(&self) -> Result<(), String> {
+        for (place, value) in [
+            ("timestamp", Some(&self.timestamp)),
+            ("hostname", Some(&self.hostname)),
+            ("driver_version", self.driver_version.as_ref()),
+            ("cuda_driver_version", self.cuda_driver_version.as_ref()),
+            ("nvml_version", self.nvml_version.as_ref()),
+        ] {
+            text(place, value)?;
         }
+        let mut seen = [false; limits::DEVICES];
+        for (i, d) in self.devices.iter().enumerate() {
+            let place = |field: &str| format!("devices[{i}].{field}");
+            let index = d.index as usize;
+            if index >= limits::DEVICES {
+                return Err(format!(
+                    "{}: {} is not a GPU index (0 to {})",
+                    place("index"),
+                    d.index,
+                    limits::DEVICES - 1
+                ));
+            }
+            if std::mem::replace(&mut seen[index], true) {
+                return Err(format!("{}: GPU {} is listed twice", place("index"), d.index));
+            }
+            d.check(&place)?;
+        }
+        for (i, p) in self.processes.iter().enumerate() {
+            p.check(&|field: &str| format!("processes[{i}].{field}"))?;
+        }
+        let place = |field: &str| format!("host.{field}");
+        fraction(&place("cpu_percent"), self.host.cpu_percent, 100.0)?;
+        for average in self.host.load_average.iter().flatten() {
+            fraction(&place("load_average"), Some(*average), f64::MAX)?;
+        }
+        Ok(())
+    }
+}
+
+/// A string of at most [`limits::TEXT_BYTES`].
+fn text(place: &str, value: Option<&String>) -> Result<(), String> {
+    match value {
+        Some(text) if text.len() > limits::TEXT_BYTES => Err(format!(
+            "{place}: a string of {} bytes (at most {})",
+            text.len(),
+            limits::TEXT_BYTES
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A whole number of at most `max`.
+fn at_most(place: &str, value: Option<u32>, max: u32) -> Result<(), String> {
+    match value {
+        Some(v) if v > max => Err(format!("{place}: {v} is over {max}")),
+        _ => Ok(()),
+    }
+}
+
+/// A number with a fraction: finite, not negative, at most `max`.
+fn fraction(place: &str, value: Option<f64>, max: f64) -> Result<(), String> {
+    match value {
+        Some(v) if !v.is_finite() || v < 0.0 => Err(format!("{place}: {v} is not a count or a measure")),
+        Some(v) if v > max => Err(format!("{place}: {v} is over {max}")),
+        _ => Ok(()),
+    }
+}
+
+impl WireDevice {
+    fn check(&self, place: &dyn Fn(&str) -> String) -> Result<(), String> {
+        for (field, value) in [
+            ("name", self.name.as_ref()),
+            ("uuid", self.uuid.as_ref()),
+            ("pci_bus_id", self.pci_bus_id.as_ref()),
+            ("status", Some(&self.status)),
+            ("status_reason", self.status_reason.as_ref()),
+            ("compute_mode", self.compute_mode.as_ref()),
+            ("process_list_error", self.process_list_error.as_ref()),
+        ] {
+            text(&place(field), value)?;
+        }
+        for reason in self.throttle_reasons.iter().flatten() {
+            text(&place("throttle_reasons"), Some(reason))?;
+        }
+        for (field, value, max) in [
+            ("utilization_gpu_percent", self.utilization_gpu_percent, 100),
+            ("utilization_memory_percent", self.utilization_memory_percent, 100),
+            (
+                "encoder_utilization_percent",
+                self.encoder_utilization_percent,
+                100,
+            ),
+            (
+                "decoder_utilization_percent",
+                self.decoder_utilization_percent,
+                100,
+            ),
+            ("fan_speed_percent", self.fan_speed_percent, 200),
+            ("temperature_celsius", self.temperature_celsius, 1000),
+            (
+                "temperature_slowdown_celsius",
+                self.temperature_slowdown_celsius,
+                1000,
+            ),
+            (
+                "temperature_shutdown_celsius",
+                self.temperature_shutdown_celsius,
+                1000,
+            ),
+        ] {
+            at_most(&place(field), value, max)?;
+        }
+        for speed in self.fan_speeds_percent.iter().flatten() {
+            at_most(&place("fan_speeds_percent"), Some(*speed), 200)?;
+        }
+        for (field, value, max) in [
+            (
+                "utilization_gpu_mean_percent",
+                self.utilization_gpu_mean_percent,
+                100.0,
+            ),
+            (
+                "utilization_gpu_peak_percent",
+                self.utilization_gpu_peak_percent,
+                100.0,
+            ),
+            (
+                "utilization_memory_mean_percent",
+                self.utilization_memory_mean_percent,
+                100.0,
+            ),
+            (
+                "utilization_memory_peak_percent",
+                self.utilization_memory_peak_percent,
+                100.0,
+            ),
+            ("power_usage_watts", self.power_usage_watts, f64::MAX),
+            ("power_usage_mean_watts", self.power_usage_mean_watts, f64::MAX),
+            ("power_usage_peak_watts", self.power_usage_peak_watts, f64::MAX),
+            ("power_limit_watts", self.power_limit_watts, f64::MAX),
+            (
+                "power_enforced_limit_watts",
+                self.power_enforced_limit_watts,
+                f64::MAX,
+            ),
+            ("energy_joules", self.energy_joules, f64::MAX),
+        ] {
+            fraction(&place(field), value, max)?;
+        }
+        for (i, m) in self.mig_devices.iter().enumerate() {
+            let field = |name: &str| place(&format!("mig_devices[{i}].{name}"));
+            text(&field("profile"), m.profile.as_ref())?;
+            text(&field("uuid"), m.uuid.as_ref())?;
+            at_most(&field("utilization_gpu_percent"), m.utilization_gpu_percent, 100)?;
+        }
+        Ok(())
+    }
+}
+
+impl WireProcess {
+    fn check(&self, place: &dyn Fn(&str) -> String) -> Result<(), String> {
+        if self.gpu_index as usize >= limits::DEVICES {
+            return Err(format!(
+                "{}: {} is not a GPU index (0 to {})",
+                place("gpu_index"),
+                self.gpu_index,
+                limits::DEVICES - 1
+            ));
+        }
+        for (field, value) in [
+            ("gpu_uuid", self.gpu_uuid.as_ref()),
+            ("type", Some(&self.kind)),
+            ("user", self.user.as_ref()),
+            ("command", self.command.as_ref()),
+            ("pid_mapping", Some(&self.pid_mapping)),
+            ("unmapped_reason", self.unmapped_reason.as_ref()),
+        ] {
+            text(&place(field), value)?;
+        }
+        if let Some(c) = &self.container {
+            text(&place("container.id"), Some(&c.id))?;
+            text(&place("container.pod"), c.pod.as_ref())?;
+            text(&place("container.label"), Some(&c.label))?;
+        }
+        for (field, value) in [
+            ("sm_percent", self.sm_percent),
+            ("memory_bandwidth_percent", self.memory_bandwidth_percent),
+            ("encoder_percent", self.encoder_percent),
+            ("decoder_percent", self.decoder_percent),
+        ] {
+            at_most(&place(field), value, 100)?;
+        }
+        // A process can use many cores: 100 % each.
+        fraction(&place("cpu_percent"), self.cpu_percent, 100.0 * 65_536.0)
     }
 }
 
@@ -469,7 +735,9 @@ impl From<&GpuProcess> for WireProcess {
             start_time_unix_seconds: put(&h.start_time),
             running_seconds: put(&h.running_seconds),
             container: h.container.as_ref().map(|c| WireContainer {
-                container: c.clone(),
+                runtime: c.runtime,
+                id: c.id.clone(),
+                pod: c.pod.clone(),
                 label: c.label(),
             }),
             container_pid: h.namespace_pid,
@@ -524,8 +792,14 @@ impl From<WireProcess> for GpuProcess {
                 cpu_percent: get(p.cpu_percent),
                 memory_bytes: get(p.host_memory_bytes),
                 start_time: get(p.start_time_unix_seconds),
+                // Not on the wire either: it serves signals only.
+                start_ticks: Reading::NotSupported,
                 running_seconds: get(p.running_seconds),
-                container: p.container.map(|c| c.container),
+                container: p.container.map(|c| Container {
+                    runtime: c.runtime,
+                    id: c.id,
+                    pod: c.pod,
+                }),
                 namespace_pid: p.container_pid,
                 mapping,
             },
@@ -629,7 +903,7 @@ mod tests {
         let text = serde_json::to_string(&wire).unwrap();
         let back: WireSnapshot = serde_json::from_str(&text).unwrap();
         assert_eq!(back, wire);
-        let back = back.into_snapshot(taken_at);
+        let back = back.into_snapshot(taken_at).unwrap();
         assert_eq!(WireSnapshot::from(&back), wire, "the same on the wire again");
         assert_eq!(back.taken_at, taken_at);
         assert_eq!(
@@ -667,5 +941,46 @@ mod tests {
         assert_eq!(value["energy_joules"], 123_456.789);
         assert_eq!(value["pcie_tx_bytes_per_second"], 4096 * 1024);
         assert_eq!(value["utilization_gpu_peak_percent"], 99.0);
+    }
+
+    #[test]
+    fn values_out_of_range_are_refused_with_their_place() {
+        let p = testing::process(4242, 0, "alice", 3 << 30);
+        let snapshot = testing::snapshot(UNIX_EPOCH, vec![device()], vec![p]);
+        let mut wire = WireSnapshot::from(&snapshot);
+        wire.devices[0].index = 0;
+        assert!(wire.clone().into_snapshot(UNIX_EPOCH).is_ok());
+        wire.devices[0].utilization_gpu_percent = Some(4_000);
+        assert_eq!(
+            wire.clone().check().unwrap_err(),
+            "devices[0].utilization_gpu_percent: 4000 is over 100"
+        );
+        wire.devices[0].utilization_gpu_percent = Some(40);
+        wire.devices[0].power_usage_watts = Some(-1.0);
+        assert!(
+            wire.check()
+                .unwrap_err()
+                .starts_with("devices[0].power_usage_watts: -1")
+        );
+        wire.devices[0].power_usage_watts = None;
+        wire.hostname = "h".repeat(limits::TEXT_BYTES + 1);
+        assert!(
+            wire.check()
+                .unwrap_err()
+                .starts_with("hostname: a string of 65537 bytes")
+        );
+        wire.hostname = "h".into();
+        wire.devices.push(wire.devices[0].clone());
+        assert!(wire.check().unwrap_err().contains("is listed twice"));
+        let too_many = format!(
+            "{{\"version\":1,\"timestamp\":\"\",\"hostname\":\"h\",\"driver_version\":null,\
+             \"cuda_driver_version\":null,\"nvml_version\":null,\"host\":{{}},\"processes\":[],\
+             \"devices\":[{}]}}",
+            vec![r#"{"index":0,"status":"ok"}"#; limits::DEVICES + 1].join(",")
+        );
+        let error = serde_json::from_str::<WireSnapshot>(&too_many)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("more than 64 items"), "{error}");
     }
 }

@@ -8,9 +8,8 @@
 //! size or age limit it becomes `FILE.1` (replacing the previous one) and a new `FILE`
 //! starts: the recording stays within the limits and keeps the latest data.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -41,22 +40,9 @@ impl std::fmt::Display for RecordError {
 }
 
 /// Creates `path` for a recording: mode 0600, never over an existing file, never through
-/// a symbolic link.
+/// a symbolic link (see [`crate::files`]).
 fn create(path: &Path) -> Result<File, RecordError> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| {
-            let why = if e.kind() == std::io::ErrorKind::AlreadyExists {
-                "it already exists (gputop never overwrites a file; choose another name)".to_string()
-            } else {
-                e.to_string()
-            };
-            RecordError(format!("cannot create {}: {why}", path.display()))
-        })
+    crate::files::open_for_writing(path, crate::files::Write::CreateNew).map_err(RecordError)
 }
 
 /// Writes one recording, segment by segment.
@@ -116,12 +102,12 @@ impl Recorder {
             "hostname": sanitize(hostname),
             "interval_seconds": self.interval,
         });
-        self.write_line(&header)
+        let mut line = header.to_string();
+        line.push('\n');
+        self.write_line(&line)
     }
 
-    fn write_line(&mut self, value: &Value) -> Result<(), RecordError> {
-        let mut line = value.to_string();
-        line.push('\n');
+    fn write_line(&mut self, line: &str) -> Result<(), RecordError> {
         // One write per line: a kill leaves whole lines and at most one torn last line.
         self.file
             .write_all(line.as_bytes())
@@ -131,29 +117,51 @@ impl Recorder {
         Ok(())
     }
 
-    /// Appends a snapshot; rotates first when the segment is at half a limit.
+    /// Appends a snapshot; rotates first when the segment would pass half the size limit
+    /// with it, or has reached half the age limit. A frame too large for half the size limit
+    /// even in a fresh segment is refused, so the limit holds for any frame size.
     pub fn push(&mut self, snapshot: &Snapshot) -> Result<(), RecordError> {
         let half_bytes = self.limits.max_bytes / 2;
         let half_age = self.limits.max_age_seconds / 2.0;
-        if self.segment_bytes >= half_bytes || self.segment_started.elapsed().as_secs_f64() >= half_age {
-            self.rotate(&snapshot.hostname)?;
-        }
         let stored = to_stored(snapshot);
         let t = crate::monitor::history::timestamp(snapshot);
-        let line = match (&self.previous, self.since_key) {
-            (Some(previous), n) if n < KEY_EVERY => {
-                self.since_key += 1;
-                json!({ "t": t, "d": diff(previous, &stored).unwrap_or_else(|| json!({})) })
-            }
-            _ => {
-                self.since_key = 1;
-                json!({ "t": t, "k": stored })
-            }
-        };
+        let (mut line, mut key) = self.frame_line(t, &stored);
+        let has_frames = self.since_key > 0;
+        if has_frames
+            && (self.segment_bytes + line.len() as u64 > half_bytes
+                || self.segment_started.elapsed().as_secs_f64() >= half_age)
+        {
+            self.rotate(&snapshot.hostname)?;
+            (line, key) = self.frame_line(t, &stored);
+        }
+        if self.segment_bytes + line.len() as u64 > half_bytes {
+            return Err(RecordError(format!(
+                "cannot record to {}: a frame of {} bytes does not fit in half of --max-size \
+                 ({half_bytes} bytes, with the header); raise --max-size",
+                self.path.display(),
+                line.len()
+            )));
+        }
         self.write_line(&line)?;
+        self.since_key = if key { 1 } else { self.since_key + 1 };
         self.previous = Some(stored);
         self.frames += 1;
         Ok(())
+    }
+
+    /// The line for a frame: a change against the previous frame, or a whole frame every
+    /// [`KEY_EVERY`] frames and at the start of a segment; and whether it is a whole frame.
+    fn frame_line(&self, t: f64, stored: &Value) -> (String, bool) {
+        let (frame, key) = match &self.previous {
+            Some(previous) if self.since_key > 0 && self.since_key < KEY_EVERY => (
+                json!({ "t": t, "d": diff(previous, stored).unwrap_or_else(|| json!({})) }),
+                false,
+            ),
+            _ => (json!({ "t": t, "k": stored }), true),
+        };
+        let mut line = frame.to_string();
+        line.push('\n');
+        (line, key)
     }
 
     fn rotate(&mut self, hostname: &str) -> Result<(), RecordError> {
@@ -165,6 +173,7 @@ impl Recorder {
         self.segment_bytes = 0;
         self.segment_started = Instant::now();
         self.previous = None;
+        self.since_key = 0;
         self.write_header(hostname)
     }
 }

@@ -345,6 +345,8 @@ impl DemoSource {
                             host_value(&script.host_memory, "host_memory").max(0.0) as u64
                         ),
                         start_time: Reading::Value(start_epoch),
+                        // The demo is read-only: nothing is signalled.
+                        start_ticks: Reading::NotSupported,
                         running_seconds: Reading::Value(running),
                         container: script.cgroup.as_deref().and_then(container_of),
                         namespace_pid: None,

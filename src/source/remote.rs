@@ -1,8 +1,10 @@
 //! Remote nodes: `gputop --remote` reads other machines' `gputop export` through their
 //! `/snapshot` (the `--once --json` document) over plain HTTP. A poller thread schedules
-//! the nodes, a fixed number of fetch workers bound the concurrency, every fetch has
-//! connect and read timeouts and a size cap, and a node that fails is retried with
-//! exponential backoff. Each change is published as a whole [`Cluster`].
+//! the nodes, with a fetch worker per node (a slow node never delays another); every fetch
+//! has one deadline for connecting, the answer's head and its body, and a size cap; what
+//! a node sends is bounded and checked by the wire form's reader; a node that fails is
+//! retried with exponential backoff. Each change is published as a whole [`Cluster`], and
+//! again as a node's data grows older than its interval.
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -16,10 +18,10 @@ use serde::Deserialize;
 
 use crate::model::wire::{self, WireSnapshot};
 
-/// Fetches at once, at most.
-pub const MAX_CONCURRENT: usize = 16;
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Nodes watched at most (a fetch worker each).
+pub const MAX_NODES: usize = 512;
+/// The most one fetch may take, from connecting to the answer's last byte.
+pub const FETCH_DEADLINE: Duration = Duration::from_secs(5);
 /// Largest `/snapshot` accepted.
 pub const BODY_MAX: usize = 16 << 20;
 /// Longest wait between retries of a node that does not answer.
@@ -65,13 +67,21 @@ impl Node {
 
 /// Nodes from a hosts file: one address per line; `#` starts a comment.
 pub fn parse_hosts_file(text: &str) -> Result<Vec<Node>, String> {
-    text.lines()
+    let nodes: Vec<Node> = text
+        .lines()
         .enumerate()
         .filter_map(|(i, line)| {
             let line = line.split('#').next().unwrap_or("").trim();
             (!line.is_empty()).then(|| Node::parse(line).map_err(|e| format!("line {}: {e}", i + 1)))
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    if nodes.len() > MAX_NODES {
+        return Err(format!(
+            "{} nodes: gputop watches at most {MAX_NODES}",
+            nodes.len()
+        ));
+    }
+    Ok(nodes)
 }
 
 /// Where a node stands.
@@ -97,6 +107,9 @@ pub struct NodeState {
     /// Firing alerts in its latest report.
     pub alerts: usize,
     pub last_ok: Option<SystemTime>,
+    /// Whole seconds since that snapshot arrived, once that is longer than the interval
+    /// (`None` while it is fresh, or there is none).
+    pub stale_seconds: Option<u64>,
 }
 
 /// Every node, in the order given.
@@ -105,20 +118,25 @@ pub struct Cluster {
     pub nodes: Vec<NodeState>,
 }
 
-/// A node's `/snapshot`, or why not.
+/// A node's `/snapshot`, or why not, within [`FETCH_DEADLINE`].
 pub fn fetch(node: &Node) -> Result<(Snapshot, usize), String> {
+    let deadline = Instant::now() + FETCH_DEADLINE;
+    let late = || format!("no whole answer within {} s", FETCH_DEADLINE.as_secs());
+    let left = || {
+        deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or_else(late)
+    };
     let address = (node.host.as_str(), node.port)
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve: {e}"))?
         .next()
         .ok_or("cannot resolve")?;
     let mut stream =
-        TcpStream::connect_timeout(&address, CONNECT_TIMEOUT).map_err(|e| format!("cannot connect: {e}"))?;
+        TcpStream::connect_timeout(&address, left()?).map_err(|e| format!("cannot connect: {e}"))?;
     stream
-        .set_read_timeout(Some(READ_TIMEOUT))
-        .map_err(|e| e.to_string())?;
-    stream
-        .set_write_timeout(Some(READ_TIMEOUT))
+        .set_write_timeout(Some(left()?))
         .map_err(|e| e.to_string())?;
     let request = format!(
         "GET /snapshot HTTP/1.1\r\nHost: {}\r\nAccept: application/json\r\nConnection: close\r\n\r\n",
@@ -128,12 +146,33 @@ pub fn fetch(node: &Node) -> Result<(Snapshot, usize), String> {
         .write_all(request.as_bytes())
         .map_err(|e| format!("cannot send: {e}"))?;
     let mut response = Vec::new();
-    stream
-        .take(BODY_MAX as u64 + 1)
-        .read_to_end(&mut response)
-        .map_err(|e| format!("cannot read: {e}"))?;
-    if response.len() > BODY_MAX {
-        return Err(format!("answer larger than {} MiB", BODY_MAX >> 20));
+    let mut chunk = [0u8; 16 << 10];
+    loop {
+        // Each read waits only for what is left of the deadline: a node sending a byte at a
+        // time cannot stretch the fetch.
+        stream
+            .set_read_timeout(Some(left()?))
+            .map_err(|e| e.to_string())?;
+        let n = match stream.read(&mut chunk) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(late());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("cannot read: {e}")),
+        };
+        if n == 0 {
+            break;
+        }
+        if response.len() + n > BODY_MAX {
+            return Err(format!("answer larger than {} MiB", BODY_MAX >> 20));
+        }
+        response.extend_from_slice(&chunk[..n]);
     }
     let split = response
         .windows(4)
@@ -144,21 +183,30 @@ pub fn fetch(node: &Node) -> Result<(Snapshot, usize), String> {
     if status != "200" {
         return Err(format!("answered HTTP {status}"));
     }
-    let doc: NodeDocument =
-        serde_json::from_slice(&response[split + 4..]).map_err(|e| format!("not a gputop snapshot: {e}"))?;
-    if doc.snapshot.version != wire::VERSION {
+    let body = &response[split + 4..];
+    let snapshot: WireSnapshot =
+        serde_json::from_slice(body).map_err(|e| format!("not a gputop snapshot: {e}"))?;
+    if snapshot.version != wire::VERSION {
         return Err(format!("not a gputop report of version {}", wire::VERSION));
     }
-    let firing = doc.alerts.iter().filter(|a| a.state == "firing").count();
-    Ok((doc.snapshot.into_snapshot(SystemTime::now()), firing))
+    // Read apart from the snapshot: a flattened struct would be buffered whole, unbounded,
+    // before the snapshot's own limits apply.
+    let alerts: NodeAlerts =
+        serde_json::from_slice(body).map_err(|e| format!("not a gputop snapshot: {e}"))?;
+    let firing = alerts.alerts.iter().filter(|a| a.state == "firing").count();
+    let snapshot = snapshot
+        .into_snapshot(SystemTime::now())
+        .map_err(|e| crate::format::sanitize(&e))?;
+    Ok((snapshot, firing))
 }
 
-/// A node's `/snapshot`: the snapshot's wire form and its alerts.
+/// Most alerts read of a node's `/snapshot`.
+const MAX_ALERTS: usize = 4096;
+
+/// The alerts of a node's `/snapshot`.
 #[derive(Deserialize)]
-struct NodeDocument {
-    #[serde(flatten)]
-    snapshot: WireSnapshot,
-    #[serde(default)]
+struct NodeAlerts {
+    #[serde(default, deserialize_with = "wire::bounded::<MAX_ALERTS, _, _>")]
     alerts: Vec<NodeAlert>,
 }
 
@@ -189,7 +237,9 @@ impl Poller {
         let thread = thread::Builder::new()
             .name("gputop-remote".into())
             .spawn(move || {
-                let workers = nodes.len().clamp(1, MAX_CONCURRENT);
+                // A worker per node: at most one fetch per node is in flight, so a node that
+                // hangs until its deadline holds up no other.
+                let workers = nodes.len().clamp(1, MAX_NODES);
                 let (jobs, queue) = mpsc::channel::<Job>();
                 let queue = Arc::new(Mutex::new(queue));
                 let (results, outcomes) = mpsc::channel::<Outcome>();
@@ -218,6 +268,7 @@ impl Poller {
                             snapshot: None,
                             alerts: 0,
                             last_ok: None,
+                            stale_seconds: None,
                         })
                         .collect(),
                 };
@@ -271,6 +322,12 @@ impl Poller {
                         Err(RecvTimeoutError::Timeout) => {}
                         Err(RecvTimeoutError::Disconnected) => return,
                     }
+                    // Data growing older than the interval is news too.
+                    if age_nodes(&mut cluster, interval, SystemTime::now())
+                        && !publish(Arc::new(cluster.clone()))
+                    {
+                        return;
+                    }
                 }
             })?;
         Ok(Self {
@@ -278,6 +335,21 @@ impl Poller {
             thread: Some(thread),
         })
     }
+}
+
+/// Sets each node's [`NodeState::stale_seconds`] as of `now`; returns whether any changed.
+pub fn age_nodes(cluster: &mut Cluster, interval: Duration, now: SystemTime) -> bool {
+    let mut changed = false;
+    for node in &mut cluster.nodes {
+        let age = node
+            .last_ok
+            .and_then(|at| now.duration_since(at).ok())
+            .filter(|age| *age > interval.max(Duration::from_secs(1)))
+            .map(|age| age.as_secs());
+        changed |= node.stale_seconds != age;
+        node.stale_seconds = age;
+    }
+    changed
 }
 
 /// The wait before retrying a node after `failures` failures in a row.

@@ -3,7 +3,7 @@
 //! and plays frames on a thread with pause, seek and speed.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -29,9 +29,11 @@ struct FrameRef {
 pub struct Recording {
     segments: Vec<PathBuf>,
     frames: Vec<FrameRef>,
-    /// Lines that could not be read (a torn last line after a kill) and the frames after
-    /// them that depended on them.
+    /// Lines that could not be read (a torn last line after a kill, a damaged byte, a key
+    /// frame out of range) and the frames after them that depended on them.
     pub skipped: usize,
+    /// The first skipped line, and why: `FILE line N: ...`.
+    pub first_problem: Option<String>,
     pub hostname: String,
     /// Seconds between snapshots when it was recorded.
     pub interval: f64,
@@ -41,13 +43,11 @@ impl Recording {
     /// Opens and indexes `path` (and `path.1` when it is the earlier part of the same recording).
     pub fn open(path: &Path) -> Result<Self, String> {
         let header = |p: &Path| -> Result<Value, String> {
-            let file = File::open(p).map_err(|e| format!("cannot open {}: {e}", p.display()))?;
-            let mut first = String::new();
-            BufReader::new(file)
-                .read_line(&mut first)
-                .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-            let value: Value = serde_json::from_str(&first)
-                .map_err(|_| format!("{}: not a gputop recording (no header line)", p.display()))?;
+            let mut lines = LineReader::open(p, 0)?;
+            let first = lines.next_line()?.and_then(|(_, line)| line);
+            let value: Value = first
+                .and_then(|line| serde_json::from_slice(line).ok())
+                .ok_or_else(|| format!("{}: not a gputop recording (no header line)", p.display()))?;
             match value["gputop_recording"].as_u64() {
                 Some(FORMAT_VERSION) => Ok(value),
                 Some(v) => Err(format!(
@@ -73,59 +73,80 @@ impl Recording {
             hostname: main["hostname"].as_str().unwrap_or("").to_string(),
             interval: main["interval_seconds"]
                 .as_f64()
-                .filter(|i| *i > 0.0)
+                .filter(|i| *i > 0.0 && *i <= 86_400.0)
                 .unwrap_or(2.0),
+            first_problem: None,
         };
         for segment in 0..recording.segments.len() {
             recording.index_segment(segment)?;
         }
         if recording.frames.is_empty() {
-            return Err(format!("{}: the recording holds no frames", path.display()));
+            let why = recording
+                .first_problem
+                .as_ref()
+                .map_or_else(String::new, |problem| format!(" ({problem})"));
+            return Err(format!(
+                "{}: the recording holds no usable frames{why}",
+                path.display()
+            ));
         }
         Ok(recording)
     }
 
     fn index_segment(&mut self, segment: usize) -> Result<(), String> {
-        let mut lines = LineReader::open(&self.segments[segment], 0)?;
+        let path = self.segments[segment].clone();
+        let mut lines = LineReader::open(&path, 0)?;
         let mut key: Option<usize> = None;
-        let mut first = true;
+        let mut number = 0usize;
         loop {
             let Some((at, line)) = lines.next_line()? else {
                 return Ok(());
             };
-            if std::mem::take(&mut first) {
+            number += 1;
+            if number == 1 {
                 continue; // the header
             }
-            let parsed: Option<Value> = line
-                .ends_with('\n')
-                .then(|| serde_json::from_str(line).ok())
-                .flatten();
-            let Some(frame) = parsed else {
-                // A torn or garbled line: the deltas after it cannot be rebuilt.
-                self.skipped += 1;
-                key = None;
-                continue;
-            };
-            let Some(t) = frame["t"].as_f64() else {
-                self.skipped += 1;
-                continue;
-            };
-            if frame.get("k").is_some() {
-                key = Some(self.frames.len());
-            } else if frame.get("d").is_none() || key.is_none() {
-                self.skipped += 1;
-                continue;
+            match read_frame(line) {
+                Ok((t, frame)) => {
+                    if let Some(whole) = frame.get("k") {
+                        // A key frame is a whole snapshot: check it now, so a recording of
+                        // bad frames says why at once.
+                        if let Err(why) = record::from_stored(whole, frame_time(t)) {
+                            key = None;
+                            self.skip(&path, number, &why);
+                            continue;
+                        }
+                        key = Some(self.frames.len());
+                    }
+                    let Some(key) = key else {
+                        self.skip(&path, number, "a change with no whole frame before it");
+                        continue;
+                    };
+                    if self.frames.last().is_some_and(|f| t <= f.t) {
+                        self.skip(&path, number, "a frame no later than the one before it");
+                        continue;
+                    }
+                    self.frames.push(FrameRef {
+                        t,
+                        segment,
+                        offset: at,
+                        key,
+                    });
+                }
+                Err(why) => {
+                    // A torn or garbled line: the changes after it cannot be rebuilt.
+                    key = None;
+                    self.skip(&path, number, &why);
+                }
             }
-            if self.frames.last().is_some_and(|f| t <= f.t) {
-                self.skipped += 1;
-                continue;
-            }
-            self.frames.push(FrameRef {
-                t,
-                segment,
-                offset: at,
-                key: key.expect("set above"),
-            });
+        }
+    }
+
+    fn skip(&mut self, path: &Path, line: usize, why: &str) {
+        self.skipped += 1;
+        if self.first_problem.is_none() {
+            let why = crate::format::sanitize(why);
+            self.first_problem = Some(format!("{} line {line}: {why}", path.display()));
         }
     }
 
@@ -164,7 +185,7 @@ impl Recording {
             let Some((at, line)) = lines.next_line()? else {
                 return Err(format!("{}: frame {index} is missing", path.display()));
             };
-            let Ok(frame) = serde_json::from_str::<Value>(line) else {
+            let Ok((_, frame)) = read_frame(line) else {
                 continue;
             };
             if let Some(whole) = frame.get("k") {
@@ -173,19 +194,77 @@ impl Recording {
                 record::apply(&mut state, patch);
             }
             if at == wanted.offset {
-                let taken_at = std::time::UNIX_EPOCH + Duration::from_secs_f64(wanted.t.max(0.0));
-                return record::from_stored(&state, taken_at);
+                return record::from_stored(&state, frame_time(wanted.t));
             }
         }
     }
 }
+
+/// Longest line read: a key frame of the most processes a snapshot may hold is about 6 MB.
+const MAX_LINE_BYTES: usize = 16 << 20;
+
+/// Most JSON values in one line: a key frame of the most processes holds about 300 000. A
+/// bound on the memory a line takes once parsed (a value takes 32 bytes or more, where
+/// `0,` is 2 bytes of the line).
+const MAX_LINE_VALUES: usize = 1_000_000;
+
+/// Latest frame time accepted, in seconds since the epoch: the end of the year 9999.
+const LATEST_FRAME_TIME: f64 = 253_402_300_799.0;
+
+/// A frame line's time and content, or why it cannot be one.
+fn read_frame(line: Option<&[u8]>) -> Result<(f64, Value), String> {
+    let line = line.ok_or("a line longer than 16 MiB, or cut short")?;
+    if json_values(line) > MAX_LINE_VALUES {
+        return Err(format!("more than {MAX_LINE_VALUES} values in one line"));
+    }
+    let frame: Value = serde_json::from_slice(line).map_err(|e| format!("not a frame: {e}"))?;
+    let t = frame["t"].as_f64().ok_or("a frame without its time")?;
+    if !(0.0..=LATEST_FRAME_TIME).contains(&t) {
+        return Err(format!("{t} is not a time between 1970 and 9999"));
+    }
+    if frame.get("k").is_none() && frame.get("d").is_none() {
+        return Err("a frame without a snapshot or a change".into());
+    }
+    Ok((t, frame))
+}
+
+/// When a frame was taken (its time is checked by [`read_frame`]).
+fn frame_time(t: f64) -> std::time::SystemTime {
+    std::time::UNIX_EPOCH + Duration::try_from_secs_f64(t).unwrap_or_default()
+}
+
+/// About how many values a JSON text holds: its commas, colons and opening brackets outside
+/// strings, counted without parsing it.
+fn json_values(text: &[u8]) -> usize {
+    let (mut count, mut in_string, mut escaped) = (0, false, false);
+    for &b in text {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b',' | b':' | b'{' | b'[' => count += 1,
+                _ => {}
+            }
+        }
+    }
+    count
+}
+
+/// A line read: its offset, and its bytes unless it was too long or torn.
+type Line<'a> = (u64, Option<&'a [u8]>);
 
 /// A recording's lines with the byte offset each starts at.
 struct LineReader<'p> {
     path: &'p Path,
     reader: BufReader<File>,
     offset: u64,
-    line: String,
+    line: Vec<u8>,
 }
 
 impl<'p> LineReader<'p> {
@@ -197,20 +276,38 @@ impl<'p> LineReader<'p> {
             path,
             reader: BufReader::new(file),
             offset,
-            line: String::new(),
+            line: Vec::new(),
         })
     }
 
-    /// The next line (with its newline, if it has one) and its offset; `None` at the end.
-    fn next_line(&mut self) -> Result<Option<(u64, &str)>, String> {
-        self.line.clear();
-        let read = self
-            .reader
-            .read_line(&mut self.line)
-            .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
+    /// The next line's offset and its bytes (without the newline), `None` for a line that is
+    /// too long or has no newline (torn); `None` at the end of the file. Bytes are not
+    /// checked as UTF-8 here: a damaged byte spoils its own line only.
+    fn next_line(&mut self) -> Result<Option<Line<'_>>, String> {
         let at = self.offset;
-        self.offset += read as u64;
-        Ok((read > 0).then_some((at, self.line.as_str())))
+        self.line.clear();
+        let mut too_long = false;
+        loop {
+            let room = (MAX_LINE_BYTES + 1).saturating_sub(self.line.len()) as u64;
+            let read = (&mut self.reader)
+                .take(room.max(1))
+                .read_until(b'\n', &mut self.line)
+                .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
+            self.offset += read as u64;
+            if read == 0 || self.line.last() == Some(&b'\n') {
+                break;
+            }
+            if self.line.len() > MAX_LINE_BYTES {
+                // Drop what was read of an overlong line and read on to its end.
+                too_long = true;
+                self.line.clear();
+            }
+        }
+        if self.offset == at {
+            return Ok(None);
+        }
+        let whole = !too_long && self.line.last() == Some(&b'\n');
+        Ok(Some((at, whole.then(|| &self.line[..self.line.len() - 1]))))
     }
 }
 
@@ -333,7 +430,11 @@ fn play(
         let wait = if paused || index == last {
             Duration::from_secs(3600)
         } else {
-            Duration::from_secs_f64(((recording.time(index + 1) - recording.time(index)) / speed).max(0.0))
+            // Frame times are checked on reading: the longest wait is centuries, not a panic.
+            Duration::try_from_secs_f64(
+                ((recording.time(index + 1) - recording.time(index)) / speed).max(0.0),
+            )
+            .unwrap_or(Duration::MAX)
         };
         match inbox.recv_timeout(wait) {
             Err(RecvTimeoutError::Timeout) => {

@@ -428,6 +428,8 @@ pub fn cluster(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
         Widget::render(Paragraph::new("gputop: asking the nodes..."), area, buffer);
         return;
     };
+    // The STATE column (why a node is down) takes what the other columns leave, up to 80.
+    let state = (usize::from(area.width).saturating_sub(76)).clamp(34, 80);
     let up = cluster
         .nodes
         .iter()
@@ -480,7 +482,7 @@ pub fn cluster(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
         Line::from(""),
         Line::from(Span::styled(
             format!(
-                "{:<28} {:<34} {:>4} {:>21} {:>5} {:>5} {:>6}",
+                "{:<28} {:<state$} {:>4} {:>21} {:>5} {:>5} {:>6}",
                 "NODE", "STATE", "GPUS", "MEMORY", "UTIL", "PROCS", "ALERTS"
             ),
             theme.header(),
@@ -493,11 +495,19 @@ pub fn cluster(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
             .map(|s| sanitize(&s.hostname))
             .filter(|h| !h.is_empty())
             .map_or_else(|| n.node.label(), |h| format!("{h} ({})", n.node.label()));
-        let (state, style) = match &n.status {
-            NodeStatus::Waiting => ("waiting".to_string(), theme.dim()),
-            NodeStatus::Up => ("up".to_string(), theme.ok()),
-            NodeStatus::Down { reason, failures } => {
-                (format!("DOWN ({failures}x): {}", sanitize(reason)), theme.error())
+        let (status, style) = match (&n.status, n.stale_seconds) {
+            (NodeStatus::Waiting, _) => ("waiting".to_string(), theme.dim()),
+            (NodeStatus::Up, None) => ("up".to_string(), theme.ok()),
+            (NodeStatus::Up, Some(age)) => (
+                format!("up, data {age} s old"),
+                theme.severity(crate::monitor::alerts::rules::Severity::Warning),
+            ),
+            (NodeStatus::Down { reason, failures }, age) => {
+                let age = age.map_or_else(String::new, |s| format!(", data {s} s old"));
+                (
+                    format!("DOWN ({failures}x{age}): {}", sanitize(reason)),
+                    theme.error(),
+                )
             }
         };
         let figures = n
@@ -525,12 +535,18 @@ pub fn cluster(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
             });
         let row = match figures {
             Some((gpus, memory, util, procs)) => format!(
-                "{:<28} {:<34} {gpus:>4} {memory:>21} {util:>5} {procs:>5} {:>6}",
+                "{:<28} {:<width$} {gpus:>4} {memory:>21} {util:>5} {procs:>5} {:>6}",
                 cut(&name, 28),
-                cut(&state, 34),
-                n.alerts
+                cut(&status, state),
+                n.alerts,
+                width = state
             ),
-            None => format!("{:<28} {:<34}", cut(&name, 28), cut(&state, 34)),
+            None => format!(
+                "{:<28} {:<width$}",
+                cut(&name, 28),
+                cut(&status, state),
+                width = state
+            ),
         };
         let mut style = style;
         if i == app.view.cluster_selected {

@@ -68,6 +68,7 @@ pub fn process(pid: u32, gpu: u32, uid: u32, user: &str, command: &str, mem_gib:
             cpu_percent: Reading::Value(f64::from(sm) * 1.1),
             memory_bytes: Reading::Value(mem_gib * GIB / 4),
             start_time: Reading::Value(1_700_000_000 + u64::from(pid)),
+            start_ticks: Reading::Value(100 * u64::from(pid)),
             running_seconds: Reading::Value(3_725 + u64::from(pid)),
             // bob works in a Docker container.
             container: (pid == 5200).then(|| Container {

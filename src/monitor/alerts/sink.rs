@@ -2,10 +2,9 @@
 //! an optional notification command per severity, run without a shell, killed after a
 //! timeout, and rate-limited per severity.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -27,23 +26,13 @@ pub struct Sink {
     suppressed: [usize; 3],
 }
 
-/// Opens `path` for appending: created with mode 0600, never through a symbolic link.
-pub fn open_append(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-}
-
 impl Sink {
     pub fn open(settings: &AlertSettings) -> Result<Self, String> {
         let log = match settings.log_file.as_str() {
             "" => None,
             path => Some(
-                open_append(&PathBuf::from(path))
-                    .map_err(|e| format!("alert.log_file {path}: cannot open for appending: {e}"))?,
+                crate::files::open_for_writing(&PathBuf::from(path), crate::files::Write::Append)
+                    .map_err(|e| format!("alert.log_file: {e}"))?,
             ),
         };
         Ok(Self {

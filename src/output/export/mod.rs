@@ -25,8 +25,15 @@ use server::{Pages, SharedPages};
 /// dcgm-exporter's 9400.
 pub const DEFAULT_ADDRESS: &str = "127.0.0.1:9835";
 
-/// Binds `address`, starts collecting, and serves until the process is stopped.
-pub fn run(source: Source, settings: &Settings, options: Options, address: &str) -> Result<(), String> {
+/// Binds `address`, starts collecting, and serves until the process is stopped; alert
+/// transitions go to `sink`.
+pub fn run(
+    source: Source,
+    settings: &Settings,
+    options: Options,
+    mut sink: Sink,
+    address: &str,
+) -> Result<(), String> {
     let listener = TcpListener::bind(address).map_err(|e| format!("cannot listen on {address}: {e}"))?;
     let bound = listener
         .local_addr()
@@ -52,17 +59,24 @@ pub fn run(source: Source, settings: &Settings, options: Options, address: &str)
         &settings.alert,
         settings.display.refresh_interval,
     );
-    let mut sink = Sink::open(&settings.alert)?;
     let _collector = Collector::spawn_with(
         source,
         interval,
         Box::new(move |snapshot| {
             let transitions = monitor.ingest(&snapshot);
             for problem in sink.deliver(&transitions) {
-                eprintln!("gputop export: {problem}");
+                eprintln!("gputop export: {}", crate::format::sanitize(&problem));
             }
             let active = monitor.alerts.active();
-            let json = crate::output::report::json_report(&snapshot, &active, &monitor.usage).to_string();
+            let mut report = crate::output::report::json_report(&snapshot, &active, &monitor.usage);
+            if !options.commands {
+                // Command lines may hold secrets: served only with --process-commands, as
+                // on /metrics.
+                for process in report["processes"].as_array_mut().into_iter().flatten() {
+                    process["command"] = serde_json::Value::Null;
+                }
+            }
+            let json = report.to_string();
             let page = Pages {
                 ready: true,
                 metrics: metrics::exposition(Some((&snapshot, &monitor.usage)), options),

@@ -60,11 +60,33 @@ fn value(rule: &Rule, selector: &str, suffix: &str, window: f64) -> String {
     }
 }
 
+/// A YAML double-quoted scalar: `\` and `"` escaped, and every control, line- or
+/// paragraph-separator, bidirectional or byte-order character as `\uXXXX`, so the string
+/// stays on its line and is text, whatever it holds.
 fn quote(text: &str) -> String {
-    format!(
-        "\"{}\"",
-        text.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', " ")
-    )
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            c if c.is_control()
+                || matches!(c, '\u{2028}' | '\u{2029}' | '\u{FEFF}' | '\u{200E}' | '\u{200F}')
+                || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}') =>
+            {
+                let _ = write!(out, "\\u{:04X}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Text from the configuration as a Go template (Prometheus's annotations) shows it: every
+/// `{{` becomes an action that prints `{{`, so the text cannot open an action of its own.
+fn literal_in_template(text: &str) -> String {
+    text.replace("{{", "{{ \"{{\" }}")
 }
 
 /// The rules file for Prometheus, given its scrape interval in seconds.
@@ -126,10 +148,12 @@ pub fn prometheus_rules(rules: &[Rule], scrape_interval: f64) -> String {
             }
             _ => "{{ $labels.instance }} GPU {{ $labels.gpu }} ({{ $labels.name }})",
         };
-        let summary = rule
-            .summary
-            .clone()
-            .unwrap_or_else(|| rule.name.replace('_', " "));
+        let summary = literal_in_template(
+            &rule
+                .summary
+                .clone()
+                .unwrap_or_else(|| rule.name.replace('_', " ")),
+        );
         let widened = if window > rule.window {
             format!(
                 " The window is {} here (gputop: {}), four scrape intervals.",

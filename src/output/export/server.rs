@@ -1,15 +1,17 @@
 //! A small HTTP/1.1 server for the exporter: GET (and HEAD) of `/metrics`, `/-/ready` and
 //! `/snapshot`, answered from pages rendered once per snapshot, so a scrape never calls
-//! NVML. Each connection has its own small thread, up to [`MAX_CONNECTIONS`] at once (so a
-//! few slow clients cannot hold up the others); beyond that a connection gets 503 at once.
-//! Every connection has read and write timeouts,
-//! request heads are capped at 8 KiB, and every answer closes the connection. Malformed
+//! NVML. Each connection has its own small thread, up to [`MAX_CONNECTIONS`] at once. A
+//! request head must arrive whole within [`HEAD_DEADLINE`] and 8 KiB. A connection still
+//! sending its head after a second is slow: one address keeps at most
+//! [`MAX_SLOW_PER_PEER`] slow connections, and a full server closes the connection that has
+//! waited longest for its head to make room, so clients trickling bytes (slowloris) cannot
+//! keep a scraper out; only when every slot is being answered does a connection get 503. Every answer closes the connection. Malformed
 //! requests get 400 and a log line; nothing a client sends can stop the server.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -18,13 +20,19 @@ use crate::source::Activity;
 
 const TEXT: &str = "text/plain; charset=utf-8";
 
-/// Connections served at once; beyond this they get 503.
+/// Connections served at once.
 pub const MAX_CONNECTIONS: usize = 256;
+/// Slow connections (see [`SLOW_AFTER`]) one address may hold.
+pub const MAX_SLOW_PER_PEER: usize = 16;
+/// A connection still sending its request head after this long is slow: a client sends its
+/// head at once.
+pub const SLOW_AFTER: Duration = Duration::from_secs(1);
+/// The most a client may take to send its whole request head.
+pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
 /// Stack of a connection's thread: it only copies a page out.
 const STACK: usize = 128 * 1024;
 /// Longest request head read.
 pub const HEAD_MAX: usize = 8 * 1024;
-pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the server answers with, replaced whole on every snapshot.
@@ -56,44 +64,136 @@ impl Freshness {
 
 pub type SharedPages = Arc<RwLock<Arc<Pages>>>;
 
+/// The open connections, for making room: which peer, since when, and whether it is still
+/// sending its request head.
+#[derive(Default)]
+struct Connections {
+    open: Mutex<Vec<Open>>,
+}
+
+struct Open {
+    id: u64,
+    peer: IpAddr,
+    since: Instant,
+    reading_head: bool,
+    /// A handle to close it with.
+    stream: TcpStream,
+}
+
+impl Connections {
+    /// Takes in a connection from `peer`. A connection still sending its head after
+    /// [`SLOW_AFTER`] is slow: a peer keeps at most [`MAX_SLOW_PER_PEER`] of them (its
+    /// oldest is closed). A full server closes the connection that has waited longest for
+    /// its head (a client sends its head at once: the newest are the last to go).
+    /// `false` when the server is full and every connection is being answered.
+    fn admit(&self, id: u64, peer: IpAddr, stream: &TcpStream) -> bool {
+        let Ok(handle) = stream.try_clone() else {
+            return false;
+        };
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        // The connection that has waited longest for its head: of `peer` and slow only, or
+        // of anyone.
+        let oldest_waiting = |open: &[Open], slow_of: Option<IpAddr>| {
+            open.iter()
+                .enumerate()
+                .filter(|(_, c)| c.reading_head)
+                .filter(|(_, c)| {
+                    slow_of.is_none_or(|peer| c.peer == peer && now.duration_since(c.since) >= SLOW_AFTER)
+                })
+                .min_by_key(|(_, c)| c.since)
+                .map(|(i, _)| i)
+        };
+        let slow_of_peer = open
+            .iter()
+            .filter(|c| c.peer == peer && c.reading_head && now.duration_since(c.since) >= SLOW_AFTER)
+            .count();
+        let close = |open: &mut Vec<Open>, index: usize| {
+            // Its thread sees the connection end and leaves.
+            let _ = open.swap_remove(index).stream.shutdown(Shutdown::Both);
+        };
+        if slow_of_peer >= MAX_SLOW_PER_PEER
+            && let Some(index) = oldest_waiting(&open, Some(peer))
+        {
+            close(&mut open, index);
+        }
+        if open.len() >= MAX_CONNECTIONS {
+            match oldest_waiting(&open, None) {
+                Some(index) => close(&mut open, index),
+                None => return false,
+            }
+        }
+        open.push(Open {
+            id,
+            peer,
+            since: now,
+            reading_head: true,
+            stream: handle,
+        });
+        true
+    }
+
+    /// The connection has sent its head: it is being answered, and is no longer closed to
+    /// make room.
+    fn answering(&self, id: u64) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = open.iter_mut().find(|c| c.id == id) {
+            c.reading_head = false;
+        }
+    }
+
+    fn leave(&self, id: u64) {
+        self.open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|c| c.id != id);
+    }
+}
+
 /// Serves `pages` on `listener` until `stop` is set (checked between connections).
 pub fn serve(listener: TcpListener, pages: SharedPages, freshness: Freshness, stop: Arc<AtomicBool>) {
     let freshness = Arc::new(freshness);
-    let active = Arc::new(AtomicUsize::new(0));
-    for stream in listener.incoming() {
+    let connections = Arc::new(Connections::default());
+    for (id, stream) in (0u64..).zip(listener.incoming()) {
         if stop.load(Ordering::Relaxed) {
             return;
         }
         let Ok(mut stream) = stream else { continue };
-        if active.load(Ordering::Acquire) >= MAX_CONNECTIONS {
+        let Ok(peer) = stream.peer_addr() else { continue };
+        if !connections.admit(id, peer.ip(), &stream) {
             let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
             let _ = respond(&mut stream, 503, TEXT, b"busy, try again\n", false);
             continue;
         }
-        active.fetch_add(1, Ordering::AcqRel);
-        let (pages, count, fresh) = (Arc::clone(&pages), Arc::clone(&active), Arc::clone(&freshness));
+        let (pages, open, fresh) = (
+            Arc::clone(&pages),
+            Arc::clone(&connections),
+            Arc::clone(&freshness),
+        );
         let spawned = thread::Builder::new()
             .name("gputop-http".into())
             .stack_size(STACK)
             .spawn(move || {
-                handle(stream, &pages, &fresh);
-                count.fetch_sub(1, Ordering::AcqRel);
+                handle(stream, peer, &pages, &fresh, || open.answering(id));
+                open.leave(id);
             });
         if spawned.is_err() {
-            active.fetch_sub(1, Ordering::AcqRel);
+            connections.leave(id);
         }
     }
 }
 
-fn handle(mut stream: TcpStream, pages: &SharedPages, freshness: &Freshness) {
-    let _ = stream.set_read_timeout(Some(READ_TIMEOUT));
+fn handle(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    pages: &SharedPages,
+    freshness: &Freshness,
+    answering: impl FnOnce(),
+) {
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
     // An answer is written in a few pieces and the connection then closed: nothing to gain
     // from holding the last piece back for the peer's acknowledgement.
     let _ = stream.set_nodelay(true);
-    let peer = stream
-        .peer_addr()
-        .map_or_else(|_| "?".to_string(), |a: SocketAddr| a.to_string());
     let bad_request = |stream: &mut TcpStream, problem: &str| {
         eprintln!("gputop export: {peer}: {problem}");
         let _ = respond(stream, 400, TEXT, b"bad request\n", false);
@@ -101,9 +201,10 @@ fn handle(mut stream: TcpStream, pages: &SharedPages, freshness: &Freshness) {
     let head = match read_head(&mut stream) {
         Ok(head) => head,
         Err(Some(problem)) => return bad_request(&mut stream, &problem),
-        // The client went away or said nothing: nobody to answer.
+        // The client went away, said nothing in time, or was closed to make room.
         Err(None) => return,
     };
+    answering();
     let mut parts = head.lines().next().unwrap_or("").split(' ');
     let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next()) else {
         return bad_request(&mut stream, "malformed request line");
@@ -163,18 +264,26 @@ fn handle(mut stream: TcpStream, pages: &SharedPages, freshness: &Freshness) {
     };
 }
 
-/// Reads up to the blank line ending the request head. `Err(None)`: the client went away
-/// or timed out without a word (nothing to answer); `Err(Some(why))`: a malformed request.
+/// Reads up to the blank line ending the request head, all within [`HEAD_DEADLINE`].
+/// `Err(None)`: the client went away or sent nothing whole in time (nothing to answer);
+/// `Err(Some(why))`: a malformed request.
 fn read_head(stream: &mut TcpStream) -> Result<String, Option<String>> {
+    let deadline = Instant::now() + HEAD_DEADLINE;
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
     loop {
+        // Each read waits only for what is left: a byte every few seconds does not stretch it.
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or(None)?;
+        let _ = stream.set_read_timeout(Some(left));
         let n = match stream.read(&mut buf) {
             Ok(0) if head.is_empty() => return Err(None),
             Ok(0) => return Err(Some("connection closed inside the request head".into())),
             Ok(n) => n,
-            Err(_) if head.is_empty() => return Err(None),
-            Err(e) => return Err(Some(format!("reading the request: {e}"))),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return Err(None),
         };
         head.extend_from_slice(&buf[..n]);
         if let Some(end) = find(&head, b"\r\n\r\n").or_else(|| find(&head, b"\n\n")) {
