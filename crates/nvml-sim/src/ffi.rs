@@ -300,9 +300,23 @@ fn load_scenario() -> Result<Scenario, String> {
     Err("no scenario: set GPUTOP_SIM_SCENARIO to a scenario file or builtin:<name>".into())
 }
 
+/// Largest scenario file read: a capture of a busy 8-GPU machine is well under 1 MiB.
+const SCENARIO_MAX_BYTES: u64 = 16 << 20;
+
 fn read_scenario(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Scenario, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read scenario {}: {e}", path.display()))?;
+    use std::io::Read;
+    let cannot = |why: String| format!("cannot read scenario {}: {why}", path.display());
+    let file = std::fs::File::open(path).map_err(|e| cannot(e.to_string()))?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(cannot("not a regular file".into()));
+    }
+    let mut text = String::new();
+    file.take(SCENARIO_MAX_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| cannot(e.to_string()))?;
+    if text.len() as u64 > SCENARIO_MAX_BYTES {
+        return Err(cannot(format!("larger than {} MiB", SCENARIO_MAX_BYTES >> 20)));
+    }
     Scenario::parse(&text, &path.display().to_string(), env).map_err(|e| e.0)
 }
 
