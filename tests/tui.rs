@@ -1384,6 +1384,7 @@ fn hostile_nodes_are_refused_each_with_its_reason_and_memory_stays_small() {
     std::thread::sleep(Duration::from_secs(3));
     let pid = pty.child.process_id().unwrap();
     let peak = peak_rss_mib(pid);
+    eprintln!("peak resident memory of the remote view: {peak} MiB");
     assert!(peak < 200, "peak resident memory {peak} MiB");
     pty.keys("q");
     assert!(pty.wait_exit(5).is_some_and(|s| s.success()), "q quits");
@@ -1423,5 +1424,49 @@ fn slow_nodes_delay_no_other_and_old_data_says_how_old() {
     assert!(
         fetched >= (seconds - 3.0).floor(),
         "the good node was fetched {fetched} times in {seconds:.0} s"
+    );
+}
+
+#[test]
+fn frames_1e20_seconds_apart_replay_and_quit_without_a_panic() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("gap.rec");
+    let limits = gputop::output::record::Limits {
+        max_bytes: 64 << 20,
+        max_age_seconds: 86_400.0,
+    };
+    let mut recorder = gputop::output::record::Recorder::create(&file, limits, 1.0, "gap-host").unwrap();
+    let base = common::fixtures::snapshot();
+    for second in 0..3u64 {
+        let mut frame = base.clone();
+        frame.taken_at = base.taken_at + Duration::from_secs(second);
+        recorder.push(&frame).unwrap();
+    }
+    drop(recorder);
+    // The second frame 1e20 s after the first: more seconds than the player's wait for it
+    // can hold. It is skipped on reading (with the change after it, which builds on it).
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    let mut frame: serde_json::Value = serde_json::from_str(&lines[2]).unwrap();
+    frame["t"] = serde_json::json!(1e20);
+    lines[2] = frame.to_string();
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_gputop"));
+    command.env("HOME", home.path());
+    command.env("TERM", "xterm-256color");
+    command.arg("replay");
+    command.arg(&file);
+    let mut pty = Pty::spawn(command, 160, 40);
+    pty.wait_for("REPLAY");
+    pty.keys("}");
+    pty.keys("S");
+    std::thread::sleep(Duration::from_millis(500));
+    pty.keys("q");
+    let status = pty.wait_exit(5).expect("q quits");
+    assert!(status.success(), "exit status {status:?}");
+    let output = String::from_utf8_lossy(&pty.raw.lock().unwrap()).into_owned();
+    assert!(
+        !output.contains("internal error") && !output.contains("panicked"),
+        "{output}"
     );
 }
