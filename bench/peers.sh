@@ -22,6 +22,8 @@ if ! command -v nvtop >/dev/null 2>&1; then
     added=
     if ! grep -rqs "contrib" /etc/apt/sources.list /etc/apt/sources.list.d/; then
       added=/etc/apt/sources.list.d/gputop-bench-contrib.sources
+      # Removed on every way out, a failed install too.
+      trap 'rm -f "$added"; apt-get update -qq || true' EXIT
       printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: %s\nComponents: contrib\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
         "$codename" > "$added"
     fi
@@ -31,6 +33,7 @@ if ! command -v nvtop >/dev/null 2>&1; then
     if [ -n "$added" ]; then
       rm -f "$added"
       apt-get update -qq || true
+      trap - EXIT
     fi
   else
     echo "nvtop is missing and cannot be installed here (needs root and apt): measured without it" >&2
@@ -45,6 +48,7 @@ if [ ! -x target/bench-nvtop/nvtop ]; then
     fi
     # Debian 13's source index in a private apt state: the machine's own sources stay as they are.
     apt_state=$(mktemp -d)
+    trap 'rm -rf "$apt_state"' EXIT
     chmod 0755 "$apt_state"  # apt fetches as its own user, _apt
     mkdir -p "$apt_state/lists/partial" "$apt_state/src"
     echo "deb-src http://deb.debian.org/debian trixie main" > "$apt_state/sources.list"
@@ -67,6 +71,7 @@ if [ ! -x target/bench-nvtop/nvtop ]; then
       echo "nvtop's source could not be fetched: nvtop -s is not measured" >&2
     fi
     rm -rf "$apt_state"
+    trap - EXIT
   else
     echo "nvtop -s needs nvtop 3.2 built from source (root and apt): not measured" >&2
   fi
