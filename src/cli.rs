@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::app::filter::{DeviceSpec, Selection, parse_device_list};
 use crate::config::CliOverrides;
@@ -11,7 +11,7 @@ use crate::config::CliOverrides;
 ///
 /// Without a GPU, `gputop --demo` shows a simulated machine.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "gputop", version, about, long_about = None, after_help = EXIT_CODES)]
+#[command(name = "gputop", version = VERSION, about, long_about = None, after_help = EXIT_CODES)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -115,6 +115,13 @@ pub enum Command {
     /// Write what this machine's NVML answers, for a few seconds, as a simulator scenario
     /// that replays the machine (attach it to a bug report)
     Capture(CaptureArgs),
+    /// Print a completion script for SHELL (bash, zsh, fish, elvish, powershell)
+    Completions {
+        #[arg(value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff): gputop man > ~/.local/share/man/man1/gputop.1
+    Man,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -261,6 +268,17 @@ pub const VALIDATE_EXIT_CODES: &str = "Exit codes:
   2-8 as for gputop itself (usage, configuration, NVML)";
 
 /// Exit codes, shown at the end of --help and documented in README.md.
+/// `gputop --version`: the version, and the commit and its date when built from git.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("GPUTOP_BUILD_INFO"));
+
+/// What `--help` ends with: the exit codes, then the keys of the view.
+pub fn help_tail() -> String {
+    format!(
+        "{EXIT_CODES}\n\nKeys in the view (h or F1 there shows every screen's):\n{}",
+        crate::app::keymap::summary()
+    )
+}
+
 pub const EXIT_CODES: &str = "Exit codes:
   0  success
   1  runtime error (for example, writing the output failed, or NVML not answering a one-shot within 15 s)
@@ -286,7 +304,8 @@ fn parse_device_spec(text: &str) -> Result<DeviceSpec, String> {
 impl Cli {
     /// Parses the command line; exits with a usage error (status 2) on a bad one.
     pub fn parse_checked() -> Self {
-        let cli = Self::parse();
+        let matches = Self::command().after_help(help_tail()).get_matches();
+        let cli = Self::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
         if cli.demo && matches!(cli.command, Some(Command::Validate(_) | Command::Replay(_))) {
             Self::command()
                 .error(

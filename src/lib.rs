@@ -46,6 +46,7 @@ pub(crate) mod cli;
 pub(crate) mod files;
 pub(crate) mod format;
 pub(crate) mod interactive;
+pub(crate) mod manual;
 pub(crate) mod run;
 pub(crate) mod signal;
 pub(crate) mod term;

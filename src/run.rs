@@ -112,6 +112,8 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
         Some(Command::Replay(args)) => return run_replay(cli, args, &effective, env),
         Some(Command::Record(args)) => return run_record(cli, args, &effective),
         Some(Command::Capture(args)) => return run_capture(cli, args),
+        Some(Command::Completions { shell }) => return emit(&crate::manual::completions(*shell)),
+        Some(Command::Man) => return emit(&crate::manual::page()),
         Some(Command::Rules(args)) => {
             let rules = effective.settings.alert.effective_rules();
             return emit(&crate::output::export::rules::prometheus_rules(

@@ -343,8 +343,10 @@ fn alert_rules_load_dump_and_load_back() {
     let saved = home.path().join("dumped.toml");
     std::fs::write(&saved, &first).unwrap();
     let (second, _) = dump(home.path(), &["--config", saved.to_str().unwrap()], &[]);
+    // Origins differ (one file, then the other), and so does the header naming the file.
     let strip = |t: &str| -> Vec<String> {
         t.lines()
+            .filter(|l| !l.starts_with("# Config file: "))
             .map(|l| l.split("  #").next().unwrap().to_string())
             .collect()
     };
@@ -445,5 +447,26 @@ fn a_config_that_is_a_device_or_a_fifo_is_refused_at_once() {
         stderr(&output).contains("larger than 1024 KiB"),
         "{}",
         stderr(&output)
+    );
+}
+
+#[test]
+fn dump_config_names_the_file_it_read_or_looked_for() {
+    let home = tempfile::tempdir().unwrap();
+    let (missing, _) = dump(home.path(), &[], &[]);
+    let expected = home.path().join(".config/gputop/config.toml");
+    assert!(
+        missing.contains(&format!("# Config file: {} (not there", expected.display())),
+        "{missing}"
+    );
+    user_config(home.path(), "[display]\nrefresh_interval = 3.0\n");
+    let (read, _) = dump(home.path(), &[], &[]);
+    assert!(
+        read.contains(&format!("# Config file: {} (read)", expected.display())),
+        "{read}"
+    );
+    assert!(
+        read.contains("man gputop") && !read.contains("config/default.toml"),
+        "{read}"
     );
 }

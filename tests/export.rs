@@ -4,9 +4,9 @@
 //! slow clients neither stop the exporter nor the collector; the Grafana dashboard uses
 //! only names the exporter serves.
 //!
-//! Needs `prometheus` and `promtool` (Debian package `prometheus`, installed by .ci/run).
-//! Without them these tests fail and say so; GPUTOP_SKIP_PROMETHEUS=1 skips only the parts
-//! that run those programs, by explicit choice.
+//! The tests that run `prometheus` or `promtool` (Debian package `prometheus`) are ignored
+//! unless asked for: `bash .ci/all-tests` installs the package and runs them, as CI does.
+//! Asked for without the programs, they fail and say so.
 
 mod common;
 
@@ -29,12 +29,8 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Whether the Prometheus tools are to be used: they must be there unless skipped on purpose.
-fn prometheus_tools() -> bool {
-    if std::env::var("GPUTOP_SKIP_PROMETHEUS").is_ok_and(|v| v == "1") {
-        eprintln!("GPUTOP_SKIP_PROMETHEUS=1: not running prometheus/promtool");
-        return false;
-    }
+/// Fails a test that needs the Prometheus tools when they are missing, saying how to get them.
+fn require_prometheus_tools() {
     for tool in ["prometheus", "promtool"] {
         let found = Command::new(tool)
             .arg("--version")
@@ -42,11 +38,9 @@ fn prometheus_tools() -> bool {
             .is_ok_and(|o| o.status.success());
         assert!(
             found,
-            "{tool} is missing: install the Debian package `prometheus` (.ci/run does), \
-             or set GPUTOP_SKIP_PROMETHEUS=1 to skip these checks knowingly"
+            "{tool} is missing: install the Debian package `prometheus` (`bash .ci/all-tests` does)"
         );
     }
-    true
 }
 
 /// A GET (or any raw request) and its status, headers and body.
@@ -215,10 +209,9 @@ fn query_until(web: u16, q: &str, done: impl Fn(&[serde_json::Value]) -> bool) -
 }
 
 #[test]
+#[ignore = "needs Prometheus: a real prometheus server scrapes the exporter"]
 fn a_real_prometheus_scrapes_the_scenario_values_and_loads_the_rules() {
-    if !prometheus_tools() {
-        return;
-    }
+    require_prometheus_tools();
     let home = tempfile::tempdir().unwrap();
     let sleepers = Sleepers::spawn(3);
     let (_exporter, port) = ready_exporter(
@@ -280,9 +273,9 @@ fn a_real_prometheus_scrapes_the_scenario_values_and_loads_the_rules() {
     assert_eq!(count, 7, "{loaded}");
 }
 
-#[test]
-fn promtool_passes_the_exposition_the_rules_and_their_unit_tests() {
-    let home = tempfile::tempdir().unwrap();
+/// The exposition of the two-GPU scenario with per-process series and a process whose
+/// command line holds quotes, backslashes, an escape sequence, a newline and a bidi override.
+fn hostile_exposition(home: &Path) -> String {
     let sleepers = Sleepers::spawn(2);
     let mut evil = Command::new("sh")
         .args(["-c", "read x", "evil\"\\\x1b[2J\nname\u{202e}"])
@@ -291,7 +284,7 @@ fn promtool_passes_the_exposition_the_rules_and_their_unit_tests() {
         .unwrap();
     let pids = format!("{} {}", sleepers.env(), evil.id());
     let (_exporter, port) = ready_exporter(
-        home.path(),
+        home,
         &scenario("two-gpus-training"),
         &pids,
         &["--processes", "--process-commands"],
@@ -302,6 +295,19 @@ fn promtool_passes_the_exposition_the_rules_and_their_unit_tests() {
         head.contains("Content-Type: text/plain; version=0.0.4; charset=utf-8"),
         "{head}"
     );
+    let _ = evil.kill();
+    let _ = evil.wait();
+    body
+}
+
+fn committed_rules() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("config/prometheus/gputop-rules.yml")
+}
+
+#[test]
+fn the_exposition_escapes_hostile_text_and_the_committed_rules_are_current() {
+    let home = tempfile::tempdir().unwrap();
+    let body = hostile_exposition(home.path());
     assert!(!body.contains('\u{1b}') && !body.contains("NaN"));
     assert!(
         body.contains("read x evil\\\"\\\\\\\\u{1b}[2J\\\\nname\\\\u{202e}\"}"),
@@ -309,47 +315,51 @@ fn promtool_passes_the_exposition_the_rules_and_their_unit_tests() {
     );
     // The committed rules file is what `gputop rules` writes with the defaults.
     let rules = gputop(home.path()).arg("rules").output().unwrap();
-    let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/prometheus/gputop-rules.yml");
     assert_eq!(
         String::from_utf8_lossy(&rules.stdout),
-        std::fs::read_to_string(&committed).unwrap(),
+        std::fs::read_to_string(committed_rules()).unwrap(),
         "regenerate config/prometheus/gputop-rules.yml with `gputop rules`"
     );
-    if prometheus_tools() {
-        let mut check = Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
+}
+
+#[test]
+#[ignore = "needs Prometheus: promtool checks the exposition and the rules"]
+fn promtool_passes_the_exposition_the_rules_and_their_unit_tests() {
+    require_prometheus_tools();
+    let home = tempfile::tempdir().unwrap();
+    let body = hostile_exposition(home.path());
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    check.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    let checked = check.wait_with_output().unwrap();
+    assert!(
+        checked.status.success() && checked.stdout.is_empty() && checked.stderr.is_empty(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    let committed = committed_rules();
+    let dir = committed.parent().unwrap();
+    for args in [
+        vec!["check", "rules", "gputop-rules.yml"],
+        vec!["test", "rules", "gputop-rules.test.yml"],
+    ] {
+        let out = Command::new("promtool")
+            .args(&args)
+            .current_dir(dir)
+            .output()
             .unwrap();
-        check.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
-        let checked = check.wait_with_output().unwrap();
         assert!(
-            checked.status.success() && checked.stdout.is_empty() && checked.stderr.is_empty(),
-            "promtool check metrics: {}{}",
-            String::from_utf8_lossy(&checked.stdout),
-            String::from_utf8_lossy(&checked.stderr)
+            out.status.success(),
+            "promtool {args:?}: {}",
+            String::from_utf8_lossy(&out.stdout)
         );
-        let dir = committed.parent().unwrap();
-        for args in [
-            vec!["check", "rules", "gputop-rules.yml"],
-            vec!["test", "rules", "gputop-rules.test.yml"],
-        ] {
-            let out = Command::new("promtool")
-                .args(&args)
-                .current_dir(dir)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "promtool {args:?}: {}",
-                String::from_utf8_lossy(&out.stdout)
-            );
-        }
     }
-    let _ = evil.kill();
-    let _ = evil.wait();
 }
 
 fn last_collect(body: &str) -> f64 {
@@ -545,18 +555,16 @@ fn the_snapshot_page_matches_the_schema() {
     common::assert_matches_schema(&doc, "/snapshot");
 }
 
-/// MIG devices and per-user / per-container accounting in the exposition, scraped by a
-/// real Prometheus: the MIG memory is the scenario's, GPU-seconds grow with time.
+/// MIG devices and per-user / per-container accounting in the exposition.
+fn mig_exporter(home: &Path, sleepers: &Sleepers) -> (Killed, u16) {
+    ready_exporter(home, &scenario("mig-a100"), &sleepers.env(), &["--processes"])
+}
+
 #[test]
-fn mig_devices_and_usage_per_user_are_exported_and_scraped() {
+fn mig_devices_and_usage_per_user_are_exported() {
     let home = tempfile::tempdir().unwrap();
     let sleepers = Sleepers::spawn(4);
-    let (_exporter, port) = ready_exporter(
-        home.path(),
-        &scenario("mig-a100"),
-        &sleepers.env(),
-        &["--processes"],
-    );
+    let (_exporter, port) = mig_exporter(home.path(), &sleepers);
     std::thread::sleep(Duration::from_millis(600));
     let (_, _, body) = get(port, "/metrics");
     let line = |prefix: &str| {
@@ -584,9 +592,17 @@ fn mig_devices_and_usage_per_user_are_exported_and_scraped() {
         .unwrap();
     assert!(seconds > 0.0, "GPU-seconds accumulate: {seconds}");
     assert!(line("# TYPE gputop_container_gpu_memory_byte_seconds_total").ends_with("counter"));
-    if !prometheus_tools() {
-        return;
-    }
+}
+
+/// The same, scraped by a real Prometheus: the MIG memory is the scenario's, GPU-seconds
+/// grow with time.
+#[test]
+#[ignore = "needs Prometheus: a real prometheus server scrapes the exporter"]
+fn mig_devices_and_usage_per_user_are_scraped_by_prometheus() {
+    require_prometheus_tools();
+    let home = tempfile::tempdir().unwrap();
+    let sleepers = Sleepers::spawn(4);
+    let (_exporter, port) = mig_exporter(home.path(), &sleepers);
     let (_prometheus, web) = start_prometheus(home.path(), port, None);
     let mig = query_until(web, "gputop_mig_memory_total_bytes", |r| r.len() == 3);
     let mut totals: Vec<f64> = mig
@@ -774,14 +790,10 @@ fn export_with_log(home: &Path, log: &Path) -> std::process::Output {
 }
 
 #[test]
+#[ignore = "needs root: plants files owned by nobody"]
 fn an_alert_log_planted_as_a_fifo_or_another_users_file_or_through_their_link_is_refused() {
     use std::os::unix::fs::PermissionsExt;
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "this test plants files owned by nobody: it needs root"
-    );
+    common::require_root();
     let home = tempfile::tempdir().unwrap();
     let shared = home.path().join("shared");
     std::fs::create_dir(&shared).unwrap();
@@ -827,17 +839,17 @@ fn an_alert_log_planted_as_a_fifo_or_another_users_file_or_through_their_link_is
     );
 }
 
-#[test]
-fn a_rule_summary_with_control_characters_and_template_text_stays_text() {
-    let home = tempfile::tempdir().unwrap();
-    let config = home.path().join("rules.toml");
+/// `gputop rules` for a rule whose summary holds a newline, a bell, template actions,
+/// quotes, a backslash and a bidi override.
+fn odd_summary_rules(home: &Path) -> String {
+    let config = home.join("rules.toml");
     std::fs::write(
         &config,
         "[[alert.rules]]\nname = \"odd_summary\"\nmetric = \"temperature\"\nthreshold = 80\n\
          summary = \"line one\\nline two\\u0007 {{ end }} {{ $value }} \\\"quoted\\\" back\\\\slash \\u202e\"\n",
     )
     .unwrap();
-    let output = gputop(home.path())
+    let output = gputop(home)
         .args(["--config", config.to_str().unwrap(), "rules"])
         .output()
         .unwrap();
@@ -846,7 +858,13 @@ fn a_rule_summary_with_control_characters_and_template_text_stays_text() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let rules = String::from_utf8(output.stdout).unwrap();
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[test]
+fn a_rule_summary_with_control_characters_and_template_text_stays_text() {
+    let home = tempfile::tempdir().unwrap();
+    let rules = odd_summary_rules(home.path());
     assert!(
         !rules
             .chars()
@@ -855,19 +873,25 @@ fn a_rule_summary_with_control_characters_and_template_text_stays_text() {
     );
     let line = rules.lines().find(|l| l.contains("line one")).unwrap();
     assert!(line.contains("{{ \\\"{{\\\" }} end }}"), "{line}");
-    if prometheus_tools() {
-        let file = home.path().join("rules.yml");
-        std::fs::write(&file, &rules).unwrap();
-        let checked = Command::new("promtool")
-            .args(["check", "rules"])
-            .arg(&file)
-            .output()
-            .unwrap();
-        assert!(
-            checked.status.success(),
-            "{}{}",
-            String::from_utf8_lossy(&checked.stdout),
-            String::from_utf8_lossy(&checked.stderr)
-        );
-    }
+}
+
+#[test]
+#[ignore = "needs Prometheus: promtool checks the rules"]
+fn a_rule_summary_with_control_characters_and_template_text_passes_promtool() {
+    require_prometheus_tools();
+    let home = tempfile::tempdir().unwrap();
+    let rules = odd_summary_rules(home.path());
+    let file = home.path().join("rules.yml");
+    std::fs::write(&file, &rules).unwrap();
+    let checked = Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        checked.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
 }

@@ -2,8 +2,8 @@
 //! kernel or the device files vouch for them, and a local process that merely shares a
 //! number is never shown in the GPU process's place.
 //!
-//! Needs root and `unshare` (CI has both). `GPUTOP_SKIP_NAMESPACES=1` skips knowingly; any
-//! other failure to create a namespace fails the test.
+//! Needs root and `unshare`: the tests are ignored unless asked for (`sudo bash
+//! .ci/all-tests`, which CI runs); asked for, any failure to create a namespace fails them.
 
 mod common;
 
@@ -75,10 +75,9 @@ fn process(doc: &Value, pid: u64) -> &Value {
 }
 
 #[test]
+#[ignore = "needs root: creates PID namespaces with unshare"]
 fn in_a_container_namespace_only_processes_holding_an_nvidia_device_count_as_local() {
-    if !common::namespaces_available() {
-        return;
-    }
+    common::require_namespaces();
     let dir = tempfile::tempdir().unwrap();
     let outer = common::Sleepers::spawn(1);
     // Inside: a GPU process holding /dev/nvidia0 (a driver that translates PIDs reports its
@@ -142,10 +141,9 @@ kill $gpu $namesake
 }
 
 #[test]
+#[ignore = "needs root: creates PID namespaces with unshare"]
 fn in_a_nested_namespace_seeing_the_host_proc_nspid_maps_host_pids_to_local_ones() {
-    if !common::namespaces_available() {
-        return;
-    }
+    common::require_namespaces();
     let dir = tempfile::tempdir().unwrap();
     let outer = common::Sleepers::spawn(1);
     // /proc stays the host's (no --mount-proc): NVML's host PIDs are found there, and NSpid

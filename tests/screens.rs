@@ -565,3 +565,34 @@ fn a_gpu_whose_process_list_was_refused_says_why() {
     app.update(Action::Snapshot(Arc::new(snap)));
     insta::assert_snapshot!("unlisted_80x24", render(&mut app, &DARK, 80, 24));
 }
+
+#[test]
+fn every_sortable_column_shows_its_arrow_when_sorted() {
+    use gputop::model::order::SortKey;
+    let mut app = app();
+    for (key, column) in [
+        (SortKey::Natural, "GPU"),
+        (SortKey::Pid, "PID"),
+        (SortKey::User, "USER"),
+        (SortKey::Container, "CONTAINER"),
+        (SortKey::GpuMemory, "GPU-MEM"),
+        (SortKey::Sm, "%SM"),
+        (SortKey::MemoryBandwidth, "%GMBW"),
+        (SortKey::Cpu, "%CPU"),
+        (SortKey::HostMemory, "%MEM"),
+        (SortKey::Time, "TIME"),
+    ] {
+        for reverse in [false, true] {
+            app.update(Action::SortBy { key, reverse });
+            let screen = render(&mut app, &DARK, 200, 50);
+            let header = screen
+                .lines()
+                .find(|l| l.contains("COMMAND"))
+                .unwrap_or_else(|| panic!("no table header: {screen}"));
+            assert!(
+                header.contains(&format!("{column}▲")) || header.contains(&format!("{column}▼")),
+                "{key:?}: no arrow after {column} in {header}"
+            );
+        }
+    }
+}

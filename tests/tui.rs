@@ -122,7 +122,10 @@ impl Drop for Pty {
 /// The rows of the process table: lines under the header.
 fn process_rows(screen: &str) -> Vec<String> {
     let lines: Vec<&str> = screen.lines().collect();
-    let Some(header) = lines.iter().position(|l| l.starts_with("GPU PID")) else {
+    let Some(header) = lines
+        .iter()
+        .position(|l| l.starts_with("GPU") && l.contains(" TYPE "))
+    else {
         return Vec::new();
     };
     lines[header + 1..]
@@ -347,6 +350,8 @@ fn readonly_offers_no_signal_at_all() {
     );
     pty.keys("\x1b[B");
     pty.keys("K");
+    let said = pty.wait_for("Read-only: signals are disabled");
+    assert!(!said.contains("Send SIGKILL"), "no dialog: {said}");
     pty.keys("\r");
     std::thread::sleep(Duration::from_millis(500));
     let screen = pty.screen();
@@ -366,7 +371,10 @@ fn mouse_clicks_select_rows_and_sort_by_headers() {
         ..
     } = session(&[]);
     let lines: Vec<&str> = screen.lines().collect();
-    let header = lines.iter().position(|l| l.starts_with("GPU PID")).unwrap();
+    let header = lines
+        .iter()
+        .position(|l| l.starts_with("GPU") && l.contains(" TYPE "))
+        .unwrap();
     // SGR mouse reports are 1-based: click the second process row, then open its details.
     pty.keys(&format!("\x1b[<0;20;{}M\x1b[<0;20;{}m", header + 3, header + 3));
     pty.keys("\r");
@@ -376,7 +384,7 @@ fn mouse_clicks_select_rows_and_sort_by_headers() {
         "the clicked row was selected: {details}"
     );
     pty.keys("\x1b");
-    pty.wait_for("GPU PID");
+    pty.wait_for("PID     TYPE USER");
     // A click on the PID header sorts by PID.
     let column = lines[header].find("PID").unwrap() + 2;
     pty.keys(&format!(
@@ -437,11 +445,10 @@ fn alive(child: &mut Child) -> bool {
 }
 
 #[test]
+#[ignore = "needs root: runs gputop as nobody against a process of root"]
 fn another_users_process_is_not_permitted_and_lives() {
     // gputop runs as nobody (setpriv), the target belongs to root.
-    if unsafe { libc::geteuid() } != 0 {
-        panic!("this test needs root to drop to another user; CI runs as root");
-    }
+    common::require_root();
     let mut victim = sleeper();
     // Everything nobody needs lives in a world-readable directory: the checkout may sit
     // under a home directory nobody cannot enter.
@@ -506,7 +513,7 @@ fn sigterm_and_sighup_leave_the_terminal_as_it_was() {
         let mut child = sleeper();
         let mut pty = gputop_with_one(home.path(), child.id(), 100);
         let tty = pty.tty_path();
-        pty.wait_for("GPU PID");
+        pty.wait_for("PID     TYPE USER");
         let raw = stty(&tty);
         let pid = pty.child.process_id().unwrap();
         Command::new("kill")
@@ -549,7 +556,10 @@ fn escape_sequences_in_a_process_name_change_neither_screen_nor_title() {
         .unwrap();
     let mut pty = gputop_with_one(home.path(), child.id(), 160);
     let screen = pty.wait_for("\\u{1b}]0;pwned\\u{7}");
-    assert!(screen.contains("GPU PID"), "the screen is intact: {screen}");
+    assert!(
+        screen.contains("PID     TYPE USER"),
+        "the screen is intact: {screen}"
+    );
     assert_ne!(pty.title(), "pwned");
     pty.keys("q");
     let _ = child.kill();
@@ -557,13 +567,12 @@ fn escape_sequences_in_a_process_name_change_neither_screen_nor_title() {
 }
 
 #[test]
+#[ignore = "needs root: creates PID namespaces with unshare"]
 fn a_process_replaced_under_the_same_pid_is_refused() {
     // In a fresh PID namespace the test can make a new process take the old one's PID
     // (ns_last_pid), as PID reuse does on a busy machine. Both hold an NVIDIA device open,
     // as GPU processes do: in its own PID namespace gputop counts only those as local.
-    if !common::namespaces_available() {
-        return;
-    }
+    common::require_namespaces();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().display().to_string();
     let scenario_path = scenario(dir.path());
@@ -631,7 +640,7 @@ fn ctrl_z_suspends_with_the_terminal_restored_and_resumes_with_a_full_redraw() {
     let mut child = sleeper();
     let mut pty = gputop_with_one(home.path(), child.id(), 100);
     let tty = pty.tty_path();
-    pty.wait_for("GPU PID");
+    pty.wait_for("PID     TYPE USER");
     let pid = pty.child.process_id().unwrap();
     pty.keys("\x1a");
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -751,23 +760,27 @@ fn replay_position(screen: &str) -> Option<u64> {
     Some(parts.iter().fold(0, |acc, p| acc * 60 + p))
 }
 
-#[test]
-fn a_recording_replays_with_pause_seek_and_speed_and_no_signals() {
-    let home = tempfile::tempdir().unwrap();
-    let file = home.path().join("two-minutes.rec");
+/// Records the fixture machine as `hostname` once a second for `seconds` into `file`.
+fn record_fixture(file: &Path, hostname: &str, seconds: u64) {
     let limits = gputop::output::record::Limits {
         max_bytes: 64 << 20,
         max_age_seconds: 86_400.0,
     };
-    let mut recorder = gputop::output::record::Recorder::create(&file, limits, 1.0, "recorded-host").unwrap();
+    let mut recorder = gputop::output::record::Recorder::create(file, limits, 1.0, hostname).unwrap();
     let base = common::fixtures::snapshot();
-    for second in 0..120u64 {
+    for second in 0..seconds {
         let mut frame = base.clone();
         frame.taken_at = base.taken_at + Duration::from_secs(second);
-        frame.hostname = "recorded-host".into();
+        frame.hostname = hostname.into();
         recorder.push(&frame).unwrap();
     }
-    drop(recorder);
+}
+
+#[test]
+fn a_recording_replays_with_pause_seek_and_speed_and_no_signals() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("two-minutes.rec");
+    record_fixture(&file, "recorded-host", 120);
     let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_gputop"));
     command.env("HOME", home.path());
     command.env("TERM", "xterm-256color");
@@ -993,10 +1006,9 @@ fn script_report(pty: &mut Pty, report: &Path, needle: &str) -> String {
 /// says so and cannot be signalled (that process lives); the process that holds an NVIDIA
 /// device open is the GPU's and is killed on request.
 #[test]
+#[ignore = "needs root: creates PID namespaces with unshare"]
 fn in_a_container_namespace_only_the_verified_process_can_be_killed() {
-    if !common::namespaces_available() {
-        return;
-    }
+    common::require_namespaces();
     let home = tempfile::tempdir().unwrap();
     let scenario = scenario(home.path());
     let report = home.path().join("report");
@@ -1107,10 +1119,9 @@ fn a_redraw_that_changes_nothing_writes_nothing_and_one_that_changes_a_cell_writ
 /// In a nested PID namespace that still sees the host's /proc, NVML's host PID is shown and
 /// signalled by its number in gputop's namespace (NSpid), and the kill reaches exactly it.
 #[test]
+#[ignore = "needs root: creates PID namespaces with unshare"]
 fn in_a_nested_namespace_a_host_pid_is_killed_through_its_local_number() {
-    if !common::namespaces_available() {
-        return;
-    }
+    common::require_namespaces();
     let home = tempfile::tempdir().unwrap();
     let scenario = scenario(home.path());
     let report = home.path().join("report");
@@ -1431,18 +1442,7 @@ fn slow_nodes_delay_no_other_and_old_data_says_how_old() {
 fn frames_1e20_seconds_apart_replay_and_quit_without_a_panic() {
     let home = tempfile::tempdir().unwrap();
     let file = home.path().join("gap.rec");
-    let limits = gputop::output::record::Limits {
-        max_bytes: 64 << 20,
-        max_age_seconds: 86_400.0,
-    };
-    let mut recorder = gputop::output::record::Recorder::create(&file, limits, 1.0, "gap-host").unwrap();
-    let base = common::fixtures::snapshot();
-    for second in 0..3u64 {
-        let mut frame = base.clone();
-        frame.taken_at = base.taken_at + Duration::from_secs(second);
-        recorder.push(&frame).unwrap();
-    }
-    drop(recorder);
+    record_fixture(&file, "gap-host", 3);
     // The second frame 1e20 s after the first: more seconds than the player's wait for it
     // can hold. It is skipped on reading (with the change after it, which builds on it).
     let text = std::fs::read_to_string(&file).unwrap();

@@ -96,7 +96,10 @@ use Key::{Alt, Char, Code, Ctrl};
 
 /// The main screen and the tree view.
 pub const MAIN: &[Binding] = &[
-    bind(&[Char('q'), Char('Q'), Ctrl('c')], "quit", || Action::Quit).hint("quit"),
+    bind(&[Char('q'), Char('Q'), Ctrl('c'), Code(KeyCode::F(10))], "quit", || {
+        Action::Quit
+    })
+    .hint("quit"),
     bind(
         &[Char('h'), Char('?'), Code(KeyCode::F(1))],
         "this help",
@@ -138,10 +141,20 @@ pub const MAIN: &[Binding] = &[
         Action::SortNext
     }),
     bind(
-        &[Char('o')],
+        &[Char('o'), Code(KeyCode::F(6))],
         "then a letter, sort: g GPU-MEM, s %SM, b %GMBW, c %CPU, m %MEM, p PID, u USER, k CONTAINER, t TIME, n natural",
         || Action::SortPrefix { reverse: false },
     ).hint("sort"),
+    bind(&[Char('P')], "sort by %CPU (as htop)", || Action::SortBy {
+        key: SortKey::Cpu,
+        reverse: false,
+    }),
+    bind(&[Char('M')], "sort by %MEM (as htop; htop's T is SIGTERM here: sort by TIME with o t)", || {
+        Action::SortBy {
+            key: SortKey::HostMemory,
+            reverse: false,
+        }
+    }),
     bind(&[Char('O')], "then a letter, sort reversed", || {
         Action::SortPrefix { reverse: true }
     }),
@@ -151,7 +164,7 @@ pub const MAIN: &[Binding] = &[
         "clear the filter, the selection and the tags",
         || Action::ClearTags,
     ),
-    signal(&[Char('T')], "send SIGTERM (asks first)", || {
+    signal(&[Char('T'), Code(KeyCode::F(9))], "send SIGTERM (asks first)", || {
         Action::AskSignal(Signal::Terminate)
     }).hint("SIGTERM"),
     signal(
@@ -250,6 +263,13 @@ pub fn footer_hints(readonly: bool) -> String {
         .map(|b| format!("{} {}", b.keys[0].name(), b.hint))
         .collect();
     hints.join("  ")
+}
+
+/// The main screen's keys, a line each (`--help` ends with them, the man page lists them).
+pub fn summary() -> String {
+    MAIN.iter()
+        .map(|b| format!("  {:<20} {}\n", b.label(), b.help))
+        .collect()
 }
 
 /// A signal confirmation.
@@ -378,22 +398,23 @@ pub const ENVIRONMENT: &[Binding] = &[
     bind(&[Char('h'), Char('?')], "help", || Action::Help),
 ];
 
-fn lookup(table: &[Binding], event: &KeyEvent, readonly: bool) -> Option<Action> {
+/// The action of `event` in `table`. Signal keys decode in read-only mode too: the update
+/// answers them with a word on the status line instead of a dialog.
+fn lookup(table: &[Binding], event: &KeyEvent) -> Option<Action> {
     table
         .iter()
-        .filter(|b| !(readonly && b.signal))
         .find(|b| b.keys.iter().any(|k| k.matches(event)))
         .map(|b| (b.action)())
 }
 
 fn replay_key(app: &App, event: &KeyEvent) -> Option<Action> {
-    app.data.replay.and_then(|_| lookup(REPLAY, event, false))
+    app.data.replay.and_then(|_| lookup(REPLAY, event))
 }
 
 /// The action a key means in the app's current state.
 pub fn decode(app: &App, event: &KeyEvent) -> Option<Action> {
     if app.view.confirmation.is_some() {
-        return lookup(DIALOG, event, false);
+        return lookup(DIALOG, event);
     }
     if app.view.filter_editing {
         return match event.code {
@@ -415,13 +436,13 @@ pub fn decode(app: &App, event: &KeyEvent) -> Option<Action> {
         };
     }
     match app.view.screen {
-        Screen::Help => Some(lookup(HELP, event, app.view.readonly).unwrap_or(Action::Back)),
-        Screen::Details => lookup(DETAILS, event, app.view.readonly),
-        Screen::Environment => lookup(ENVIRONMENT, event, app.view.readonly),
-        Screen::Charts => replay_key(app, event).or_else(|| lookup(CHARTS, event, app.view.readonly)),
-        Screen::Alerts => lookup(ALERTS, event, app.view.readonly),
-        Screen::Users => lookup(USERS, event, app.view.readonly),
-        Screen::Cluster => lookup(CLUSTER, event, app.view.readonly),
+        Screen::Help => Some(lookup(HELP, event).unwrap_or(Action::Back)),
+        Screen::Details => lookup(DETAILS, event),
+        Screen::Environment => lookup(ENVIRONMENT, event),
+        Screen::Charts => replay_key(app, event).or_else(|| lookup(CHARTS, event)),
+        Screen::Alerts => lookup(ALERTS, event),
+        Screen::Users => lookup(USERS, event),
+        Screen::Cluster => lookup(CLUSTER, event),
         Screen::Main | Screen::Tree => {
             if event.code == KeyCode::Esc && !app.view.filter.is_empty() {
                 return Some(Action::FilterClear);
@@ -434,7 +455,7 @@ pub fn decode(app: &App, event: &KeyEvent) -> Option<Action> {
             {
                 return Some(Action::Back);
             }
-            replay_key(app, event).or_else(|| lookup(MAIN, event, app.view.readonly))
+            replay_key(app, event).or_else(|| lookup(MAIN, event))
         }
     }
 }
@@ -450,7 +471,7 @@ mod tests {
     }
 
     #[test]
-    fn keys_decode_by_mode_and_readonly_hides_signals() {
+    fn keys_decode_by_mode_and_readonly_answers_signal_keys_with_a_word() {
         let mut app = App::new(Settings::default(), Selection::default(), false, None);
         assert_eq!(
             decode(&app, &key(KeyCode::Char('K'))),
@@ -475,14 +496,37 @@ mod tests {
             Some(Action::FilterInput('K'))
         );
         app.view.filter_editing = false;
-        let readonly = App::new(Settings::default(), Selection::default(), true, None);
-        assert_eq!(decode(&readonly, &key(KeyCode::Char('K'))), None);
+        let mut readonly = App::new(Settings::default(), Selection::default(), true, None);
+        let asked = decode(&readonly, &key(KeyCode::Char('K')));
+        assert_eq!(asked, Some(Action::AskSignal(Signal::Kill)));
+        assert_eq!(readonly.update(asked.unwrap()), Vec::new());
+        assert_eq!(
+            readonly.view.status.as_deref(),
+            Some("Read-only: signals are disabled")
+        );
+        assert!(readonly.view.confirmation.is_none());
         let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
         assert_eq!(decode(&app, &ctrl_c), Some(Action::Quit));
         assert_eq!(
             decode(&app, &key(KeyCode::Char('c'))),
             Some(Action::Layout(LayoutMode::Compact))
         );
+    }
+
+    #[test]
+    fn htop_keys_work_where_they_do_not_clash() {
+        let app = App::new(Settings::default(), Selection::default(), false, None);
+        let sort = |key| Some(Action::SortBy { key, reverse: false });
+        for (code, action) in [
+            (KeyCode::F(1), Some(Action::Help)),
+            (KeyCode::F(6), Some(Action::SortPrefix { reverse: false })),
+            (KeyCode::F(9), Some(Action::AskSignal(Signal::Terminate))),
+            (KeyCode::F(10), Some(Action::Quit)),
+            (KeyCode::Char('P'), sort(SortKey::Cpu)),
+            (KeyCode::Char('M'), sort(SortKey::HostMemory)),
+        ] {
+            assert_eq!(decode(&app, &key(code)), action, "{code:?}");
+        }
     }
 
     #[test]

@@ -98,6 +98,18 @@ pub struct Entry {
 pub struct Effective {
     pub settings: Settings,
     pub entries: Vec<Entry>,
+    /// The config file read, or looked for and not found.
+    pub file: ConfigFile,
+}
+
+/// The config file behind an [`Effective`] configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigFile {
+    Read(PathBuf),
+    /// The usual place, where there is no file: the built-in defaults hold.
+    NotFound(PathBuf),
+    /// No usual place (neither `XDG_CONFIG_HOME` nor `HOME` is set).
+    NoPlace,
 }
 
 impl Default for Settings {
@@ -210,13 +222,16 @@ pub fn load(
     };
     let missing =
         |path: &Path| std::fs::metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
-    if let Some(path) = path
-        && (required || !missing(&path))
-    {
-        let text = crate::files::read_text(&path, MAX_CONFIG_BYTES)
-            .map_err(|e| ConfigError(format!("{}: cannot read config file: {e}", path.display())))?;
-        rules = apply_file(&mut entries, &path, &text)?;
-    }
+    let file = match path {
+        Some(path) if required || !missing(&path) => {
+            let text = crate::files::read_text(&path, MAX_CONFIG_BYTES)
+                .map_err(|e| ConfigError(format!("{}: cannot read config file: {e}", path.display())))?;
+            rules = apply_file(&mut entries, &path, &text)?;
+            ConfigFile::Read(path)
+        }
+        Some(path) => ConfigFile::NotFound(path),
+        None => ConfigFile::NoPlace,
+    };
     apply_env(&mut entries, env)?;
     if let Some(interval) = cli.interval {
         set_from_cli(
@@ -229,7 +244,11 @@ pub fn load(
     check_consistency(&entries)?;
     let mut settings = Settings::from_entries(&entries);
     settings.alert.rules = rules;
-    Ok(Effective { settings, entries })
+    Ok(Effective {
+        settings,
+        entries,
+        file,
+    })
 }
 
 /// Every key at its built-in default.
@@ -424,9 +443,21 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 /// The effective configuration as TOML that loads back to the same settings, with the
 /// origin of every value that is not a built-in default.
 pub fn dump(effective: &Effective) -> String {
-    let mut out = String::from(
+    let file = match &effective.file {
+        ConfigFile::Read(path) => format!("{} (read)", path.display()),
+        ConfigFile::NotFound(path) => format!(
+            "{} (not there: the built-in defaults hold; write it to change them)",
+            path.display()
+        ),
+        ConfigFile::NoPlace => "none (neither XDG_CONFIG_HOME nor HOME is set)".into(),
+    };
+    let mut out = format!(
         "# gputop: the effective configuration (gputop --dump-config).\n\
-         # Values without a comment are built-in defaults; config/default.toml explains each key.\n",
+         # Config file: {}\n\
+         # Values without a comment are built-in defaults. What each key means: `man gputop`\n\
+         # (install the page with `gputop man > ~/.local/share/man/man1/gputop.1`), whose\n\
+         # CONFIGURATION section is the commented default file.\n",
+        crate::format::sanitize(&file)
     );
     for section in schema::sections() {
         out.push_str(&format!("\n[{section}]\n"));
@@ -454,7 +485,11 @@ mod tests {
         check_consistency(&entries)?;
         let mut settings = Settings::from_entries(&entries);
         settings.alert.rules = rules;
-        Ok(Effective { settings, entries })
+        Ok(Effective {
+            settings,
+            entries,
+            file: ConfigFile::Read(PathBuf::from("test.toml")),
+        })
     }
 
     #[test]

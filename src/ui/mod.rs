@@ -406,15 +406,16 @@ fn namespace_banner(snapshot: &Snapshot) -> Option<String> {
 /// A column of the process table: header, width, sort key, right-aligned.
 type Column = (&'static str, u16, Option<SortKey>, bool);
 
-/// Columns of the process table.
+/// Columns of the process table. A sortable column is wide enough for its name and the
+/// sort arrow.
 const COLUMNS: [Column; 11] = [
-    ("GPU", 3, Some(SortKey::Natural), true),
+    ("GPU", 4, Some(SortKey::Natural), true),
     ("PID", 7, Some(SortKey::Pid), true),
     ("TYPE", 4, None, false),
     ("USER", 8, Some(SortKey::User), false),
     ("GPU-MEM", 9, Some(SortKey::GpuMemory), true),
     ("%SM", 4, Some(SortKey::Sm), true),
-    ("%GMBW", 5, Some(SortKey::MemoryBandwidth), true),
+    ("%GMBW", 6, Some(SortKey::MemoryBandwidth), true),
     ("%CPU", 6, Some(SortKey::Cpu), true),
     ("%MEM", 5, Some(SortKey::HostMemory), true),
     ("TIME", 9, Some(SortKey::Time), true),
@@ -432,7 +433,7 @@ fn table_columns(snapshot: &Snapshot, width: u16) -> Vec<Column> {
     let mut columns = COLUMNS.to_vec();
     if snapshot.processes.iter().any(|p| p.mig.is_some()) {
         // GPU/GPU instance/compute instance, as nvidia-smi's GPU GI CI.
-        columns[0] = ("GPU/MIG", 7, Some(SortKey::Natural), true);
+        columns[0] = ("GPU/MIG", 8, Some(SortKey::Natural), true);
     }
     if width >= CONTAINER_MIN_WIDTH && snapshot.processes.iter().any(|p| p.host.container.is_some()) {
         columns.insert(COLUMNS.len() - 1, CONTAINER_COLUMN);

@@ -197,23 +197,25 @@ for status in $(grep -lE "^NSpid:[[:space:]]+[0-9]+[[:space:]]+$local\$" /proc/[
 done
 "#;
 
-pub fn namespaces_available() -> bool {
-    if std::env::var_os("GPUTOP_SKIP_NAMESPACES").is_some() {
-        eprintln!("GPUTOP_SKIP_NAMESPACES is set: the PID-namespace tests are skipped knowingly");
-        return false;
-    }
+/// Fails a root-only test run without root, and one whose namespaces cannot be made: such a
+/// test is `#[ignore]`d, so it runs only when asked for.
+pub fn require_root() {
     // SAFETY: geteuid has no preconditions.
     assert_eq!(
         unsafe { libc::geteuid() },
         0,
-        "these tests create PID namespaces and need root (or set GPUTOP_SKIP_NAMESPACES=1)"
+        "this test needs root (it is ignored unless asked for: run `sudo bash .ci/all-tests`)"
     );
+}
+
+/// [`require_root`], and PID namespaces that `unshare` can create.
+pub fn require_namespaces() {
+    require_root();
     let probe = Command::new("unshare")
         .args(["--pid", "--fork", "--mount-proc", "true"])
         .status()
         .expect("unshare (util-linux) is needed");
     assert!(probe.success(), "unshare --pid --fork --mount-proc failed");
-    true
 }
 
 /// Panics with every violation when `doc` is not a snapshot as `config/snapshot.schema.json`

@@ -718,11 +718,14 @@ fn lenient_struct_versions_and_injected_latency() {
     assert_eq!(memory.total, 16 << 30);
 }
 
+/// A MIG-enabled GPU as root sees it: its process lists answer only root.
 const MIG_GPU: &str = r#"
 [meta]
 version = 1
 [clock]
 mode = "manual"
+[sim]
+caller = "root"
 [[gpu]]
 name = "NVIDIA A100-SXM4-40GB"
 mig = "enabled"

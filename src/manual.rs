@@ -1,0 +1,80 @@
+//! `gputop completions SHELL` and `gputop man`: shell completions and the manual page, made
+//! from the same clap definition as `--help`, with the view's keys from the key map and the
+//! commented default configuration.
+
+use clap::CommandFactory;
+
+use crate::cli::{Cli, EXIT_CODES};
+
+/// The completion script for `shell`.
+pub fn completions(shell: clap_complete::Shell) -> String {
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "gputop", &mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The manual page, in roff: clap's sections, then the keys, the configuration and the exit
+/// codes.
+pub fn page() -> String {
+    let command = Cli::command();
+    let man = clap_mangen::Man::new(command.clone());
+    let mut out = Vec::new();
+    // Writing into memory cannot fail.
+    let _ = man.render_title(&mut out);
+    let _ = man.render_name_section(&mut out);
+    let _ = man.render_synopsis_section(&mut out);
+    let _ = man.render_description_section(&mut out);
+    let _ = man.render_options_section(&mut out);
+    let _ = man.render_subcommands_section(&mut out);
+    let mut page = String::from_utf8_lossy(&out).into_owned();
+    page.push_str(".SH KEYS\nIn the interactive view (h or F1 there shows every screen's keys):\n");
+    for binding in crate::app::keymap::MAIN {
+        page.push_str(&format!(
+            ".TP\n\\fB{}\\fR\n{}\n",
+            escape(&binding.label()),
+            escape(binding.help)
+        ));
+    }
+    page.push_str(".SH CONFIGURATION\n");
+    page.push_str(
+        "gputop reads $XDG_CONFIG_HOME/gputop/config.toml, else ~/.config/gputop/config.toml, \
+         or the file named by \\fB\\-\\-config\\fR or GPUTOP_CONFIG; \\fBgputop \\-\\-dump\\-config\\fR \
+         prints every effective setting and where it came from. The built-in defaults, with what \
+         each key means:\n.PP\n.nf\n",
+    );
+    for line in crate::config::DEFAULT_TOML.lines() {
+        page.push_str(&escape(line));
+        page.push('\n');
+    }
+    page.push_str(".fi\n.SH \"EXIT STATUS\"\n.nf\n");
+    for line in EXIT_CODES.lines().skip(1) {
+        page.push_str(&escape(line.trim_start()));
+        page.push('\n');
+    }
+    page.push_str(".fi\n");
+    let mut version = Vec::new();
+    let _ = man.render_version_section(&mut version);
+    page.push_str(&String::from_utf8_lossy(&version));
+    page
+}
+
+/// Text for roff: backslashes and hyphens escaped, and a line never starting a request.
+fn escape(text: &str) -> String {
+    let escaped = text.replace('\\', "\\e").replace('-', "\\-");
+    if escaped.starts_with(['.', '\'']) {
+        format!("\\&{escaped}")
+    } else {
+        escaped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roff_text_is_escaped() {
+        assert_eq!(escape(".hidden -x \\n"), "\\&.hidden \\-x \\en");
+        assert_eq!(escape("plain"), "plain");
+    }
+}
