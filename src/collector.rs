@@ -39,6 +39,13 @@ pub fn collect_once(source: &mut Source, window: Duration) -> Snapshot {
     assemble(source, &mut HostCollector::new(), window)
 }
 
+/// One snapshot read with `host`, which keeps what it learnt of each process between calls
+/// (so %CPU is the average since the last call): for readers that take snapshots when
+/// asked, such as the Python module, rather than on a thread.
+pub fn collect_with(source: &mut Source, host: &mut HostCollector, window: Duration) -> Snapshot {
+    assemble(source, host, window)
+}
+
 /// The latest snapshot, shared between the collector and its readers.
 pub type Latest = Arc<RwLock<Option<Arc<Snapshot>>>>;
 

@@ -25,6 +25,7 @@
 
 pub mod collector;
 pub mod config;
+pub mod format;
 pub mod model;
 pub mod monitor;
 pub mod source;
@@ -44,7 +45,6 @@ pub mod ui;
 
 pub(crate) mod cli;
 pub(crate) mod files;
-pub(crate) mod format;
 pub(crate) mod interactive;
 pub(crate) mod manual;
 pub(crate) mod run;

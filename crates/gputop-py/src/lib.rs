@@ -1,0 +1,325 @@
+//! The `gputop` Python module: nvitop's `Device` API (its names, units and `None` for what
+//! is not known) over gputop's own reading of the machine, so `from nvitop import Device`
+//! can become `from gputop import Device`.
+//!
+//! Every call answers from one reading of every GPU, its processes and their host facts,
+//! taken at most 50 ms before (a loop over the GPUs and their fields reads the driver
+//! once, not once a field); the reading is taken with the GIL released.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use gputop::host::HostCollector;
+use gputop::model::{Device as DeviceReading, GpuProcess as ProcessReading, Snapshot};
+use gputop::source::Source;
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyIndexError, PyValueError};
+use pyo3::prelude::*;
+
+create_exception!(
+    gputop,
+    GpuTopError,
+    PyException,
+    "gputop cannot read the GPUs: no NVML library, no driver, no permission, no GPU. The \
+     message says which, and what to do, as the gputop command does."
+);
+
+/// How old a reading may be to answer a call.
+const FRESH_FOR: Duration = Duration::from_millis(50);
+
+/// Utilization means and peaks cover this much before a reading.
+const WINDOW: Duration = Duration::from_secs(1);
+
+/// What this process reads: the source, the host reader (which keeps each process's CPU
+/// time, for %CPU between readings) and the latest reading.
+struct Machine {
+    source: Source,
+    host: HostCollector,
+    latest: Option<(Instant, Arc<Snapshot>)>,
+}
+
+static MACHINE: Mutex<Option<Machine>> = Mutex::new(None);
+
+fn open(source: Result<Source, String>) -> PyResult<()> {
+    let source = source.map_err(GpuTopError::new_err)?;
+    *MACHINE.lock().unwrap_or_else(|e| e.into_inner()) = Some(Machine {
+        source,
+        host: HostCollector::new(),
+        latest: None,
+    });
+    Ok(())
+}
+
+/// Reads the machine's NVML: the library on the loader's path, or `nvml_lib` (as the
+/// command's `--nvml-lib`; `GPUTOP_NVML_LIB` when not given). Called on first use.
+#[pyfunction]
+#[pyo3(signature = (nvml_lib=None))]
+fn init(py: Python<'_>, nvml_lib: Option<std::path::PathBuf>) -> PyResult<()> {
+    let library = nvml_lib.or_else(|| std::env::var_os("GPUTOP_NVML_LIB").map(Into::into));
+    let source = py.detach(|| Source::nvml(library.as_deref()).map_err(|e| e.to_string()));
+    open(source)
+}
+
+/// Reads gputop's built-in simulated machine instead of the real GPUs.
+#[pyfunction]
+fn demo() -> PyResult<()> {
+    open(Ok(Source::demo()))
+}
+
+/// The latest reading, taken now when the last one is older than [`FRESH_FOR`].
+fn reading(py: Python<'_>) -> PyResult<Arc<Snapshot>> {
+    let opened = MACHINE.lock().unwrap_or_else(|e| e.into_inner()).is_some();
+    if !opened {
+        init(py, None)?;
+    }
+    py.detach(|| {
+        let mut guard = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+        let machine = guard.as_mut().expect("opened above");
+        if let Some((at, snapshot)) = &machine.latest
+            && at.elapsed() < FRESH_FOR
+        {
+            return Ok(Arc::clone(snapshot));
+        }
+        let snapshot = Arc::new(gputop::collector::collect_with(
+            &mut machine.source,
+            &mut machine.host,
+            WINDOW,
+        ));
+        machine.latest = Some((Instant::now(), Arc::clone(&snapshot)));
+        Ok(snapshot)
+    })
+}
+
+/// One GPU, by its index as NVML counts them.
+#[pyclass(module = "gputop", frozen, eq, hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Device {
+    index: u32,
+}
+
+impl Device {
+    fn with<T>(&self, py: Python<'_>, read: impl FnOnce(&DeviceReading) -> Option<T>) -> PyResult<Option<T>> {
+        let snapshot = reading(py)?;
+        let device = snapshot
+            .devices
+            .iter()
+            .find(|d| d.index == self.index)
+            .ok_or_else(|| GpuTopError::new_err(format!("GPU {} is gone", self.index)))?;
+        Ok(read(device))
+    }
+}
+
+#[pymethods]
+impl Device {
+    /// `Device(0)` or `Device(uuid="GPU-...")`.
+    #[new]
+    #[pyo3(signature = (index=None, *, uuid=None))]
+    fn new(py: Python<'_>, index: Option<u32>, uuid: Option<String>) -> PyResult<Self> {
+        let snapshot = reading(py)?;
+        let found = match (index, uuid) {
+            (Some(index), None) => snapshot.devices.iter().find(|d| d.index == index),
+            (None, Some(uuid)) => snapshot
+                .devices
+                .iter()
+                .find(|d| d.uuid.value().is_some_and(|u| *u == uuid)),
+            _ => return Err(PyValueError::new_err("give one of index and uuid")),
+        };
+        found
+            .map(|d| Device { index: d.index })
+            .ok_or_else(|| PyIndexError::new_err("no such GPU"))
+    }
+
+    /// Every GPU.
+    #[staticmethod]
+    fn all(py: Python<'_>) -> PyResult<Vec<Device>> {
+        Ok(reading(py)?
+            .devices
+            .iter()
+            .map(|d| Device { index: d.index })
+            .collect())
+    }
+
+    /// How many GPUs there are.
+    #[staticmethod]
+    fn count(py: Python<'_>) -> PyResult<usize> {
+        Ok(reading(py)?.devices.len())
+    }
+
+    #[getter]
+    fn index(&self) -> u32 {
+        self.index
+    }
+
+    fn name(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        self.with(py, |d| d.name.value().cloned())
+    }
+
+    fn uuid(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        self.with(py, |d| d.uuid.value().cloned())
+    }
+
+    /// Bytes.
+    fn memory_total(&self, py: Python<'_>) -> PyResult<Option<u64>> {
+        self.with(py, |d| d.memory.get().map(|m| m.total))
+    }
+
+    /// Bytes.
+    fn memory_used(&self, py: Python<'_>) -> PyResult<Option<u64>> {
+        self.with(py, |d| d.memory.get().map(|m| m.used))
+    }
+
+    /// Bytes.
+    fn memory_free(&self, py: Python<'_>) -> PyResult<Option<u64>> {
+        self.with(py, |d| d.memory.get().map(|m| m.free))
+    }
+
+    /// `used / total`, in human units: `1.5GiB / 40.0GiB`.
+    fn memory_usage(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        self.with(py, |d| {
+            d.memory.get().map(|m| {
+                format!(
+                    "{} / {}",
+                    gputop::format::human_bytes(m.used),
+                    gputop::format::human_bytes(m.total)
+                )
+            })
+        })
+    }
+
+    /// Percent of the total in use, one decimal.
+    fn memory_percent(&self, py: Python<'_>) -> PyResult<Option<f64>> {
+        self.with(py, |d| {
+            d.memory
+                .get()
+                .filter(|m| m.total > 0)
+                .map(|m| (m.used as f64 * 1000.0 / m.total as f64).round() / 10.0)
+        })
+    }
+
+    /// Percent, as the driver reports it now.
+    fn gpu_utilization(&self, py: Python<'_>) -> PyResult<Option<u32>> {
+        self.with(py, |d| d.utilization_gpu.get())
+    }
+
+    /// Percent of time the memory was read or written, now.
+    fn memory_utilization(&self, py: Python<'_>) -> PyResult<Option<u32>> {
+        self.with(py, |d| d.utilization_memory.get())
+    }
+
+    /// Degrees Celsius.
+    fn temperature(&self, py: Python<'_>) -> PyResult<Option<u32>> {
+        self.with(py, |d| d.temperature.get())
+    }
+
+    /// Milliwatts, as nvitop.
+    fn power_usage(&self, py: Python<'_>) -> PyResult<Option<u32>> {
+        self.with(py, |d| d.power_usage_mw.get())
+    }
+
+    /// Milliwatts, as nvitop.
+    fn power_limit(&self, py: Python<'_>) -> PyResult<Option<u32>> {
+        self.with(py, |d| d.power_limit_mw.get())
+    }
+
+    /// Percent; `None` on passively cooled GPUs.
+    fn fan_speed(&self, py: Python<'_>) -> PyResult<Option<u32>> {
+        self.with(py, |d| d.fan_speed().get())
+    }
+
+    /// The interval's mean and peak utilization, in percent, from the driver's samples:
+    /// what nvitop has no name for (`{"mean": 37.5, "peak": 100.0}`).
+    fn utilization_window(&self, py: Python<'_>) -> PyResult<Option<HashMap<&'static str, f64>>> {
+        self.with(py, |d| {
+            d.utilization_gpu_window
+                .get()
+                .map(|w| HashMap::from([("mean", w.mean), ("peak", w.peak)]))
+        })
+    }
+
+    /// The processes on this GPU, by PID.
+    fn processes(&self, py: Python<'_>) -> PyResult<HashMap<u32, GpuProcess>> {
+        let snapshot = reading(py)?;
+        Ok(snapshot
+            .processes
+            .iter()
+            .filter(|p| p.gpu_index == self.index)
+            .map(|p| (p.pid, GpuProcess(p.clone())))
+            .collect())
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Device(index={})", self.index)
+    }
+}
+
+/// A process on one GPU, as read with the GPU.
+#[pyclass(module = "gputop", frozen)]
+#[derive(Debug, Clone)]
+struct GpuProcess(ProcessReading);
+
+#[pymethods]
+impl GpuProcess {
+    #[getter]
+    fn pid(&self) -> u32 {
+        self.0.pid
+    }
+
+    /// Bytes of GPU memory.
+    fn gpu_memory(&self) -> Option<u64> {
+        self.0.gpu_memory_bytes.get()
+    }
+
+    fn gpu_memory_human(&self) -> Option<String> {
+        self.0.gpu_memory_bytes.get().map(gputop::format::human_bytes)
+    }
+
+    /// Percent of the GPU's streaming multiprocessors it kept busy.
+    fn gpu_sm_utilization(&self) -> Option<u32> {
+        self.0.sm_percent.get()
+    }
+
+    fn username(&self) -> Option<String> {
+        self.0.host.user.value().cloned()
+    }
+
+    /// The program's name: the command line's first word, without its directory.
+    fn name(&self) -> Option<String> {
+        let command = self.0.host.command.value()?;
+        let first = command.split(' ').next()?;
+        Some(first.rsplit('/').next().unwrap_or(first).to_string())
+    }
+
+    /// The command line, split into words.
+    fn cmdline(&self) -> Option<Vec<String>> {
+        let command = self.0.host.command.value()?;
+        Some(command.split(' ').map(String::from).collect())
+    }
+
+    /// Percent of one CPU.
+    fn cpu_percent(&self) -> Option<f64> {
+        self.0.host.cpu_percent.get()
+    }
+
+    /// Bytes resident in host memory.
+    fn host_memory(&self) -> Option<u64> {
+        self.0.host.memory_bytes.get()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("GpuProcess(pid={}, gpu={})", self.0.pid, self.0.gpu_index)
+    }
+}
+
+#[pymodule]
+#[pyo3(name = "gputop")]
+fn gputop_py(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Device>()?;
+    m.add_class::<GpuProcess>()?;
+    m.add_function(wrap_pyfunction!(init, m)?)?;
+    m.add_function(wrap_pyfunction!(demo, m)?)?;
+    m.add("GpuTopError", m.py().get_type::<GpuTopError>())?;
+    // nvitop's name for a value that is not known.
+    m.add("NA", m.py().None())?;
+    Ok(())
+}
