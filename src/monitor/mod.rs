@@ -1,10 +1,12 @@
 //! What gputop knows over time, fed once per snapshot by [`Monitor::ingest`]: [`history`]
 //! (the readings kept), [`alerts`] (the rule engine judging them) and [`usage`] (GPU time
-//! per user and container). The view, the exporter and the library share it; it does no
+//! per user and container); [`spans`] keeps statistics over tagged spans for callers that
+//! sample when they choose (the Python module's collector). The view, the exporter and the library share it; it does no
 //! I/O (delivering alert transitions is the caller's).
 
 pub mod alerts;
 pub mod history;
+pub mod spans;
 pub mod usage;
 
 use std::time::Duration;

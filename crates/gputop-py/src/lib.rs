@@ -17,6 +17,8 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyIndexError, PyValueError};
 use pyo3::prelude::*;
 
+mod metrics;
+
 create_exception!(
     gputop,
     GpuTopError,
@@ -67,15 +69,25 @@ fn demo() -> PyResult<()> {
     open(Ok(Source::demo()))
 }
 
-/// The latest reading, taken now when the last one is older than [`FRESH_FOR`].
-fn reading(py: Python<'_>) -> PyResult<Arc<Snapshot>> {
+/// Opens the machine's NVML unless something is open already.
+fn ensure_open(py: Python<'_>) -> PyResult<()> {
     let opened = MACHINE.lock().unwrap_or_else(|e| e.into_inner()).is_some();
-    if !opened {
-        init(py, None)?;
-    }
-    py.detach(|| {
+    if opened { Ok(()) } else { init(py, None) }
+}
+
+/// The latest reading, taken now when the last one is older than [`FRESH_FOR`]; opens the
+/// machine's NVML on first use.
+fn reading(py: Python<'_>) -> PyResult<Arc<Snapshot>> {
+    ensure_open(py)?;
+    py.detach(read_machine).map_err(GpuTopError::new_err)
+}
+
+/// [`reading`] without the GIL, for the collector's thread: an error once the machine is
+/// not open.
+fn read_machine() -> Result<Arc<Snapshot>, String> {
+    {
         let mut guard = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
-        let machine = guard.as_mut().expect("opened above");
+        let machine = guard.as_mut().ok_or("gputop has not opened the GPUs")?;
         if let Some((at, snapshot)) = &machine.latest
             && at.elapsed() < FRESH_FOR
         {
@@ -88,14 +100,14 @@ fn reading(py: Python<'_>) -> PyResult<Arc<Snapshot>> {
         ));
         machine.latest = Some((Instant::now(), Arc::clone(&snapshot)));
         Ok(snapshot)
-    })
+    }
 }
 
 /// One GPU, by its index as NVML counts them.
 #[pyclass(module = "gputop", frozen, eq, hash)]
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Device {
-    index: u32,
+    pub(crate) index: u32,
 }
 
 impl Device {
@@ -316,6 +328,7 @@ impl GpuProcess {
 fn gputop_py(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Device>()?;
     m.add_class::<GpuProcess>()?;
+    m.add_class::<metrics::ResourceMetricCollector>()?;
     m.add_function(wrap_pyfunction!(init, m)?)?;
     m.add_function(wrap_pyfunction!(demo, m)?)?;
     m.add("GpuTopError", m.py().get_type::<GpuTopError>())?;

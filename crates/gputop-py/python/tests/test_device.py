@@ -10,38 +10,8 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
-
-REPO = Path(__file__).resolve().parents[4]
-SCENARIO = REPO / "tests/scenarios/two-gpus-training.toml"
-
-
-@pytest.fixture(scope="module")
-def machine():
-    """Three sleeping processes as the scenario's GPU processes; the command's report of them
-    and the environment the module reads the same simulated machine with."""
-    sleepers = [subprocess.Popen(["sleep", "600"]) for _ in range(3)]
-    env = dict(os.environ)
-    env.update(
-        GPUTOP_SIM_SCENARIO=str(SCENARIO),
-        GPUTOP_SIM_PIDS=" ".join(str(p.pid) for p in sleepers),
-        GPUTOP_SIM_CLOCK="manual",
-        GPUTOP_SIM_TIME_MS="100000",
-    )
-    report = subprocess.run(
-        [os.environ["GPUTOP_TEST_BIN"], "--nvml-lib", os.environ["GPUTOP_NVML_LIB"], "--once", "--json"],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    os.environ.update(env)
-    yield json.loads(report.stdout)
-    for sleeper in sleepers:
-        sleeper.kill()
-        sleeper.wait()
+from conftest import REPO
 
 
 def test_devices_answer_what_the_command_prints(machine):
@@ -70,20 +40,27 @@ def test_devices_answer_what_the_command_prints(machine):
 
 
 def test_processes_are_keyed_by_pid_with_the_commands_figures(machine):
-    import gputop
-
-    for device in gputop.Device.all():
-        printed = {p["pid"]: p for p in machine["processes"] if p["gpu_index"] == device.index}
-        processes = device.processes()
-        assert set(processes) == set(printed)
-        for pid, process in processes.items():
-            assert process.pid == pid
-            assert process.gpu_memory() == printed[pid]["gpu_memory_bytes"]
-            assert process.gpu_sm_utilization() == printed[pid]["sm_percent"]
-            assert process.username() == printed[pid]["user"]
-            assert process.cmdline() == printed[pid]["command"].split(" ")
-            assert process.name() == "sleep"
-            assert process.host_memory() == printed[pid]["host_memory_bytes"]
+    # In a fresh interpreter: with the scenario's clock frozen, the driver's per-process
+    # samples are new to the first reading only (as to the command's one-shot).
+    code = (
+        "import json, gputop\n"
+        "print(json.dumps([[d.index, pid, p.pid, p.gpu_memory(), p.gpu_sm_utilization(), p.username(),\n"
+        "                   p.cmdline(), p.name(), p.host_memory()]\n"
+        "                  for d in gputop.Device.all() for pid, p in d.processes().items()]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    read = json.loads(out.stdout)
+    printed = {(p["gpu_index"], p["pid"]): p for p in machine["processes"]}
+    assert {(gpu, pid) for gpu, pid, *_ in read} == set(printed)
+    for gpu, key, pid, memory, sm, user, cmdline, name, host_memory in read:
+        expected = printed[(gpu, key)]
+        assert pid == key
+        assert memory == expected["gpu_memory_bytes"]
+        assert sm == expected["sm_percent"]
+        assert user == expected["user"]
+        assert cmdline == expected["command"].split(" ")
+        assert name == "sleep"
+        assert host_memory == expected["host_memory_bytes"]
 
 
 def test_a_missing_library_raises_gputop_error_saying_what_to_do():
