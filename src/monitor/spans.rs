@@ -1,48 +1,65 @@
-//! Statistics of readings over tagged spans (a training epoch, an inference call), as
-//! nvitop's `ResourceMetricCollector` keeps them: for every open tag, each metric's mean,
-//! min, max and last since the tag opened, under nvitop's keys
-//! (`train/gpu:0/memory_used (MiB)/mean`). The Python module samples into it.
+//! Statistics of readings over tagged spans (a training run, an epoch in it), as nvitop's
+//! `ResourceMetricCollector` keeps them: for every open tag, each metric's time-weighted
+//! mean, min, max and last since the tag opened, under nvitop's keys
+//! (`train/gpu:0/memory_used (MiB)/mean`; a tag opened inside another is prefixed by it:
+//! `train/epoch/...`). The Python module samples into it.
 
 use std::collections::BTreeMap;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::model::Snapshot;
 
-/// Running statistics of one metric.
+/// Running statistics of one metric: its samples' time-weighted integral (trapezoids between
+/// samples), min, max and last.
 #[derive(Debug, Clone, Copy)]
-pub struct Stat {
-    count: u64,
-    sum: f64,
+struct Stat {
+    first_at: f64,
+    last_at: f64,
+    integral: f64,
     min: f64,
     max: f64,
     last: f64,
 }
 
 impl Stat {
-    fn new(value: f64) -> Self {
+    fn new(at: f64, value: f64) -> Self {
         Self {
-            count: 1,
-            sum: value,
+            first_at: at,
+            last_at: at,
+            integral: 0.0,
             min: value,
             max: value,
             last: value,
         }
     }
 
-    fn push(&mut self, value: f64) {
-        self.count += 1;
-        self.sum += value;
+    fn push(&mut self, at: f64, value: f64) {
+        let since = (at - self.last_at).max(0.0);
+        self.integral += since * (self.last + value) / 2.0;
+        self.last_at = at;
         self.min = self.min.min(value);
         self.max = self.max.max(value);
         self.last = value;
     }
+
+    /// The time-weighted mean; a single sample's value.
+    fn mean(&self) -> f64 {
+        let span = self.last_at - self.first_at;
+        if span > 0.0 {
+            self.integral / span
+        } else {
+            self.last
+        }
+    }
 }
 
-/// One open tag: since when, and its metrics' statistics by key.
+/// One open tag: its name, its key prefix (the tags it is nested in, then its own), when it
+/// opened and its metrics' statistics by key.
 #[derive(Debug, Clone)]
 struct Span {
     tag: String,
-    started: Instant,
+    prefix: String,
+    opened_at: f64,
+    last_sample_at: Option<f64>,
     stats: BTreeMap<String, Stat>,
 }
 
@@ -105,23 +122,31 @@ pub fn metrics(snapshot: &Snapshot, devices: Option<&[u32]>) -> Vec<(String, f64
 pub struct Spans(Vec<Span>);
 
 impl Spans {
-    /// Opens `tag` now (tags nest: each keeps its own statistics).
-    pub fn open(&mut self, tag: &str) {
+    /// Opens `tag` at `at` (seconds since the epoch), inside the tags open now: its keys are
+    /// prefixed by theirs, and it keeps its own statistics.
+    pub fn open(&mut self, tag: &str, at: f64) {
+        let prefix = match self.0.last() {
+            Some(outer) => format!("{}/{tag}", outer.prefix),
+            None => tag.to_string(),
+        };
         self.0.push(Span {
             tag: tag.to_string(),
-            started: Instant::now(),
+            prefix,
+            opened_at: at,
+            last_sample_at: None,
             stats: BTreeMap::new(),
         });
     }
 
-    /// Closes the latest `tag` opened, or the latest of all when none is given.
+    /// Closes the latest `tag` opened (the latest of all when none is given) and the tags
+    /// opened inside it.
     pub fn close(&mut self, tag: Option<&str>) {
         let at = match tag {
             Some(tag) => self.0.iter().rposition(|s| s.tag == tag),
             None => self.0.len().checked_sub(1),
         };
         if let Some(at) = at {
-            self.0.remove(at);
+            self.0.truncate(at);
         }
     }
 
@@ -133,46 +158,52 @@ impl Spans {
         self.0.is_empty()
     }
 
-    /// Starts `tag`'s statistics (every tag's when none is given) over from now.
-    pub fn clear(&mut self, tag: Option<&str>) {
-        for span in &mut self.0 {
-            if tag.is_none_or(|t| t == span.tag) {
-                span.started = Instant::now();
-                span.stats.clear();
-            }
+    /// Starts the statistics of `tag` and of the tags inside it (of every tag when none is
+    /// given) over from `at`.
+    pub fn clear(&mut self, tag: Option<&str>, at: f64) {
+        let from = tag
+            .and_then(|t| self.0.iter().rposition(|s| s.tag == t))
+            .unwrap_or(0);
+        if tag.is_some() && !self.0.iter().any(|s| Some(s.tag.as_str()) == tag) {
+            return;
+        }
+        for span in &mut self.0[from..] {
+            span.opened_at = at;
+            span.last_sample_at = None;
+            span.stats.clear();
         }
     }
 
-    /// Adds one reading's metrics to every open tag.
-    pub fn record(&mut self, sample: &[(String, f64)]) {
+    /// Adds one reading's metrics, taken at `at` (seconds since the epoch), to every open tag.
+    pub fn record(&mut self, at: f64, sample: &[(String, f64)]) {
         for span in &mut self.0 {
+            span.last_sample_at = Some(at);
             for (key, value) in sample {
                 span.stats
                     .entry(key.clone())
-                    .and_modify(|s| s.push(*value))
-                    .or_insert_with(|| Stat::new(*value));
+                    .and_modify(|s| s.push(at, *value))
+                    .or_insert_with(|| Stat::new(at, *value));
             }
         }
     }
 
-    /// Every open tag's statistics under nvitop's keys, its duration and the time now.
-    pub fn collected(&self) -> BTreeMap<String, f64> {
+    /// Every open tag's statistics under nvitop's keys, with its duration until `now`, the
+    /// time now and the time of its last sample (seconds since the epoch).
+    pub fn collected(&self, now: f64) -> BTreeMap<String, f64> {
         let mut out = BTreeMap::new();
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
         for span in &self.0 {
+            let prefix = &span.prefix;
             for (key, s) in &span.stats {
-                out.insert(format!("{}/{key}/mean", span.tag), s.sum / s.count as f64);
-                out.insert(format!("{}/{key}/min", span.tag), s.min);
-                out.insert(format!("{}/{key}/max", span.tag), s.max);
-                out.insert(format!("{}/{key}/last", span.tag), s.last);
+                out.insert(format!("{prefix}/{key}/mean"), s.mean());
+                out.insert(format!("{prefix}/{key}/min"), s.min);
+                out.insert(format!("{prefix}/{key}/max"), s.max);
+                out.insert(format!("{prefix}/{key}/last"), s.last);
             }
-            out.insert(
-                format!("{}/duration (s)", span.tag),
-                span.started.elapsed().as_secs_f64(),
-            );
-            out.insert(format!("{}/timestamp", span.tag), now);
+            out.insert(format!("{prefix}/duration (s)"), (now - span.opened_at).max(0.0));
+            out.insert(format!("{prefix}/timestamp"), now);
+            if let Some(at) = span.last_sample_at {
+                out.insert(format!("{prefix}/last_timestamp"), at);
+            }
         }
         out
     }
@@ -182,29 +213,48 @@ impl Spans {
 mod tests {
     use super::*;
 
+    const KEY: &str = "gpu:0/temperature (C)";
+
     #[test]
-    fn statistics_of_a_known_sequence() {
+    fn statistics_of_a_known_sequence_are_time_weighted() {
         let mut spans = Spans::default();
-        spans.open("epoch");
-        spans.record(&[("gpu:0/temperature (C)".into(), 90.0)]);
-        spans.open("train");
-        for value in [4.0, 1.0, 7.0] {
-            spans.record(&[("gpu:0/temperature (C)".into(), value)]);
+        spans.open("train", 100.0);
+        // 4 for 1 s, then 1 rising to 7 over 2 s: trapezoids 2.5 + 8 over 3 s.
+        for (at, value) in [(100.0, 4.0), (101.0, 1.0), (103.0, 7.0)] {
+            spans.record(at, &[(KEY.into(), value)]);
         }
-        let out = spans.collected();
-        assert_eq!(out["train/gpu:0/temperature (C)/mean"], 4.0);
+        let out = spans.collected(104.0);
+        assert_eq!(out["train/gpu:0/temperature (C)/mean"], 3.5);
         assert_eq!(out["train/gpu:0/temperature (C)/min"], 1.0);
         assert_eq!(out["train/gpu:0/temperature (C)/max"], 7.0);
         assert_eq!(out["train/gpu:0/temperature (C)/last"], 7.0);
-        assert!(out.contains_key("train/duration (s)") && out.contains_key("train/timestamp"));
-        // The outer tag saw the earlier reading too.
-        assert_eq!(out["epoch/gpu:0/temperature (C)/max"], 90.0);
-        assert_eq!(out["epoch/gpu:0/temperature (C)/mean"], 25.5);
-        spans.close(Some("epoch"));
-        assert!(!spans.collected().contains_key("epoch/duration (s)"));
-        spans.clear(None);
-        assert!(!spans.collected().contains_key("train/gpu:0/temperature (C)/mean"));
-        spans.close(None);
-        assert!(spans.is_empty());
+        assert_eq!(out["train/duration (s)"], 4.0);
+        assert_eq!(out["train/timestamp"], 104.0);
+        assert_eq!(out["train/last_timestamp"], 103.0);
+    }
+
+    #[test]
+    fn tags_nest_under_their_outer_tags_and_close_and_clear_with_them() {
+        let mut spans = Spans::default();
+        spans.open("train", 0.0);
+        spans.record(0.0, &[(KEY.into(), 90.0)]);
+        spans.open("epoch", 1.0);
+        spans.record(1.0, &[(KEY.into(), 10.0)]);
+        let out = spans.collected(1.0);
+        assert_eq!(out["train/gpu:0/temperature (C)/max"], 90.0);
+        assert_eq!(
+            out["train/epoch/gpu:0/temperature (C)/max"], 10.0,
+            "its own samples only"
+        );
+        assert_eq!(out["train/gpu:0/temperature (C)/mean"], 50.0);
+        spans.clear(Some("epoch"), 2.0);
+        let out = spans.collected(2.0);
+        assert!(!out.contains_key("train/epoch/gpu:0/temperature (C)/mean"));
+        assert!(
+            out.contains_key("train/gpu:0/temperature (C)/mean"),
+            "the outer tag keeps its"
+        );
+        spans.close(Some("train"));
+        assert!(spans.is_empty(), "closing a tag closes the ones inside it");
     }
 }

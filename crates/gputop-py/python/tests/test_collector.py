@@ -1,7 +1,8 @@
 """ResourceMetricCollector on the simulated machine with a frozen clock: every sample is the
 same reading, so each metric's mean, min, max and last equal `gputop --once --json`'s value;
 tags nest, stop and clear; the context manager and daemonize work. The statistics of varying
-samples are checked on known sequences in the library (src/monitor/spans.rs).
+samples (time-weighted means) are checked on known sequences in the library
+(src/monitor/spans.rs).
 """
 
 import threading
@@ -25,6 +26,7 @@ def test_collect_gives_nvitops_keys_with_the_readings_statistics(machine):
             assert abs(metrics[f"{gpu}/power_usage (W)/{stat}"] - printed["power_usage_watts"]) < 1e-9
     assert 0.25 < metrics["train/duration (s)"] < 5
     assert abs(metrics["train/timestamp"] - time.time()) < 5
+    assert metrics["train/last_timestamp"] <= metrics["train/timestamp"]
     assert any(k.startswith("train/host/memory_used (GiB)/") for k in metrics)
 
 
@@ -34,10 +36,11 @@ def test_tags_nest_and_stop_and_clear(machine):
     collector.start("epoch")
     time.sleep(0.15)
     keys = collector.collect()
-    assert "run/gpu:0/temperature (C)/mean" in keys and "epoch/gpu:0/temperature (C)/mean" in keys
+    # As nvitop's: a tag opened inside another is prefixed by it.
+    assert "run/gpu:0/temperature (C)/mean" in keys and "run/epoch/gpu:0/temperature (C)/mean" in keys
     assert not any(k.startswith("run/gpu:1/") for k in keys), "only the devices asked for"
     collector.stop("epoch")
-    assert not any(k.startswith("epoch/") for k in collector.collect())
+    assert not any(k.startswith("run/epoch/") for k in collector.collect())
     collector.clear()
     assert "run/gpu:0/temperature (C)/mean" not in collector.collect()
     collector.stop()
