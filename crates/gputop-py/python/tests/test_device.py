@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO
 
 
@@ -86,3 +88,16 @@ def test_the_demo_machine():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     count, name = out.stdout.split(" ", 1)
     assert int(count) >= 1 and name.strip(), out.stdout
+
+
+@pytest.mark.parametrize("example", ["epoch_metrics.py", "inference_memory.py"])
+def test_the_examples_run(machine, example):
+    path = REPO / "crates/gputop-py/examples" / example
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    if example == "epoch_metrics.py":
+        assert [line.split(":")[0] for line in lines] == ["epoch 0", "epoch 1", "epoch 2"], out.stdout
+        assert "gpu:0/memory_used (MiB)/mean" in lines[0], out.stdout
+    else:
+        assert "MiB" in lines[0] and "+0.0 MiB" in lines[0], out.stdout
