@@ -329,6 +329,7 @@ fn gputop_py(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Device>()?;
     m.add_class::<GpuProcess>()?;
     m.add_class::<metrics::ResourceMetricCollector>()?;
+    m.add_class::<metrics::Usage>()?;
     m.add_function(wrap_pyfunction!(init, m)?)?;
     m.add_function(wrap_pyfunction!(demo, m)?)?;
     m.add("GpuTopError", m.py().get_type::<GpuTopError>())?;

@@ -1,16 +1,19 @@
 //! `ResourceMetricCollector`: nvitop's collector of resource metrics over tagged spans (a
 //! training run, an epoch in it), sampled on a Rust thread at the interval asked, without
-//! the GIL, into the library's [`gputop::monitor::spans::Spans`].
+//! the GIL, into the library's [`gputop::monitor::spans::Spans`]; and, gputop's own, GPU use
+//! per user and container over the same samples ([`gputop::monitor::usage::Accounting`]).
 
 use std::collections::BTreeMap;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use gputop::monitor::spans::{Spans, metrics};
+use gputop::monitor::usage::{Accounting, Usage as UsageFigures};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
 
 use crate::{Device, ensure_open, read_machine};
 
@@ -21,28 +24,74 @@ fn now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// Takes a reading and adds its metrics to every open tag of `spans`.
-fn sample(spans: &Mutex<Spans>, devices: Option<&[u32]>, last: &Mutex<Option<Instant>>) {
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What the samples feed: the tags' statistics, GPU use per user and container, and when
+/// the last sample was taken.
+#[derive(Debug)]
+struct Fed {
+    spans: Mutex<Spans>,
+    accounting: Mutex<Accounting>,
+    sampled: Mutex<Option<Instant>>,
+}
+
+/// Takes a reading and adds it to what `fed` keeps.
+fn sample(fed: &Fed, devices: Option<&[u32]>) {
     if let Ok(snapshot) = read_machine() {
         let metrics = metrics(&snapshot, devices);
-        spans
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .record(now(), &metrics);
-        *last.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        locked(&fed.spans).record(now(), &metrics);
+        locked(&fed.accounting).record(&snapshot);
+        *locked(&fed.sampled) = Some(Instant::now());
+    }
+}
+
+/// One user's or container's GPU use, as `ResourceMetricCollector.usage()` gives it.
+#[pyclass(module = "gputop", frozen, get_all)]
+#[derive(Debug, Clone)]
+pub struct Usage {
+    /// The GPUs it holds now.
+    gpus: Vec<u32>,
+    /// Bytes of GPU memory it holds now.
+    gpu_memory: u64,
+    processes: usize,
+    /// Seconds of each GPU it held, summed, while the collector sampled.
+    gpu_seconds: f64,
+    gpu_memory_byte_seconds: f64,
+}
+
+impl From<&UsageFigures> for Usage {
+    fn from(u: &UsageFigures) -> Self {
+        Self {
+            gpus: u.gpus.iter().copied().collect(),
+            gpu_memory: u.memory_bytes,
+            processes: u.processes,
+            gpu_seconds: u.gpu_seconds,
+            gpu_memory_byte_seconds: u.memory_byte_seconds,
+        }
+    }
+}
+
+#[pymethods]
+impl Usage {
+    fn __repr__(&self) -> String {
+        format!(
+            "Usage(gpus={:?}, gpu_memory={}, processes={}, gpu_seconds={:.1})",
+            self.gpus, self.gpu_memory, self.processes, self.gpu_seconds
+        )
     }
 }
 
 /// nvitop's `ResourceMetricCollector(devices=None, interval=1.0)`: `start(tag)`,
-/// `collect()`, `stop(tag)`, `clear(tag)`, a context manager, and `daemonize(on_collect)`.
+/// `collect()`, `stop(tag)`, `clear(tag)`, a context manager, and `daemonize(on_collect)`;
+/// and gputop's `usage()`.
 #[pyclass(module = "gputop")]
 #[derive(Debug)]
 pub struct ResourceMetricCollector {
     devices: Option<Vec<u32>>,
     interval: Duration,
-    spans: Arc<Mutex<Spans>>,
-    /// When the last sample was taken.
-    sampled: Arc<Mutex<Option<Instant>>>,
+    fed: Arc<Fed>,
     sampler: Option<(Sender<()>, JoinHandle<()>)>,
 }
 
@@ -53,16 +102,11 @@ impl ResourceMetricCollector {
             return;
         }
         let (stop, stopped) = mpsc::channel::<()>();
-        let (spans, sampled, devices, interval) = (
-            Arc::clone(&self.spans),
-            Arc::clone(&self.sampled),
-            self.devices.clone(),
-            self.interval,
-        );
+        let (fed, devices, interval) = (Arc::clone(&self.fed), self.devices.clone(), self.interval);
         let thread = std::thread::spawn(move || {
             loop {
                 let began = Instant::now();
-                sample(&spans, devices.as_deref(), &sampled);
+                sample(&fed, devices.as_deref());
                 match stopped.recv_timeout(interval.saturating_sub(began.elapsed())) {
                     Err(RecvTimeoutError::Timeout) => {}
                     _ => return,
@@ -78,6 +122,14 @@ impl ResourceMetricCollector {
             let _ = thread.join();
         }
     }
+
+    /// Opens `tag` and starts sampling.
+    fn open(&mut self, py: Python<'_>, tag: &str) -> PyResult<()> {
+        ensure_open(py)?;
+        locked(&self.fed.spans).open(tag, now());
+        self.run();
+        Ok(())
+    }
 }
 
 #[pymethods]
@@ -90,32 +142,33 @@ impl ResourceMetricCollector {
                 "interval must be a positive number of seconds",
             ));
         }
+        let interval = Duration::from_secs_f64(interval);
         Ok(Self {
             devices: devices.map(|ds| ds.iter().map(|d| d.index).collect()),
-            interval: Duration::from_secs_f64(interval),
-            spans: Arc::default(),
-            sampled: Arc::default(),
+            interval,
+            fed: Arc::new(Fed {
+                spans: Mutex::default(),
+                accounting: Mutex::new(Accounting::new(interval)),
+                sampled: Mutex::default(),
+            }),
             sampler: None,
         })
     }
 
-    /// Opens `tag` (tags nest: each keeps its own statistics) and starts sampling.
+    /// Opens `tag` (inside the tags open now, which prefix its keys) and starts sampling.
     #[pyo3(signature = (tag = "metrics"))]
     fn start<'py>(mut slf: PyRefMut<'py, Self>, tag: &str) -> PyResult<PyRefMut<'py, Self>> {
-        ensure_open(slf.py())?;
-        slf.spans
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .open(tag, now());
-        slf.run();
+        let py = slf.py();
+        slf.open(py, tag)?;
         Ok(slf)
     }
 
-    /// Closes `tag` (the latest opened when none is given); sampling stops with the last.
+    /// Closes `tag` (the latest opened when none is given) and the tags inside it; sampling
+    /// stops with the last.
     #[pyo3(signature = (tag = None))]
     fn stop(&mut self, py: Python<'_>, tag: Option<&str>) {
         let empty = {
-            let mut spans = self.spans.lock().unwrap_or_else(|e| e.into_inner());
+            let mut spans = locked(&self.fed.spans);
             spans.close(tag);
             spans.is_empty()
         };
@@ -127,65 +180,72 @@ impl ResourceMetricCollector {
     /// Every open tag's mean, min, max and last of each metric since it started; a reading
     /// is taken first when the last is older than half the interval, as nvitop does.
     fn collect(&self, py: Python<'_>) -> BTreeMap<String, f64> {
-        let stale = self
-            .sampled
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_none_or(|at| at.elapsed() > self.interval / 2);
-        let open = !self.spans.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
+        let stale = locked(&self.fed.sampled).is_none_or(|at| at.elapsed() > self.interval / 2);
+        let open = !locked(&self.fed.spans).is_empty();
         if stale && open {
-            py.detach(|| sample(&self.spans, self.devices.as_deref(), &self.sampled));
+            py.detach(|| sample(&self.fed, self.devices.as_deref()));
         }
-        self.spans
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .collected(now())
+        locked(&self.fed.spans).collected(now())
     }
 
-    /// Starts `tag`'s statistics (every tag's when none is given) over from now.
+    /// Starts the statistics of `tag` and the tags inside it (every tag's when none is
+    /// given) over from now.
     #[pyo3(signature = (tag = None))]
     fn clear(&self, tag: Option<&str>) {
-        self.spans
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear(tag, now());
+        locked(&self.fed.spans).clear(tag, now());
     }
 
-    fn __enter__(slf: PyRefMut<'_, Self>) -> PyResult<PyRefMut<'_, Self>> {
-        Self::start(slf, "metrics")
+    /// gputop's own: GPU use per user and per container while this collector sampled (its
+    /// first sample to its last): `{"seconds": s, "users": {name: Usage}, "containers": {...}}`.
+    fn usage<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let accounting = locked(&self.fed.accounting);
+        let out = PyDict::new(py);
+        out.set_item("seconds", accounting.seconds)?;
+        for (name, table) in [
+            ("users", &accounting.users),
+            ("containers", &accounting.containers),
+        ] {
+            let rows = PyDict::new(py);
+            for (owner, figures) in table {
+                rows.set_item(owner, Usage::from(figures))?;
+            }
+            out.set_item(name, rows)?;
+        }
+        Ok(out)
+    }
+
+    fn __enter__(mut slf: PyRefMut<'_, Self>) -> PyResult<PyRefMut<'_, Self>> {
+        let py = slf.py();
+        slf.open(py, "metrics")?;
+        Ok(slf)
     }
 
     #[pyo3(signature = (*_args))]
-    fn __exit__(&mut self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) {
-        self.spans.lock().unwrap_or_else(|e| e.into_inner()).close_all();
+    fn __exit__(&mut self, py: Python<'_>, _args: &Bound<'_, PyTuple>) {
+        locked(&self.fed.spans).close_all();
         py.detach(|| self.halt());
     }
 
     /// Calls `on_collect(metrics)` every `interval` seconds (the collector's own when not
-    /// given) on a daemon thread, until it returns `False`; starts a `tag` span for it.
+    /// given) on a daemon thread, until it returns `False` or raises; opens a `tag` for it.
     #[pyo3(signature = (on_collect, interval = None, tag = "metrics"))]
     fn daemonize(
-        mut slf: PyRefMut<'_, Self>,
+        &mut self,
+        py: Python<'_>,
         on_collect: Py<PyAny>,
         interval: Option<f64>,
         tag: &str,
     ) -> PyResult<()> {
-        let every = Duration::try_from_secs_f64(interval.unwrap_or(slf.interval.as_secs_f64()))
+        let every = Duration::try_from_secs_f64(interval.unwrap_or(self.interval.as_secs_f64()))
             .ok()
             .filter(|d| !d.is_zero())
             .ok_or_else(|| PyValueError::new_err("interval must be a positive number of seconds"))?;
-        ensure_open(slf.py())?;
-        slf.spans
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .open(tag, now());
-        slf.run();
-        let spans = Arc::clone(&slf.spans);
+        self.open(py, tag)?;
+        let (fed, tag) = (Arc::clone(&self.fed), tag.to_string());
         std::thread::spawn(move || {
             loop {
                 std::thread::sleep(every);
-                let collected = spans.lock().unwrap_or_else(|e| e.into_inner()).collected(now());
-                // Returning False stops; an exception stops too (it is printed).
+                let collected = locked(&fed.spans).collected(now());
                 let go_on = Python::attach(|py| match on_collect.call1(py, (collected,)) {
                     Ok(result) => result.bind(py).extract::<bool>().unwrap_or(true),
                     Err(error) => {
@@ -194,6 +254,7 @@ impl ResourceMetricCollector {
                     }
                 });
                 if !go_on {
+                    locked(&fed.spans).close(Some(&tag));
                     return;
                 }
             }

@@ -5,6 +5,7 @@ samples (time-weighted means) are checked on known sequences in the library
 (src/monitor/spans.rs).
 """
 
+import os
 import threading
 import time
 
@@ -68,3 +69,20 @@ def test_a_context_manager_and_a_daemon(machine):
     time.sleep(0.3)
     assert len(seen) == 3, "returning False stops it"
     assert all("metrics/gpu:0/temperature (C)/last" in m for m in seen[1:])
+
+
+def test_usage_counts_gpu_seconds_per_user(machine):
+    import pwd
+
+    me = pwd.getpwuid(os.getuid()).pw_name
+    with gputop.ResourceMetricCollector(interval=0.1) as collector:
+        time.sleep(1.0)
+        usage = collector.usage()
+    mine = usage["users"][me]
+    held = {p["gpu_index"] for p in machine["processes"]}
+    assert sorted(mine.gpus) == sorted(held)
+    assert mine.processes == len(machine["processes"])
+    assert mine.gpu_memory == sum(p["gpu_memory_bytes"] for p in machine["processes"])
+    # Each GPU held counts one second per second sampled.
+    assert abs(mine.gpu_seconds - len(held) * usage["seconds"]) < 1e-6
+    assert 0.7 < usage["seconds"] < 2.0

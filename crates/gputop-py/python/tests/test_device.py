@@ -90,7 +90,7 @@ def test_the_demo_machine():
     assert int(count) >= 1 and name.strip(), out.stdout
 
 
-@pytest.mark.parametrize("example", ["epoch_metrics.py", "inference_memory.py"])
+@pytest.mark.parametrize("example", ["epoch_metrics.py", "inference_memory.py", "gpu_seconds_per_user.py"])
 def test_the_examples_run(machine, example):
     path = REPO / "crates/gputop-py/examples" / example
     out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=60)
@@ -99,5 +99,7 @@ def test_the_examples_run(machine, example):
     if example == "epoch_metrics.py":
         assert [line.split(":")[0] for line in lines] == ["epoch 0", "epoch 1", "epoch 2"], out.stdout
         assert "gpu:0/memory_used (MiB)/mean" in lines[0], out.stdout
-    else:
+    elif example == "inference_memory.py":
         assert "MiB" in lines[0] and "+0.0 MiB" in lines[0], out.stdout
+    else:
+        assert lines[0].startswith("over ") and "GPU-s" in lines[1], out.stdout
