@@ -14,12 +14,17 @@ pub fn sanitize(text: &str) -> String {
     escape_each(text)
 }
 
+/// Whether `c` must never reach a terminal or a file raw: a control character (escape
+/// sequences start with one) or a bidirectional mark or override (they reorder the line).
+pub fn is_hidden_control(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}')
+}
+
 /// `sanitize`, a character at a time.
 fn escape_each(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        let bidi = matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}');
-        if c.is_control() || bidi {
+        if is_hidden_control(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);

@@ -70,10 +70,8 @@ fn quote(text: &str) -> String {
         match c {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
-            c if c.is_control()
-                || matches!(c, '\u{2028}' | '\u{2029}' | '\u{FEFF}' | '\u{200E}' | '\u{200F}')
-                || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}') =>
-            {
+            // YAML also breaks lines at U+2028 and U+2029 and strips a byte-order mark.
+            c if crate::format::is_hidden_control(c) || matches!(c, '\u{2028}' | '\u{2029}' | '\u{FEFF}') => {
                 let _ = write!(out, "\\u{:04X}", u32::from(c));
             }
             c => out.push(c),
