@@ -194,10 +194,8 @@ pub fn fetch(node: &Node) -> Result<(Snapshot, usize), String> {
     let alerts: NodeAlerts =
         serde_json::from_slice(body).map_err(|e| format!("not a gputop snapshot: {e}"))?;
     let firing = alerts.alerts.iter().filter(|a| a.state == "firing").count();
-    let snapshot = snapshot
-        .into_snapshot(SystemTime::now())
-        .map_err(|e| crate::format::sanitize(&e))?;
-    Ok((snapshot, firing))
+    // The reason is shown sanitized, as everything from outside, where it is drawn.
+    Ok((snapshot.into_snapshot(SystemTime::now())?, firing))
 }
 
 /// Most alerts read of a node's `/snapshot`.

@@ -144,8 +144,8 @@ impl Recording {
 
     fn skip(&mut self, path: &Path, line: usize, why: &str) {
         self.skipped += 1;
+        // Sanitized where it is printed, with everything else from outside.
         if self.first_problem.is_none() {
-            let why = crate::format::sanitize(why);
             self.first_problem = Some(format!("{} line {line}: {why}", path.display()));
         }
     }
