@@ -92,33 +92,27 @@ impl Connections {
         };
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        // The connection that has waited longest for its head: of `peer` and slow only, or
-        // of anyone.
-        let oldest_waiting = |open: &[Open], slow_of: Option<IpAddr>| {
+        let slow_of_peer =
+            |c: &Open| c.peer == peer && c.reading_head && now.duration_since(c.since) >= SLOW_AFTER;
+        // The connection that has waited longest for its head, among those `among` picks.
+        let oldest_waiting = |open: &[Open], among: &dyn Fn(&Open) -> bool| {
             open.iter()
                 .enumerate()
-                .filter(|(_, c)| c.reading_head)
-                .filter(|(_, c)| {
-                    slow_of.is_none_or(|peer| c.peer == peer && now.duration_since(c.since) >= SLOW_AFTER)
-                })
+                .filter(|(_, c)| c.reading_head && among(c))
                 .min_by_key(|(_, c)| c.since)
                 .map(|(i, _)| i)
         };
-        let slow_of_peer = open
-            .iter()
-            .filter(|c| c.peer == peer && c.reading_head && now.duration_since(c.since) >= SLOW_AFTER)
-            .count();
         let close = |open: &mut Vec<Open>, index: usize| {
             // Its thread sees the connection end and leaves.
             let _ = open.swap_remove(index).stream.shutdown(Shutdown::Both);
         };
-        if slow_of_peer >= MAX_SLOW_PER_PEER
-            && let Some(index) = oldest_waiting(&open, Some(peer))
+        if open.iter().filter(|c| slow_of_peer(c)).count() >= MAX_SLOW_PER_PEER
+            && let Some(index) = oldest_waiting(&open, &slow_of_peer)
         {
             close(&mut open, index);
         }
         if open.len() >= MAX_CONNECTIONS {
-            match oldest_waiting(&open, None) {
+            match oldest_waiting(&open, &|_| true) {
                 Some(index) => close(&mut open, index),
                 None => return false,
             }
