@@ -101,6 +101,8 @@ impl Collector {
                 let _finishing = finishing;
                 let mut host = HostCollector::new();
                 let mut heap = crate::heap::Releaser::default();
+                #[cfg(debug_assertions)]
+                let mut published = 0_u32;
                 loop {
                     let started = Instant::now();
                     let snapshot = Arc::new(assemble(&mut source, &mut host, interval));
@@ -108,10 +110,16 @@ impl Collector {
                     if !publish(snapshot) {
                         return;
                     }
-                    // Tests of the way a panic on a worker thread ends gputop (debug builds).
+                    // Tests of the way a panic on a worker thread ends gputop (debug builds):
+                    // after the second snapshot, when the view is on screen.
                     #[cfg(debug_assertions)]
-                    if std::env::var_os("GPUTOP_DEBUG_PANIC").is_some_and(|v| v == "collector") {
-                        panic!("GPUTOP_DEBUG_PANIC=collector");
+                    {
+                        published += 1;
+                        if published == 2
+                            && std::env::var_os("GPUTOP_DEBUG_PANIC").is_some_and(|v| v == "collector")
+                        {
+                            panic!("GPUTOP_DEBUG_PANIC=collector");
+                        }
                     }
                     heap.tick();
                     let rest = interval.saturating_sub(started.elapsed());

@@ -4,6 +4,7 @@
 //! unchanged frame.
 
 use std::io::{self, Write};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ratatui::Terminal;
@@ -21,12 +22,42 @@ use ratatui_crossterm::crossterm::{cursor, execute, queue};
 /// Whether gputop holds the terminal (raw mode, alternate screen) now.
 static ENTERED: AtomicBool = AtomicBool::new(false);
 
+/// Held while the terminal is taken or given back, and by a panic from its message until
+/// the exit, so a panic on one thread cannot interleave with the main thread entering the
+/// terminal, nor leave it entered behind the message.
+static HANDOVER: Mutex<()> = Mutex::new(());
+
+fn handover() -> std::sync::MutexGuard<'static, ()> {
+    HANDOVER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The handover for a panic hook, which may run on the thread that holds it (a panic inside
+/// the terminal's own calls): after a second it goes on without it rather than hang.
+fn handover_for_panic() -> Option<std::sync::MutexGuard<'static, ()>> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        match HANDOVER.try_lock() {
+            Ok(guard) => return Some(guard),
+            Err(std::sync::TryLockError::Poisoned(e)) => return Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        }
+    }
+}
+
 /// The exit code of a panic: EX_SOFTWARE, an internal error.
 pub const PANIC_EXIT_CODE: i32 = 70;
 
 /// Leaves raw mode and the alternate screen, if gputop entered them; safe to call more than
 /// once, and from any thread.
 pub fn restore() {
+    let _handover = handover();
+    give_back();
+}
+
+fn give_back() {
     if !ENTERED.swap(false, Ordering::SeqCst) {
         return;
     }
@@ -45,7 +76,12 @@ pub fn restore() {
 /// worker thread would leave the main thread running in a restored terminal.
 pub fn end_on_panic() {
     std::panic::set_hook(Box::new(|info| {
-        restore();
+        // Both held until the exit: the terminal is not entered again, and no frame is
+        // written after the message.
+        let _handover = handover_for_panic();
+        let mut stdout = io::stdout().lock();
+        give_back();
+        let _ = stdout.flush();
         let message = info
             .payload()
             .downcast_ref::<&str>()
@@ -57,11 +93,13 @@ pub fn end_on_panic() {
             .location()
             .map_or_else(String::new, |l| format!(" at {}:{}", l.file(), l.line()));
         let thread = std::thread::current();
-        eprintln!(
-            "gputop: internal error in thread '{}': {}{place}; please report it",
+        let line = format!(
+            "gputop: internal error in thread '{}': {}{place}; please report it\n",
             crate::format::sanitize(thread.name().unwrap_or("unnamed")),
             crate::format::sanitize(first_line),
         );
+        // One write, so nothing else on the terminal lands inside the line.
+        let _ = io::stderr().write_all(line.as_bytes());
         std::process::exit(PANIC_EXIT_CODE);
     }));
 }
@@ -78,6 +116,7 @@ impl std::fmt::Debug for Term {
 }
 
 fn enter() -> io::Result<()> {
+    let _handover = handover();
     ENTERED.store(true, Ordering::SeqCst);
     enable_raw_mode()?;
     execute!(

@@ -1213,7 +1213,7 @@ fn a_panic_on_a_worker_thread_ends_gputop_with_one_line_and_the_terminal_restore
     command.args(["--demo"]);
     command.env("HOME", home.path());
     command.env("TERM", "xterm-256color");
-    // Debug builds panic on the collection thread after its first snapshot.
+    // Debug builds panic on the collection thread after its second snapshot.
     command.env("GPUTOP_DEBUG_PANIC", "collector");
     let mut pty = Pty::spawn(command, 100, 30);
     let before = stty(&Pty::spawn(CommandBuilder::new("sleep"), 100, 30).tty_path());
