@@ -591,6 +591,12 @@ pub struct ProcessEntry {
     pub name: String,
 }
 
+/// A live process's parent, from /proc/PID/stat; `None` once it has gone.
+pub fn parent_pid(pid: u32) -> Option<u32> {
+    let text = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    Some(parse_stat(&text)?.parent_pid)
+}
+
 /// Every process's PID, parent and name, from /proc/PID/stat (cheap: one small read each).
 pub fn process_table() -> Vec<ProcessEntry> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -631,6 +637,14 @@ pub fn table_of(snapshot: &crate::model::Snapshot) -> Vec<ProcessEntry> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_parent_is_read_and_a_gone_one_has_none() {
+        // SAFETY: getppid has no preconditions.
+        let parent = unsafe { libc::getppid() } as u32;
+        assert_eq!(parent_pid(std::process::id()), Some(parent));
+        assert_eq!(parent_pid(u32::MAX - 1), None);
+    }
 
     #[test]
     fn environment_is_split_into_entries() {

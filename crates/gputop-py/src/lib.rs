@@ -330,6 +330,11 @@ fn gputop_py(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<GpuProcess>()?;
     m.add_class::<metrics::ResourceMetricCollector>()?;
     m.add_class::<metrics::Usage>()?;
+    m.add_class::<metrics::Opened>()?;
+    // nvitop's other names for them.
+    let collector = m.getattr("ResourceMetricCollector")?;
+    collector.setattr("activate", collector.getattr("start")?)?;
+    collector.setattr("deactivate", collector.getattr("stop")?)?;
     m.add_function(wrap_pyfunction!(init, m)?)?;
     m.add_function(wrap_pyfunction!(demo, m)?)?;
     m.add("GpuTopError", m.py().get_type::<GpuTopError>())?;

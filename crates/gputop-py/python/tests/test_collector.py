@@ -1,6 +1,7 @@
 """ResourceMetricCollector on the simulated machine with a frozen clock: every sample is the
 same reading, so each metric's mean, min, max and last equal `gputop --once --json`'s value;
-tags nest, stop and clear; the context manager and daemonize work. The statistics of varying
+tags nest, stop and clear; the context managers and daemonize work as nvitop's; the GPU
+processes descended from root_pids have their own metrics. The statistics of varying
 samples (time-weighted means) are checked on known sequences in the library
 (src/monitor/spans.rs).
 """
@@ -8,6 +9,8 @@ samples (time-weighted means) are checked on known sequences in the library
 import os
 import threading
 import time
+
+import pytest
 
 import gputop
 
@@ -45,30 +48,92 @@ def test_tags_nest_and_stop_and_clear(machine):
     collector.clear()
     assert "run/gpu:0/temperature (C)/mean" not in collector.collect()
     collector.stop()
-    assert collector.collect() == {}
+    # As nvitop's: misuse is a RuntimeError that says what.
+    with pytest.raises(RuntimeError, match="not been started"):
+        collector.collect()
+    with pytest.raises(RuntimeError, match="not been started"):
+        collector.stop("run")
+    collector.start("run")
+    with pytest.raises(RuntimeError, match='already started with tag "run"'):
+        collector.start("run")
+    collector.stop()
 
 
-def test_a_context_manager_and_a_daemon(machine):
-    with gputop.ResourceMetricCollector(interval=0.05) as collector:
-        time.sleep(0.12)
-        assert "metrics/gpu:0/memory_total (MiB)/max" in collector.collect()
-    assert collector.collect() == {}
-    seen = []
+def test_context_managers_and_a_daemon(machine):
+    collector = gputop.ResourceMetricCollector(interval=0.05)
+    with collector(tag="train"):
+        with collector(tag="epoch"):
+            time.sleep(0.12)
+            keys = collector.collect()
+            assert "train/epoch/gpu:0/memory_total (MiB)/max" in keys
+            assert "train/gpu:0/memory_total (MiB)/max" in keys
+        assert not any(k.startswith("train/epoch/") for k in collector.collect())
+    with pytest.raises(RuntimeError):
+        collector.collect()
+    with gputop.ResourceMetricCollector(interval=0.05) as shorthand:
+        assert "metrics/gpu:0/memory_total (MiB)/max" in shorthand.collect()
+
+    seen, events = [], []
     done = threading.Event()
 
     def on_collect(metrics):
         seen.append(metrics)
         if len(seen) == 3:
-            done.set()
             return False
         return True
 
+    def on_stop(c):
+        events.append(("stop", c))
+        done.set()
+
     daemon = gputop.ResourceMetricCollector(interval=0.05)
-    daemon.daemonize(on_collect, interval=0.1)
-    assert done.wait(5), "on_collect was called three times"
-    time.sleep(0.3)
+    thread = daemon.daemonize(
+        on_collect, interval=0.1, on_start=lambda c: events.append(("start", c)), on_stop=on_stop
+    )
+    assert isinstance(thread, threading.Thread) and thread.daemon
+    assert thread.name == "metrics-daemon" and thread.collector is daemon
+    assert done.wait(5), "on_collect returned False the third time"
+    thread.join(5)
+    assert not thread.is_alive()
     assert len(seen) == 3, "returning False stops it"
-    assert all("metrics/gpu:0/temperature (C)/last" in m for m in seen[1:])
+    assert [e for e, _ in events] == ["start", "stop"] and all(c is daemon for _, c in events)
+    assert all("metrics-daemon/gpu:0/temperature (C)/last" in m for m in seen)
+    with pytest.raises(RuntimeError):
+        daemon.collect()
+    idle = daemon.daemonize(lambda m: False, start=False)
+    assert not idle.is_alive(), "start=False returns the thread unstarted"
+
+
+def _pids(metrics):
+    return {int(k.split("/")[1][4:]) for k in metrics if k.split("/")[1].startswith("pid:")}
+
+
+def test_processes_descended_from_root_pids_have_their_own_metrics(machine):
+    sleepers = {p["pid"] for p in machine["processes"]}
+    # The sleepers are this process's children: the default root_pids is this process.
+    with gputop.ResourceMetricCollector(interval=0.05) as collector:
+        metrics = collector.collect()
+    assert _pids(metrics) == sleepers
+    for p in machine["processes"]:
+        own = f"metrics/pid:{p['pid']}"
+        gpu = f"{own}/gpu:{p['gpu_index']}"
+        assert metrics[f"{gpu}/gpu_memory (MiB)/mean"] == p["gpu_memory_bytes"] / 2**20
+        # The frozen clock gives the driver no new utilization sample after the first
+        # reading, which gputop reads as no kernel run: 0 (test_device checks the value).
+        assert 0 <= metrics[f"{gpu}/gpu_sm_utilization (%)/max"] <= 100
+        assert metrics[f"{gpu}/gpu_memory_percent (%)/last"] > 0
+        assert f"{own}/host/host_memory (MiB)/mean" in metrics
+        assert f"{own}/host/cpu_percent (%)/last" in metrics
+        # As nvitop's: the running time is its maximum alone.
+        assert f"{own}/host/running_time (min)" in metrics
+        assert f"{own}/host/running_time (min)/mean" not in metrics
+    with gputop.ResourceMetricCollector(root_pids=[], interval=0.05) as none:
+        assert _pids(none.collect()) == set()
+    one = sorted(sleepers)[0]
+    with gputop.ResourceMetricCollector(root_pids={one}, interval=0.05) as itself:
+        assert _pids(itself.collect()) == {one}, "a root is its own descendant"
+    with gputop.ResourceMetricCollector(root_pids={1}, interval=0.05) as everyone:
+        assert _pids(everyone.collect()) == sleepers
 
 
 def test_usage_counts_gpu_seconds_per_user(machine):
