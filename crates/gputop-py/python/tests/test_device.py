@@ -65,6 +65,18 @@ def test_processes_are_keyed_by_pid_with_the_commands_figures(machine):
         assert host_memory == expected["host_memory_bytes"]
 
 
+def test_nvml_is_found_by_name_on_the_loader_path_as_a_driver_installs_it(machine, tmp_path):
+    # As on a real machine: no library named, libnvidia-ml.so.1 found by the loader. (The
+    # extension must not itself be named libnvidia-ml.so.1, or the loader would return it.)
+    (tmp_path / "libnvidia-ml.so.1").symlink_to(os.environ["GPUTOP_NVML_LIB"])
+    env = dict(os.environ, LD_LIBRARY_PATH=str(tmp_path))
+    del env["GPUTOP_NVML_LIB"]
+    code = "import gputop\nprint(gputop.Device.count())\n"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) == len(machine["devices"])
+
+
 def test_a_missing_library_raises_gputop_error_saying_what_to_do():
     code = "import gputop\ntry:\n    gputop.Device.count()\nexcept gputop.GpuTopError as e:\n    print(e)\n"
     env = dict(os.environ, GPUTOP_NVML_LIB="/nonexistent/libnvidia-ml.so.1")
