@@ -762,6 +762,14 @@ mod tests {
             .stdin(std::process::Stdio::piped())
             .spawn()
             .unwrap();
+        // Until the child has exec'd, its command line is this test's own.
+        let cmdline = format!("/proc/{}/cmdline", child.id());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !std::fs::read(&cmdline).unwrap_or_default().starts_with(b"sh\0")
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let mut host = HostCollector::new();
         let read = facts(&mut host, &[child.id()]);
         let command = read[0].command.value().unwrap();
@@ -769,7 +777,7 @@ mod tests {
         assert!(
             command.starts_with("sh -c read line xxx") && command.ends_with(" …"),
             "{}",
-            &command[..40]
+            command.chars().take(40).collect::<String>()
         );
         child.kill().unwrap();
         child.wait().unwrap();
