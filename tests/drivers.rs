@@ -170,6 +170,50 @@ fn an_idle_gpus_empty_sample_buffer_reads_as_its_current_utilization() {
     assert_eq!(gpu["utilization_memory_mean_percent"].as_f64(), Some(0.0));
 }
 
+#[test]
+fn the_newest_sample_stays_the_reading_until_newer_ones_come_or_the_buffer_runs_dry() {
+    // A sample a second; the GPU goes from 10 % to 90 % at 5.5 s.
+    let scenario = "[meta]\nversion = 1\n[clock]\nmode = \"manual\"\n[sim]\nsamples_period_ms = 1000\n\
+        [[gpu]]\n[gpu.dynamic]\nutilization_gpu = { keyframes = [[0, 10], [5.5, 90]], interp = \"step\" }\n";
+    let driver = driver_dir(scenario);
+    let lib = driver.path().join("libnvidia-ml.so.1");
+    // SAFETY: loading our own simulator, the same instance gputop opens below.
+    let control = unsafe { libloading::Library::new(&lib) }.unwrap();
+    // SAFETY: the simulator exports these symbols with these signatures.
+    let set_time = unsafe { control.get::<unsafe extern "C" fn(u64)>(b"gputop_sim_set_time_ms") }.unwrap();
+    let calls = unsafe {
+        control.get::<unsafe extern "C" fn(*const std::ffi::c_char) -> u64>(b"gputop_sim_call_count")
+    }
+    .unwrap();
+    // SAFETY: a NUL-terminated symbol name.
+    let direct_calls = || unsafe { calls(c"nvmlDeviceGetUtilizationRates".as_ptr()) };
+    let mut source = gputop::source::nvml::NvmlSource::open(Some(&lib)).expect("the simulator initialises");
+    let mut utilization = || {
+        source.read(std::time::Duration::from_secs(1)).devices[0]
+            .utilization_gpu
+            .get()
+    };
+    // SAFETY: a plain function call into the simulator.
+    unsafe { set_time(5_900) };
+    let before = direct_calls();
+    assert_eq!(utilization(), Some(10), "the newest sample, taken at 5 s");
+    assert_eq!(
+        (utilization(), direct_calls() - before),
+        (Some(10), 0),
+        "no newer sample: the newest is still the reading, without asking the driver again"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1_100));
+    assert_eq!(
+        (utilization(), direct_calls() - before),
+        (Some(10), 2),
+        "no sample for over a second: the buffer ran dry, the driver is asked directly (for \
+         the GPU's and the memory's utilization)"
+    );
+    // SAFETY: as above.
+    unsafe { set_time(7_200) };
+    assert_eq!(utilization(), Some(90), "the samples of 6 and 7 s");
+}
+
 /// 200 ms at 100 % every 2 s over 5 %: the true mean is 14.5 %.
 const BURSTY: &str = "[meta]\nversion = 1\n[sim]\nsamples_period_ms = 20\n[[gpu]]\n[gpu.dynamic]\n\
     utilization_gpu = { keyframes = [[0, 100], [0.2, 5]], interp = \"step\", repeat = 2 }\n";

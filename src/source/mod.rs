@@ -56,6 +56,35 @@ impl Activity {
     }
 }
 
+/// A GPU's readings that change from one moment to the next, each read again alone by
+/// [`Source::refresh`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(usize)]
+pub enum Gauge {
+    /// Memory used, free and total.
+    Memory,
+    /// GPU utilization, now and over the window.
+    GpuUtilization,
+    /// GPU and memory utilization, now and over the window.
+    Utilization,
+    Temperature,
+    /// Power draw, now and over the window.
+    Power,
+    FanSpeeds,
+}
+
+impl Gauge {
+    /// How many there are (`gauge as usize` is below it).
+    pub const COUNT: usize = 6;
+}
+
+/// How much of the machine a reading reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reach {
+    Devices,
+    Processes,
+}
+
 /// Where device and process readings come from.
 #[derive(Debug)]
 pub enum Source {
@@ -86,6 +115,35 @@ impl Source {
         match self {
             Self::Nvml(nvml) => nvml.read(window),
             Self::Demo(demo) => demo.read(window),
+        }
+    }
+
+    /// Reads one gauge of `device` (a GPU of this source's last reading) again, now: one or
+    /// two driver calls, for a caller that asks one field at a time.
+    pub fn refresh(&mut self, device: &mut Device, gauge: Gauge, window: Duration) {
+        match self {
+            Self::Nvml(nvml) => nvml.refresh(device, gauge, window),
+            // The demo machine is computed, not asked: it is read whole.
+            Self::Demo(demo) => {
+                if let Some(fresh) = demo
+                    .read(window)
+                    .devices
+                    .into_iter()
+                    .find(|d| d.index == device.index)
+                {
+                    *device = fresh;
+                }
+            }
+        }
+    }
+
+    /// The GPUs' own readings alone, without their processes: what a caller asking a GPU's
+    /// memory or temperature needs, at a fraction of a whole reading's cost (no process
+    /// lists, no /proc). Utilization means and peaks cover the last `window`.
+    pub fn read_devices(&mut self, window: Duration) -> Vec<Device> {
+        match self {
+            Self::Nvml(nvml) => nvml.read_reaching(window, Reach::Devices).devices,
+            Self::Demo(demo) => demo.read(window).devices,
         }
     }
 }

@@ -27,7 +27,7 @@ use nvml_wrapper::struct_wrappers::device::{ProcessInfo, ProcessUtilizationSampl
 use nvml_wrapper::{Device as NvmlDevice, cuda_driver_version_major, cuda_driver_version_minor};
 use nvml_wrapper_sys::bindings::nvmlDevice_t;
 
-use super::{Activity, Readout};
+use super::{Activity, Gauge, Reach, Readout};
 use crate::model::{
     Bar1, Clocks, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, Memory, MigDevice, MigId,
     PcieLink, ProcessType, Reading, Window,
@@ -343,13 +343,26 @@ impl SlowFacts {
     }
 }
 
-/// Per-device read state: the newest sample timestamp already consumed of each buffer, and
-/// the buffer sizes the lists needed last time (compute, graphics, MPS, process samples).
+/// How long the newest sample of a buffer stays the current reading when no newer one has
+/// come: the longest sample period (1/6 s to 1 s depending on the product, NVML docs).
+const SAMPLE_HOLD: Duration = Duration::from_secs(1);
+
+/// What was read of one sample buffer: the newest timestamp consumed, and the last window
+/// and newest value, with when they were read.
+#[derive(Debug, Clone, Copy, Default)]
+struct SampleMark {
+    watermark: u64,
+    held: Option<(Instant, Window, f64)>,
+}
+
+/// Per-device read state: what was read of each sample buffer, the newest process sample
+/// timestamp consumed, and the buffer sizes the lists needed last time (compute, graphics,
+/// MPS, process samples).
 #[derive(Debug, Clone, Copy)]
 struct Watermarks {
-    gpu_util: u64,
-    memory_util: u64,
-    power: u64,
+    gpu_util: SampleMark,
+    memory_util: SampleMark,
+    power: SampleMark,
     processes: u64,
     list_capacity: [usize; 3],
     utilization_capacity: usize,
@@ -358,9 +371,9 @@ struct Watermarks {
 impl Default for Watermarks {
     fn default() -> Self {
         Self {
-            gpu_util: 0,
-            memory_util: 0,
-            power: 0,
+            gpu_util: SampleMark::default(),
+            memory_util: SampleMark::default(),
+            power: SampleMark::default(),
             processes: 0,
             list_capacity: [64; 3],
             utilization_capacity: 256,
@@ -576,7 +589,56 @@ impl NvmlSource {
 
     /// Reads every device and its processes. Means and peaks cover the `window` before each
     /// metric's newest sample.
+    /// Reads one gauge of `device` again; nothing when its GPU has not answered a reading
+    /// yet, or it fails now (the failure is the reading).
+    pub(crate) fn refresh(&mut self, device: &mut Device, gauge: Gauge, window: Duration) {
+        let slot = device.index as usize;
+        let (Some(Some(Handle(handle))), Some(Some(statics))) =
+            (self.handles.get(slot).copied(), self.statics.get(slot))
+        else {
+            return;
+        };
+        // SAFETY: the handle came from nvmlDeviceGetHandleByIndex on this same, still
+        // initialised, library; NVML handles stay valid until shutdown.
+        let nvml_device = unsafe { NvmlDevice::new(handle, &self.nvml) };
+        let marks = &mut self.watermarks[slot];
+        let pass = Pass {
+            window,
+            activity: &self.activity,
+            sample_log: self.sample_log.as_ref(),
+        };
+        match gauge {
+            Gauge::Memory => device.memory = reading(memory_info(&nvml_device)),
+            Gauge::GpuUtilization => {
+                (device.utilization_gpu, device.utilization_gpu_window) =
+                    read_gpu_utilization(&nvml_device, device.index, marks, &pass);
+            }
+            Gauge::Utilization => {
+                let utilization = read_utilization(&nvml_device, device.index, marks, &pass);
+                device.utilization_gpu = utilization.gpu;
+                device.utilization_memory = utilization.memory;
+                device.utilization_gpu_window = utilization.gpu_window;
+                device.utilization_memory_window = utilization.memory_window;
+            }
+            Gauge::Temperature => {
+                device.temperature = reading(nvml_device.temperature(TemperatureSensor::Gpu));
+            }
+            Gauge::Power => {
+                (device.power_usage_mw, device.power_usage_window) =
+                    read_power(&nvml_device, device.index, marks, &pass);
+            }
+            Gauge::FanSpeeds => device.fan_speeds = read_fans(&nvml_device, statics),
+        }
+        self.activity.clear();
+    }
+
+    /// One reading of every GPU and their processes.
     pub fn read(&mut self, window: Duration) -> Readout {
+        self.read_reaching(window, Reach::Processes)
+    }
+
+    /// One reading of every GPU, and of their processes when `reach` says so.
+    pub(crate) fn read_reaching(&mut self, window: Duration, reach: Reach) -> Readout {
         let nvml = Arc::clone(&self.nvml);
         let driver = self.driver.clone();
         let pcie = self
@@ -633,6 +695,9 @@ impl NvmlSource {
                     devices.push(unavailable(index, &error, Some(&statics)));
                     continue;
                 }
+            }
+            if reach == Reach::Devices {
+                continue;
             }
             let (listed, unlisted) =
                 read_processes(&device, index, &statics.uuid, &mut self.process_api, marks, &pass);
@@ -728,7 +793,27 @@ fn pcie_loop(
 /// runs dry. Driver stamps are on the driver's own clock (boot time on Linux), so they are
 /// never compared with the host's: the first read asks for all (0), later ones for samples
 /// newer than the newest stamp given, and the window is cut back from the newest sample.
+/// The samples newer than `mark`'s watermark: their window and the newest value. With none,
+/// the last ones read while they are younger than [`SAMPLE_HOLD`] (the samples are still
+/// the current ones), else `None` (the buffer ran dry: an idle GPU).
 fn sample_window(
+    device: &NvmlDevice<'_>,
+    key: (u32, SampledMetric),
+    mark: &mut SampleMark,
+    pass: &Pass<'_>,
+) -> Result<Option<(Window, f64)>, NvmlError> {
+    let fresh = new_samples(device, key, &mut mark.watermark, pass)?;
+    if let Some((window, newest)) = fresh {
+        mark.held = Some((Instant::now(), window, newest));
+        return Ok(fresh);
+    }
+    Ok(mark
+        .held
+        .filter(|(at, _, _)| at.elapsed() < SAMPLE_HOLD)
+        .map(|(_, window, newest)| (window, newest)))
+}
+
+fn new_samples(
     device: &NvmlDevice<'_>,
     (index, metric): (u32, SampledMetric),
     watermark: &mut u64,
@@ -811,6 +896,109 @@ fn memory_info(device: &NvmlDevice<'_>) -> Result<Memory, NvmlError> {
     }
 }
 
+/// A GPU's utilization now and over the window, from the driver's samples.
+struct Utilization {
+    gpu: Reading<u32>,
+    memory: Reading<u32>,
+    gpu_window: Reading<Window>,
+    memory_window: Reading<Window>,
+}
+
+fn read_utilization(
+    device: &NvmlDevice<'_>,
+    index: u32,
+    marks: &mut Watermarks,
+    pass: &Pass<'_>,
+) -> Utilization {
+    let (gpu, gpu_window) = read_gpu_utilization(device, index, marks, pass);
+    let (memory, memory_window) = read_sampled(
+        device,
+        (index, SampledMetric::MemoryUtilization),
+        &mut marks.memory_util,
+        pass,
+        || device.utilization_rates().map(|u| u.memory),
+    );
+    // Memory utilization is unknown for the reason GPU utilization is.
+    let memory = match (&gpu, memory) {
+        (Reading::NotSupported, _) => Reading::NotSupported,
+        (Reading::Failed(reason), _) => Reading::Failed(reason.clone()),
+        (_, value) => value,
+    };
+    Utilization {
+        gpu,
+        memory,
+        gpu_window,
+        memory_window,
+    }
+}
+
+fn read_gpu_utilization(
+    device: &NvmlDevice<'_>,
+    index: u32,
+    marks: &mut Watermarks,
+    pass: &Pass<'_>,
+) -> (Reading<u32>, Reading<Window>) {
+    read_sampled(
+        device,
+        (index, SampledMetric::GpuUtilization),
+        &mut marks.gpu_util,
+        pass,
+        || device.utilization_rates().map(|u| u.gpu),
+    )
+}
+
+/// A sampled metric now (its newest sample, rounded; with none, the buffer dry, what
+/// `direct` asks the driver) and over the window.
+fn read_sampled(
+    device: &NvmlDevice<'_>,
+    key: (u32, SampledMetric),
+    mark: &mut SampleMark,
+    pass: &Pass<'_>,
+    direct: impl FnOnce() -> Result<u32, NvmlError>,
+) -> (Reading<u32>, Reading<Window>) {
+    pass.activity.set("nvmlDeviceGetSamples", Some(key.0));
+    let sampled = sample_window(device, key, mark, pass);
+    let current = match &sampled {
+        Ok(Some((_, newest))) => {
+            let ceiling = match key.1 {
+                SampledMetric::PowerMilliwatts => f64::from(u32::MAX),
+                _ => 100.0,
+            };
+            Reading::Value(newest.round().clamp(0.0, ceiling) as u32)
+        }
+        _ => reading(direct()),
+    };
+    let window = window_or_current(&sampled, &current);
+    (current, window)
+}
+
+/// A GPU's power draw now and over the window, in milliwatts.
+fn read_power(
+    device: &NvmlDevice<'_>,
+    index: u32,
+    marks: &mut Watermarks,
+    pass: &Pass<'_>,
+) -> (Reading<u32>, Reading<Window>) {
+    read_sampled(
+        device,
+        (index, SampledMetric::PowerMilliwatts),
+        &mut marks.power,
+        pass,
+        || device.power_usage(),
+    )
+}
+
+fn read_fans(device: &NvmlDevice<'_>, statics: &StaticFacts) -> Reading<Vec<u32>> {
+    match &statics.fan_count {
+        Reading::Value(count) => {
+            let speeds: Result<Vec<u32>, NvmlError> = (0..*count).map(|fan| device.fan_speed(fan)).collect();
+            reading(speeds)
+        }
+        Reading::NotSupported => Reading::NotSupported,
+        Reading::Failed(reason) => Reading::Failed(reason.clone()),
+    }
+}
+
 fn read_device(
     device: &NvmlDevice<'_>,
     index: u32,
@@ -833,39 +1021,7 @@ fn read_device(
         },
         other => reading(other),
     };
-    activity.set("nvmlDeviceGetSamples", gpu);
-    let gpu_samples = sample_window(
-        device,
-        (index, SampledMetric::GpuUtilization),
-        &mut marks.gpu_util,
-        pass,
-    );
-    let memory_samples = sample_window(
-        device,
-        (index, SampledMetric::MemoryUtilization),
-        &mut marks.memory_util,
-        pass,
-    );
-    // The newest sample is the current reading; without one, the driver is asked directly.
-    activity.set("nvmlDeviceGetUtilizationRates", gpu);
-    let percent = |v: f64| Reading::Value(v.round().clamp(0.0, 100.0) as u32);
-    let (utilization_gpu, utilization_memory) = match (&gpu_samples, &memory_samples) {
-        (Ok(Some((_, gpu))), Ok(Some((_, memory)))) => (percent(*gpu), percent(*memory)),
-        _ => match device.utilization_rates() {
-            Ok(u) => (Reading::Value(u.gpu), Reading::Value(u.memory)),
-            Err(error) => (
-                reading::<u32>(Err(error)),
-                Reading::Failed("see utilization".into()),
-            ),
-        },
-    };
-    let utilization_memory = match (&utilization_gpu, utilization_memory) {
-        (Reading::NotSupported, _) => Reading::NotSupported,
-        (Reading::Failed(reason), _) => Reading::Failed(reason.clone()),
-        (_, value) => value,
-    };
-    let utilization_gpu_window = window_or_current(&gpu_samples, &utilization_gpu);
-    let utilization_memory_window = window_or_current(&memory_samples, &utilization_memory);
+    let utilization = read_utilization(device, index, marks, pass);
     let clock = |clock| reading(device.clock_info(clock));
     if slow.as_ref().is_none_or(|s| s.read_at.elapsed() >= SLOW_INTERVAL) {
         activity.set("slow readings (power limits, ECC, modes, BAR1)", gpu);
@@ -873,43 +1029,26 @@ fn read_device(
     }
     let slow = slow.clone().expect("read above");
     activity.set("power, temperature, fans and clocks", gpu);
-    let power_samples = sample_window(
-        device,
-        (index, SampledMetric::PowerMilliwatts),
-        &mut marks.power,
-        pass,
-    );
-    let power_usage_mw = match &power_samples {
-        Ok(Some((_, mw))) => Reading::Value(mw.round().max(0.0) as u32),
-        _ => reading(device.power_usage()),
-    };
-    let power_usage_window = window_or_current(&power_samples, &power_usage_mw);
-    let fan_speeds = match &statics.fan_count {
-        Reading::Value(count) => {
-            let speeds: Result<Vec<u32>, NvmlError> = (0..*count).map(|fan| device.fan_speed(fan)).collect();
-            reading(speeds)
-        }
-        Reading::NotSupported => Reading::NotSupported,
-        Reading::Failed(reason) => Reading::Failed(reason.clone()),
-    };
+    let power = read_power(device, index, marks, pass);
+    let fan_speeds = read_fans(device, statics);
     Ok(Device {
         index,
         status: DeviceStatus::Ok,
         name: statics.name.clone(),
         uuid: statics.uuid.clone(),
         pci_bus_id: statics.pci_bus_id.clone(),
-        utilization_gpu,
-        utilization_memory,
-        utilization_gpu_window,
-        utilization_memory_window,
+        utilization_gpu: utilization.gpu,
+        utilization_memory: utilization.memory,
+        utilization_gpu_window: utilization.gpu_window,
+        utilization_memory_window: utilization.memory_window,
         memory,
         bar1: slow.bar1,
         temperature: reading(device.temperature(TemperatureSensor::Gpu)),
         temperature_slowdown: statics.temperature_slowdown.clone(),
         temperature_shutdown: statics.temperature_shutdown.clone(),
         fan_speeds,
-        power_usage_mw,
-        power_usage_window,
+        power_usage_mw: power.0,
+        power_usage_window: power.1,
         power_limit_mw: slow.power_limit_mw,
         power_enforced_limit_mw: slow.power_enforced_limit_mw,
         energy_mj: slow.energy_mj,
