@@ -2,9 +2,11 @@
 //! is not known) over gputop's own reading of the machine, so `from nvitop import Device`
 //! can become `from gputop import Device`.
 //!
-//! Every call answers from one reading of every GPU, its processes and their host facts,
-//! taken at most 50 ms before (a loop over the GPUs and their fields reads the driver
-//! once, not once a field); the reading is taken with the GIL released.
+//! Every call answers from a reading at most 50 ms old, taken with the GIL released: a
+//! gauge (memory, utilization, temperature, power, fans) is read again alone, in one or two
+//! driver calls, as nvitop's getters each ask the driver for their own field; identity and
+//! limits come from a reading of the GPUs without their processes; `processes()` from a
+//! whole reading (the GPUs, their processes and the processes' host facts).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use gputop::host::HostCollector;
 use gputop::model::{Device as DeviceReading, GpuProcess as ProcessReading, Snapshot};
-use gputop::source::Source;
+use gputop::source::{Gauge, Source};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyIndexError, PyValueError};
 use pyo3::prelude::*;
@@ -34,11 +36,44 @@ const FRESH_FOR: Duration = Duration::from_millis(50);
 const WINDOW: Duration = Duration::from_secs(1);
 
 /// What this process reads: the source, the host reader (which keeps each process's CPU
-/// time, for %CPU between readings) and the latest reading.
+/// time, for %CPU between readings), the latest whole reading and the latest of the GPUs.
 struct Machine {
     source: Source,
     host: HostCollector,
     latest: Option<(Instant, Arc<Snapshot>)>,
+    gpus: Option<Gpus>,
+}
+
+/// The GPUs' latest reading, and when each GPU's gauges were read again alone since.
+struct Gpus {
+    readings: Arc<Vec<DeviceReading>>,
+    read_at: Instant,
+    /// By position in `readings`, then by [`Gauge`].
+    gauges_at: Vec<[Option<Instant>; Gauge::COUNT]>,
+}
+
+impl Gpus {
+    fn new(readings: Vec<DeviceReading>, read_at: Instant) -> Self {
+        Self {
+            gauges_at: vec![[None; Gauge::COUNT]; readings.len()],
+            readings: Arc::new(readings),
+            read_at,
+        }
+    }
+}
+
+impl Machine {
+    /// The GPUs' reading, taken now when there is none or it is older than `fresh_for`.
+    fn gpus(&mut self, fresh_for: Duration) -> &mut Gpus {
+        if self
+            .gpus
+            .as_ref()
+            .is_none_or(|g| g.read_at.elapsed() >= fresh_for)
+        {
+            self.gpus = Some(Gpus::new(self.source.read_devices(WINDOW), Instant::now()));
+        }
+        self.gpus.as_mut().expect("read above")
+    }
 }
 
 static MACHINE: Mutex<Option<Machine>> = Mutex::new(None);
@@ -49,6 +84,7 @@ fn open(source: Result<Source, String>) -> PyResult<()> {
         source,
         host: HostCollector::new(),
         latest: None,
+        gpus: None,
     });
     Ok(())
 }
@@ -98,9 +134,61 @@ fn read_machine() -> Result<Arc<Snapshot>, String> {
             &mut machine.host,
             WINDOW,
         ));
-        machine.latest = Some((Instant::now(), Arc::clone(&snapshot)));
+        let now = Instant::now();
+        machine.latest = Some((now, Arc::clone(&snapshot)));
+        machine.gpus = Some(Gpus::new(snapshot.devices.clone(), now));
         Ok(snapshot)
     }
+}
+
+/// The latest reading of the GPUs alone (or of a whole reading's GPUs), taken now when older
+/// than [`FRESH_FOR`]; opens the machine's NVML on first use.
+fn devices_reading(py: Python<'_>) -> PyResult<Arc<Vec<DeviceReading>>> {
+    ensure_open(py)?;
+    py.detach(|| {
+        let mut guard = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+        let machine = guard.as_mut().ok_or("gputop has not opened the GPUs")?;
+        Ok(Arc::clone(&machine.gpus(FRESH_FOR).readings))
+    })
+    .map_err(|e: &str| GpuTopError::new_err(e))
+}
+
+/// `read` of GPU `index`, its `gauge` read again alone (one or two driver calls) when older
+/// than [`FRESH_FOR`]: as nvitop's getters, which each ask the driver for their own field.
+fn gauge_reading<T: Send>(
+    py: Python<'_>,
+    index: u32,
+    gauge: Gauge,
+    read: impl FnOnce(&DeviceReading) -> Option<T> + Send,
+) -> PyResult<Option<T>> {
+    ensure_open(py)?;
+    py.detach(|| {
+        let mut guard = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+        let Machine { source, gpus, .. } = guard
+            .as_mut()
+            .ok_or_else(|| "gputop has not opened the GPUs".to_string())?;
+        let gpus = match gpus {
+            Some(gpus) => gpus,
+            None => gpus.insert(Gpus::new(source.read_devices(WINDOW), Instant::now())),
+        };
+        let slot = gpus
+            .readings
+            .iter()
+            .position(|d| d.index == index)
+            .ok_or_else(|| format!("GPU {index} is gone"))?;
+        let now = Instant::now();
+        let read_at = &mut gpus.gauges_at[slot][gauge as usize];
+        let device = if now.duration_since(read_at.unwrap_or(gpus.read_at).max(gpus.read_at)) >= FRESH_FOR {
+            *read_at = Some(now);
+            let device = &mut Arc::make_mut(&mut gpus.readings)[slot];
+            source.refresh(device, gauge, WINDOW);
+            &*device
+        } else {
+            &gpus.readings[slot]
+        };
+        Ok(read(device))
+    })
+    .map_err(|e: String| GpuTopError::new_err(e))
 }
 
 /// One GPU, by its index as NVML counts them.
@@ -111,10 +199,18 @@ struct Device {
 }
 
 impl Device {
+    fn gauge<T: Send>(
+        &self,
+        py: Python<'_>,
+        gauge: Gauge,
+        read: impl FnOnce(&DeviceReading) -> Option<T> + Send,
+    ) -> PyResult<Option<T>> {
+        gauge_reading(py, self.index, gauge, read)
+    }
+
     fn with<T>(&self, py: Python<'_>, read: impl FnOnce(&DeviceReading) -> Option<T>) -> PyResult<Option<T>> {
-        let snapshot = reading(py)?;
-        let device = snapshot
-            .devices
+        let devices = devices_reading(py)?;
+        let device = devices
             .iter()
             .find(|d| d.index == self.index)
             .ok_or_else(|| GpuTopError::new_err(format!("GPU {} is gone", self.index)))?;
@@ -128,11 +224,10 @@ impl Device {
     #[new]
     #[pyo3(signature = (index=None, *, uuid=None))]
     fn new(py: Python<'_>, index: Option<u32>, uuid: Option<String>) -> PyResult<Self> {
-        let snapshot = reading(py)?;
+        let devices = devices_reading(py)?;
         let found = match (index, uuid) {
-            (Some(index), None) => snapshot.devices.iter().find(|d| d.index == index),
-            (None, Some(uuid)) => snapshot
-                .devices
+            (Some(index), None) => devices.iter().find(|d| d.index == index),
+            (None, Some(uuid)) => devices
                 .iter()
                 .find(|d| d.uuid.value().is_some_and(|u| *u == uuid)),
             _ => return Err(PyValueError::new_err("give one of index and uuid")),
@@ -145,8 +240,7 @@ impl Device {
     /// Every GPU.
     #[staticmethod]
     fn all(py: Python<'_>) -> PyResult<Vec<Device>> {
-        Ok(reading(py)?
-            .devices
+        Ok(devices_reading(py)?
             .iter()
             .map(|d| Device { index: d.index })
             .collect())
@@ -155,7 +249,7 @@ impl Device {
     /// How many GPUs there are.
     #[staticmethod]
     fn count(py: Python<'_>) -> PyResult<usize> {
-        Ok(reading(py)?.devices.len())
+        Ok(devices_reading(py)?.len())
     }
 
     #[getter]
@@ -173,22 +267,22 @@ impl Device {
 
     /// Bytes.
     fn memory_total(&self, py: Python<'_>) -> PyResult<Option<u64>> {
-        self.with(py, |d| d.memory.get().map(|m| m.total))
+        self.gauge(py, Gauge::Memory, |d| d.memory.get().map(|m| m.total))
     }
 
     /// Bytes.
     fn memory_used(&self, py: Python<'_>) -> PyResult<Option<u64>> {
-        self.with(py, |d| d.memory.get().map(|m| m.used))
+        self.gauge(py, Gauge::Memory, |d| d.memory.get().map(|m| m.used))
     }
 
     /// Bytes.
     fn memory_free(&self, py: Python<'_>) -> PyResult<Option<u64>> {
-        self.with(py, |d| d.memory.get().map(|m| m.free))
+        self.gauge(py, Gauge::Memory, |d| d.memory.get().map(|m| m.free))
     }
 
     /// `used / total`, in human units: `1.5GiB / 40.0GiB`.
     fn memory_usage(&self, py: Python<'_>) -> PyResult<Option<String>> {
-        self.with(py, |d| {
+        self.gauge(py, Gauge::Memory, |d| {
             d.memory.get().map(|m| {
                 format!(
                     "{} / {}",
@@ -201,7 +295,7 @@ impl Device {
 
     /// Percent of the total in use, one decimal.
     fn memory_percent(&self, py: Python<'_>) -> PyResult<Option<f64>> {
-        self.with(py, |d| {
+        self.gauge(py, Gauge::Memory, |d| {
             d.memory
                 .get()
                 .filter(|m| m.total > 0)
@@ -211,22 +305,22 @@ impl Device {
 
     /// Percent, as the driver reports it now.
     fn gpu_utilization(&self, py: Python<'_>) -> PyResult<Option<u32>> {
-        self.with(py, |d| d.utilization_gpu.get())
+        self.gauge(py, Gauge::GpuUtilization, |d| d.utilization_gpu.get())
     }
 
     /// Percent of time the memory was read or written, now.
     fn memory_utilization(&self, py: Python<'_>) -> PyResult<Option<u32>> {
-        self.with(py, |d| d.utilization_memory.get())
+        self.gauge(py, Gauge::Utilization, |d| d.utilization_memory.get())
     }
 
     /// Degrees Celsius.
     fn temperature(&self, py: Python<'_>) -> PyResult<Option<u32>> {
-        self.with(py, |d| d.temperature.get())
+        self.gauge(py, Gauge::Temperature, |d| d.temperature.get())
     }
 
     /// Milliwatts, as nvitop.
     fn power_usage(&self, py: Python<'_>) -> PyResult<Option<u32>> {
-        self.with(py, |d| d.power_usage_mw.get())
+        self.gauge(py, Gauge::Power, |d| d.power_usage_mw.get())
     }
 
     /// Milliwatts, as nvitop.
@@ -236,13 +330,13 @@ impl Device {
 
     /// Percent; `None` on passively cooled GPUs.
     fn fan_speed(&self, py: Python<'_>) -> PyResult<Option<u32>> {
-        self.with(py, |d| d.fan_speed().get())
+        self.gauge(py, Gauge::FanSpeeds, |d| d.fan_speed().get())
     }
 
     /// The interval's mean and peak utilization, in percent, from the driver's samples:
     /// what nvitop has no name for (`{"mean": 37.5, "peak": 100.0}`).
     fn utilization_window(&self, py: Python<'_>) -> PyResult<Option<HashMap<&'static str, f64>>> {
-        self.with(py, |d| {
+        self.gauge(py, Gauge::GpuUtilization, |d| {
             d.utilization_gpu_window
                 .get()
                 .map(|w| HashMap::from([("mean", w.mean), ("peak", w.peak)]))
