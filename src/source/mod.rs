@@ -93,7 +93,7 @@ pub enum Source {
 }
 
 impl Source {
-    /// The built-in demo machine: eight simulated GPUs with jobs on them.
+    /// The built-in demo machine: four simulated GPUs with jobs on them.
     pub fn demo() -> Self {
         Self::Demo(Box::default())
     }
