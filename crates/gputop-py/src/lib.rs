@@ -191,6 +191,39 @@ fn gauge_reading<T: Send>(
     .map_err(|e: String| GpuTopError::new_err(e))
 }
 
+/// A size as nvitop writes one, so printed reports read the same: four significant digits
+/// up to 1000 of a unit (`24.00MiB`, `324.0MiB`), whole MiB up to 20 GiB (`6144MiB`).
+fn human_bytes(bytes: u64) -> String {
+    const KIB: f64 = 1024.0;
+    let b = bytes as f64;
+    let units = [
+        ("MiB", KIB * KIB),
+        ("GiB", KIB.powi(3)),
+        ("TiB", KIB.powi(4)),
+        ("PiB", KIB.powi(5)),
+    ];
+    if b < KIB {
+        return format!("{bytes}B");
+    }
+    if b < KIB * KIB {
+        return format!("{}KiB", (b / KIB).round_ties_even());
+    }
+    for (i, (unit, size)) in units.iter().enumerate() {
+        let value = b / size;
+        if value < 100.0 {
+            return format!("{value:.2}{unit}");
+        }
+        if value < 1000.0 || i + 1 == units.len() {
+            return format!("{value:.1}{unit}");
+        }
+        // Between 1000 MiB and 20 GiB, whole MiB.
+        if i == 0 && b < 20.0 * units[1].1 {
+            return format!("{}MiB", value.round_ties_even());
+        }
+    }
+    unreachable!("the last unit returns")
+}
+
 /// One GPU, by its index as NVML counts them.
 #[pyclass(module = "gputop", frozen, eq, hash)]
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -280,16 +313,12 @@ impl Device {
         self.gauge(py, Gauge::Memory, |d| d.memory.get().map(|m| m.free))
     }
 
-    /// `used / total`, in human units: `1.5GiB / 40.0GiB`.
+    /// `used / total`, as nvitop writes sizes: `8492MiB / 40.00GiB`.
     fn memory_usage(&self, py: Python<'_>) -> PyResult<Option<String>> {
         self.gauge(py, Gauge::Memory, |d| {
-            d.memory.get().map(|m| {
-                format!(
-                    "{} / {}",
-                    gputop::format::human_bytes(m.used),
-                    gputop::format::human_bytes(m.total)
-                )
-            })
+            d.memory
+                .get()
+                .map(|m| format!("{} / {}", human_bytes(m.used), human_bytes(m.total)))
         })
     }
 
@@ -377,7 +406,7 @@ impl GpuProcess {
     }
 
     fn gpu_memory_human(&self) -> Option<String> {
-        self.0.gpu_memory_bytes.get().map(gputop::format::human_bytes)
+        self.0.gpu_memory_bytes.get().map(human_bytes)
     }
 
     /// Percent of the GPU's streaming multiprocessors it kept busy.
