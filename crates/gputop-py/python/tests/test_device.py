@@ -102,13 +102,18 @@ def test_the_demo_machine():
     assert int(count) >= 1 and name.strip(), out.stdout
 
 
-@pytest.mark.parametrize("example", ["epoch_metrics.py", "inference_memory.py", "gpu_seconds_per_user.py"])
+@pytest.mark.parametrize(
+    "example", ["processes_by_memory.py", "epoch_metrics.py", "inference_memory.py", "gpu_seconds_per_user.py"]
+)
 def test_the_examples_run(machine, example):
     path = REPO / "crates/gputop-py/examples" / example
     out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    if example == "epoch_metrics.py":
+    if example == "processes_by_memory.py":
+        assert lines[0].startswith("GPU 0: ") and " / " in lines[0], out.stdout
+        assert sum(line.startswith("  ") for line in lines) == len(machine["processes"]), out.stdout
+    elif example == "epoch_metrics.py":
         assert [line.split(":")[0] for line in lines] == ["epoch 0", "epoch 1", "epoch 2"], out.stdout
         assert "gpu:0/memory_used (MiB)/mean" in lines[0], out.stdout
     elif example == "inference_memory.py":

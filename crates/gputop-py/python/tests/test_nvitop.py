@@ -58,7 +58,7 @@ def test_the_device_api_answers_what_nvitops_does(loader_path):
     assert any(gpu["processes"] for gpu in ours), "the scenario's processes were read"
 
 
-@pytest.mark.parametrize("example", ["epoch_metrics.py", "inference_memory.py"])
+@pytest.mark.parametrize("example", ["processes_by_memory.py", "epoch_metrics.py", "inference_memory.py"])
 def test_the_examples_print_the_same_with_nvitops_import(loader_path, example):
     code = (REPO / "crates/gputop-py/examples" / example).read_text()
     assert "from gputop import" in code
