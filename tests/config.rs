@@ -387,6 +387,23 @@ fn bad_alert_rules_are_named_with_their_position() {
         "[[alert.rules]]\nname = \"leak\"\nscope = \"process\"\nmetric = \"gpu_memory_mib\"\nholders = \"some\"\nthreshold = 1\n",
         &["{path}:5:11:", "only device rules"],
     );
+    // Process history keeps 10 s aggregates: an increase over less than ten of them could
+    // never be judged, and the rule would never fire.
+    assert_config_error(
+        "[[alert.rules]]\nname = \"leak\"\nscope = \"process\"\nmetric = \"gpu_memory_mib\"\n\
+         function = \"steady_increase\"\nthreshold = 256\nwindow = 12\n",
+        &[
+            "{path}:7:10:",
+            "alert rule window",
+            "at least 100 s",
+            "10 s aggregates",
+        ],
+    );
+    assert_config_error(
+        "[[alert.rules]]\nname = \"leak\"\nscope = \"process\"\nmetric = \"gpu_memory_mib\"\n\
+         function = \"increase\"\nthreshold = 256\n",
+        &["{path}:1:1:", "at least 100 s", "set window"],
+    );
 }
 
 #[test]

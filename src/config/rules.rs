@@ -11,7 +11,7 @@ use crate::monitor::alerts::rules::{
     Comparison, DEFAULT_MIN_COVERAGE, DEFAULT_WINDOW, Function, Holders, METRICS, Metric, Rule, RuleEntry,
     Severity,
 };
-use crate::monitor::history::RAW_SPAN;
+use crate::monitor::history::{PROCESS_BUCKET, RAW_SPAN};
 
 type SpannedTable = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
 
@@ -208,12 +208,25 @@ fn parse_one(table: &Spanned<SpannedTable>, at: &dyn Fn(usize) -> String) -> Res
             format!("{clear} is {side} the threshold {threshold}: an alert would never resolve"),
         ));
     }
-    let max_window = if scope == "process" {
-        RAW_SPAN
-    } else {
-        31_536_000.0
+    // Process history keeps 10 s aggregates, not every reading: a process rule's window
+    // holds at least one, and an increase's ten slices one each.
+    let (min_window, max_window) = match (scope.as_str(), function.needs_history()) {
+        ("process", true) => (10.0 * PROCESS_BUCKET, RAW_SPAN),
+        ("process", false) => (PROCESS_BUCKET, RAW_SPAN),
+        _ => (1.0, 31_536_000.0),
     };
     let window = number("window", 1.0, max_window)?.unwrap_or(DEFAULT_WINDOW);
+    if window < min_window {
+        let reason = format!(
+            "a process rule with function {} needs a window of at least {min_window} s (process \
+             history keeps 10 s aggregates)",
+            function.name()
+        );
+        return Err(match get("window") {
+            Some(given) => error(given, "window", reason),
+            None => format!("{start}: alert rule '{name}': {reason}; set window"),
+        });
+    }
     let for_seconds = number("for", 0.0, 31_536_000.0)?.unwrap_or(0.0);
     let severity_names: Vec<&str> = Severity::ALL.iter().map(|s| s.label()).collect();
     let severity = choice("severity", &severity_names)?
