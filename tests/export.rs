@@ -10,7 +10,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -273,6 +273,210 @@ fn a_real_prometheus_scrapes_the_scenario_values_and_loads_the_rules() {
     assert_eq!(count, 7, "{loaded}");
 }
 
+/// Four GPUs, each crossing some of the built-in rules' thresholds (the sim's clock runs):
+/// GPU 0 at 95 % memory and 90 °C; GPU 1's memory rising 2 points a second for 30 s of each
+/// 40 (its process's); GPU 2 at 5 % held by a process whose memory grows 0.5 GiB a second;
+/// GPU 3 idle and free.
+const EVERY_RULE_CROSSED: &str = r#"[meta]
+version = 1
+name = "every-rule-crossed"
+
+[[gpu]]
+memory_total = "40 GiB"
+memory_base_used = "0 MiB"
+[gpu.dynamic]
+utilization_gpu = 90
+temperature = 90
+[[gpu.process]]
+pid_env = "GPUTOP_SIM_PIDS"
+pid_index = 0
+used_memory = "38 GiB"
+
+[[gpu]]
+memory_total = "40 GiB"
+memory_base_used = "0 MiB"
+[gpu.dynamic]
+utilization_gpu = 90
+temperature = 50
+[[gpu.process]]
+pid_env = "GPUTOP_SIM_PIDS"
+pid_index = 1
+used_memory = { keyframes = [[0, "1 GiB"], [30, "25 GiB"], [40, "1 GiB"]], interp = "linear", repeat = 40 }
+
+[[gpu]]
+memory_total = "80 GiB"
+memory_base_used = "0 MiB"
+[gpu.dynamic]
+utilization_gpu = 5
+temperature = 40
+[[gpu.process]]
+pid_env = "GPUTOP_SIM_PIDS"
+pid_index = 2
+used_memory = { keyframes = [[0, "1 GiB"], [120, "61 GiB"]], interp = "linear" }
+
+[[gpu]]
+memory_total = "80 GiB"
+memory_base_used = "0 MiB"
+[gpu.dynamic]
+utilization_gpu = 0
+temperature = 30
+"#;
+
+/// The built-in rules with short windows, so a test sees each fire within two minutes: seconds
+/// for the device rules, 100 s for the process rule (the shortest a steady increase can have:
+/// process history keeps 10 s aggregates).
+const SHORT_WINDOWS: &str = r#"[[alert.rules]]
+name = "gpu_memory_high"
+metric = "memory_percent"
+threshold = 85
+clear = 80
+window = 4
+[[alert.rules]]
+name = "gpu_memory_rising"
+metric = "memory_percent"
+function = "increase"
+threshold = 20
+window = 20
+min_coverage = 0.75
+severity = "info"
+[[alert.rules]]
+name = "gpu_idle_reserved"
+metric = "utilization"
+comparison = "<"
+threshold = 20
+clear = 25
+window = 4
+for = 3
+holders = "some"
+[[alert.rules]]
+name = "gpu_idle_free"
+metric = "utilization"
+comparison = "<"
+threshold = 20
+clear = 25
+window = 4
+for = 3
+holders = "none"
+severity = "info"
+[[alert.rules]]
+name = "gpu_temperature_high"
+metric = "temperature"
+threshold = 80
+clear = 77
+window = 4
+[[alert.rules]]
+name = "gpu_temperature_critical"
+metric = "temperature"
+threshold = 85
+clear = 82
+window = 4
+severity = "critical"
+[[alert.rules]]
+name = "process_memory_leak"
+scope = "process"
+metric = "gpu_memory_mib"
+function = "steady_increase"
+threshold = 256
+clear = 0
+window = 100
+min_coverage = 0.75
+severity = "critical"
+"#;
+
+#[test]
+#[ignore = "needs Prometheus: a real prometheus server evaluates the generated rules"]
+fn each_generated_rule_fires_in_a_real_prometheus_where_its_threshold_is_crossed() {
+    require_prometheus_tools();
+    let home = tempfile::tempdir().unwrap();
+    let sleepers = Sleepers::spawn(3);
+    let scenario_path = home.path().join("every-rule-crossed.toml");
+    std::fs::write(&scenario_path, EVERY_RULE_CROSSED).unwrap();
+    let config = home.path().join("short-windows.toml");
+    std::fs::write(&config, SHORT_WINDOWS).unwrap();
+    let rules = home.path().join("gputop-rules.yml");
+    let generated = gputop(home.path())
+        .arg("--config")
+        .arg(&config)
+        .args(["rules", "--scrape-interval", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        generated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&generated.stderr)
+    );
+    std::fs::write(&rules, &generated.stdout).unwrap();
+    let port = free_port();
+    let child = gputop(home.path())
+        .arg("--nvml-lib")
+        .arg(common::sim_lib())
+        .env("GPUTOP_SIM_SCENARIO", &scenario_path)
+        .env("GPUTOP_SIM_PIDS", sleepers.env())
+        .arg("--config")
+        .arg(&config)
+        .args([
+            "export",
+            "--processes",
+            "--interval",
+            "0.5",
+            "--web-listen-address",
+        ])
+        .arg(format!("127.0.0.1:{port}"))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (_exporter, port) = listening(Killed(child), port);
+    wait_ready(port);
+    let (_prometheus, web) = start_prometheus(home.path(), port, Some(&rules));
+
+    // (rule, GPU) pairs: each must be seen firing in Prometheus and in the exporter's own
+    // judgement; the quiet ones never.
+    let expected: BTreeSet<(String, String)> = [
+        ("gpu_memory_high", "0"),
+        ("gpu_temperature_high", "0"),
+        ("gpu_temperature_critical", "0"),
+        ("gpu_memory_rising", "1"),
+        ("gpu_idle_reserved", "2"),
+        ("process_memory_leak", "2"),
+        ("gpu_idle_free", "3"),
+    ]
+    .into_iter()
+    .map(|(r, g)| (r.to_string(), g.to_string()))
+    .collect();
+    let mut in_prometheus = BTreeSet::new();
+    let mut in_gputop = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while (in_prometheus != expected || in_gputop != expected) && Instant::now() < deadline {
+        let (_, _, body) = get(web, "/api/v1/alerts");
+        let doc: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        for alert in doc["data"]["alerts"].as_array().into_iter().flatten() {
+            if alert["state"] == "firing" {
+                let labels = &alert["labels"];
+                let pair = (
+                    labels["alertname"].as_str().unwrap_or("").to_string(),
+                    labels["gpu"].as_str().unwrap_or("").to_string(),
+                );
+                assert!(expected.contains(&pair), "Prometheus fired {pair:?}: {alert}");
+                in_prometheus.insert(pair);
+            }
+        }
+        let doc: serde_json::Value = serde_json::from_str(&get(port, "/snapshot").2).unwrap_or_default();
+        for alert in doc["alerts"].as_array().into_iter().flatten() {
+            if alert["state"] == "firing" {
+                let pair = (
+                    alert["rule"].as_str().unwrap_or("").to_string(),
+                    alert["gpu_index"].to_string(),
+                );
+                assert!(expected.contains(&pair), "gputop fired {pair:?}: {alert}");
+                in_gputop.insert(pair);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(in_prometheus, expected, "fired in Prometheus");
+    assert_eq!(in_gputop, expected, "fired in the exporter");
+}
+
 /// The exposition of the two-GPU scenario with per-process series and a process whose
 /// command line holds quotes, backslashes, an escape sequence, a newline and a bidi override.
 fn hostile_exposition(home: &Path) -> String {
@@ -358,6 +562,122 @@ fn promtool_passes_the_exposition_the_rules_and_their_unit_tests() {
             out.status.success(),
             "promtool {args:?}: {}",
             String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+/// A series as `name{a="x",b="y"}` writes it (the exposition's samples, promtool's input
+/// series): its name and its labels, values unescaped.
+fn parse_series(text: &str) -> Option<(String, BTreeMap<String, String>)> {
+    let (name, rest) = match text.find('{') {
+        Some(at) => (&text[..at], &text[at + 1..]),
+        None => (text.split_whitespace().next()?, ""),
+    };
+    let mut labels = BTreeMap::new();
+    let mut chars = rest.chars();
+    loop {
+        let key: String = chars.by_ref().take_while(|&c| c != '=').collect();
+        let key = key.trim_start_matches([',', ' ']).to_string();
+        if key.is_empty() || key.starts_with('}') {
+            break;
+        }
+        if chars.next() != Some('"') {
+            return None;
+        }
+        let mut value = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => value.push(match chars.next()? {
+                    'n' => '\n',
+                    other => other,
+                }),
+                '"' => break,
+                c => value.push(c),
+            }
+        }
+        labels.insert(key, value);
+    }
+    Some((name.to_string(), labels))
+}
+
+/// Each series name of an exposition with the label names Prometheus stores for its samples:
+/// those with a value (an empty value is no label once scraped) and the scrape's own `job`
+/// and `instance`.
+fn scraped_label_names(exposition: &str) -> BTreeMap<String, BTreeSet<BTreeSet<String>>> {
+    let mut out: BTreeMap<String, BTreeSet<BTreeSet<String>>> = BTreeMap::new();
+    for line in exposition
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let (name, labels) = parse_series(line).expect("a sample line");
+        let mut names: BTreeSet<String> = labels
+            .into_iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, _)| k)
+            .collect();
+        names.extend(["job".to_string(), "instance".to_string()]);
+        out.entry(name).or_default().insert(names);
+    }
+    out
+}
+
+#[test]
+fn the_rule_tests_label_their_series_as_a_scrape_of_the_exporter_does_and_cover_every_rule() {
+    let home = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let child = gputop(home.path())
+        .args(["--demo", "export", "--processes", "--web-listen-address"])
+        .arg(format!("127.0.0.1:{port}"))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (_exporter, port) = listening(Killed(child), port);
+    wait_ready(port);
+    let scraped = scraped_label_names(&get(port, "/metrics").2);
+    let tests_file = committed_rules().with_file_name("gputop-rules.test.yml");
+    let tests = std::fs::read_to_string(&tests_file).unwrap();
+    let mut checked = 0;
+    for line in tests.lines() {
+        let Some(series) = line.trim().strip_prefix("- series: '") else {
+            continue;
+        };
+        let (name, labels) = parse_series(series.trim_end_matches('\'')).expect("a series");
+        let names: BTreeSet<String> = labels.into_keys().collect();
+        let served = scraped
+            .get(&name)
+            .unwrap_or_else(|| panic!("{name} is not served"));
+        assert!(
+            served.contains(&names),
+            "{name} in the rule tests has labels {names:?}; a scrape gives {served:?}"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 10, "{checked} series");
+    // Every rule has a case where it must fire and one where it must not.
+    let lines: Vec<&str> = tests.lines().map(str::trim).collect();
+    let mut cases: BTreeMap<&str, (bool, bool)> = BTreeMap::new();
+    for (i, line) in lines.iter().enumerate() {
+        if let Some(name) = line.strip_prefix("alertname: ") {
+            let case = cases.entry(name).or_default();
+            match lines.get(i + 1) {
+                Some(&"exp_alerts: []") => case.1 = true,
+                Some(&"exp_alerts:") => case.0 = true,
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+    }
+    let rules = std::fs::read_to_string(committed_rules()).unwrap();
+    let names: Vec<&str> = rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert: "))
+        .collect();
+    assert_eq!(names.len(), 7, "{names:?}");
+    for name in names {
+        assert_eq!(
+            cases.get(name),
+            Some(&(true, true)),
+            "{name}: (a firing case, a quiet case) in {}",
+            tests_file.display()
         );
     }
 }

@@ -18,9 +18,12 @@ fn series(metric: Metric) -> Option<(&'static str, &'static str)> {
     Some(match metric {
         Metric::Device(DeviceMetric::Utilization) => ("gputop_gpu_utilization_ratio", " * 100"),
         Metric::Device(DeviceMetric::MemoryBandwidth) => ("gputop_gpu_memory_utilization_ratio", " * 100"),
+        // Matched on every label: both series carry the same ones (the scrape's job and
+        // instance, the exporter's gpu, uuid and name), and the result keeps them all for
+        // the `and` clauses after it. `on(...)` would keep only the labels it names.
         Metric::Device(DeviceMetric::MemoryPercent) => (
             "gputop_gpu_memory_used_bytes",
-            " / on(instance, gpu, uuid) gputop_gpu_memory_total_bytes * 100",
+            " / gputop_gpu_memory_total_bytes * 100",
         ),
         Metric::Device(DeviceMetric::MemoryMib) => ("gputop_gpu_memory_used_bytes", " / 1048576"),
         Metric::Device(DeviceMetric::Temperature) => ("gputop_gpu_temperature_celsius", ""),
