@@ -477,6 +477,65 @@ fn each_generated_rule_fires_in_a_real_prometheus_where_its_threshold_is_crossed
     assert_eq!(in_gputop, expected, "fired in the exporter");
 }
 
+/// `systemd-analyze` with `args`, its exit status and everything it printed.
+fn systemd_analyze(args: &[&str], unit: &Path) -> (bool, String) {
+    let out = Command::new("systemd-analyze")
+        .args(args)
+        .arg(unit)
+        .output()
+        .expect("systemd-analyze (Debian's systemd) runs");
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), printed)
+}
+
+#[test]
+#[ignore = "needs systemd-analyze (Debian's systemd): .ci/all-tests installs it"]
+fn the_systemd_unit_verifies_clean_and_rates_below_4_in_systemd_analyze_security() {
+    let unit = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("config/systemd/gputop-exporter.service"),
+    )
+    .unwrap();
+    // verify also checks that ExecStart's program exists: this build's binary stands in for
+    // the installed one.
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("gputop-exporter.service");
+    assert!(unit.contains("ExecStart=/usr/local/bin/gputop export"));
+    std::fs::write(
+        &copy,
+        unit.replace("/usr/local/bin/gputop", env!("CARGO_BIN_EXE_gputop")),
+    )
+    .unwrap();
+    let (ok, printed) = systemd_analyze(&["verify"], &copy);
+    assert!(
+        ok && printed.trim().is_empty(),
+        "systemd-analyze verify: {printed}"
+    );
+    let (_, printed) = systemd_analyze(&["security", "--offline=true"], &copy);
+    let level: f64 = printed
+        .lines()
+        .find_map(|l| l.split("gputop-exporter.service: ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no overall exposure level: {printed}"));
+    assert!(level < 4.0, "exposure {level}: {printed}");
+    // Each setting it still flags is one the unit explains.
+    for flagged in printed.lines().filter(|l| l.starts_with('✗')) {
+        let setting = flagged
+            .trim_start_matches('✗')
+            .trim_start()
+            .split(['=', ' '])
+            .next()
+            .unwrap();
+        assert!(!setting.is_empty(), "{flagged}");
+        let explained = ["RootDirectory", "RootImage"].contains(&setting) || unit.contains(setting);
+        assert!(explained, "{setting} is flagged and the unit says nothing of it");
+    }
+}
+
 /// The exposition of the two-GPU scenario with per-process series and a process whose
 /// command line holds quotes, backslashes, an escape sequence, a newline and a bidi override.
 fn hostile_exposition(home: &Path) -> String {
