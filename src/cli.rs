@@ -141,6 +141,10 @@ pub struct ExportArgs {
     #[arg(long, value_name = "ADDR:PORT", default_value = crate::output::export::DEFAULT_ADDRESS)]
     pub web_listen_address: String,
 
+    /// TLS and basic auth, as Prometheus exporters read them (exporter-toolkit's YAML)
+    #[arg(long, value_name = "FILE", alias = "web.config.file")]
+    pub web_config_file: Option<PathBuf>,
+
     /// Also export per-process series (labels gpu, uuid, pid, user)
     #[arg(long)]
     pub processes: bool,

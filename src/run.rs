@@ -122,6 +122,11 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
             ));
         }
         Some(Command::Export(args)) => {
+            let web = match &args.web_config_file {
+                Some(path) => crate::output::export::web_config::load(path)
+                    .map_err(|e| Failure::Config(ConfigError(e)))?,
+                None => Default::default(),
+            };
             let mut source = open_source(cli)?;
             if let Source::Nvml(nvml) = &mut source {
                 nvml.start_pcie_thread(Duration::from_secs_f64(effective.settings.collect.pcie_interval));
@@ -136,7 +141,10 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
                 &effective.settings,
                 options,
                 sink,
-                &args.web_listen_address,
+                crate::output::export::Serving {
+                    address: args.web_listen_address.clone(),
+                    web,
+                },
             )
             .map_err(Failure::Message);
         }

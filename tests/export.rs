@@ -477,6 +477,237 @@ fn each_generated_rule_fires_in_a_real_prometheus_where_its_threshold_is_crossed
     assert_eq!(in_gputop, expected, "fired in the exporter");
 }
 
+/// Runs `program` with `args` in `dir`, which must succeed.
+fn run_in(dir: &Path, program: &str, args: &[&str]) {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate it signed, made by
+/// openssl in `dir`.
+fn make_certificates(dir: &Path) {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let request = |name: &str, subject: &str| {
+        let mut args = vec!["req"];
+        args.extend(ec);
+        let (key, csr) = (format!("{name}.key"), format!("{name}.csr"));
+        args.extend(["-keyout", &key, "-out", &csr, "-subj", subject]);
+        run_in(dir, "openssl", &args);
+    };
+    let mut args = vec!["req", "-x509"];
+    args.extend(ec);
+    args.extend([
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=gputop test CA",
+    ]);
+    run_in(dir, "openssl", &args);
+    std::fs::write(dir.join("server.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    for (name, subject) in [("server", "/CN=127.0.0.1"), ("client", "/CN=prometheus")] {
+        request(name, subject);
+        let (csr, crt, ext) = (
+            format!("{name}.csr"),
+            format!("{name}.crt"),
+            format!("{name}.ext"),
+        );
+        run_in(
+            dir,
+            "openssl",
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &crt,
+                "-days",
+                "2",
+                "-extfile",
+                &ext,
+            ],
+        );
+    }
+}
+
+/// curl's HTTP status for `url` with `args` ("000" when the connection itself failed).
+fn curl_status(dir: &Path, url: &str, args: &[&str]) -> String {
+    let out = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10"])
+        .args(args)
+        .arg(url)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+#[ignore = "needs Prometheus, curl and openssl: a real Prometheus scrapes over TLS with basic auth"]
+fn a_web_config_file_serves_tls_with_basic_auth_and_client_certificates_to_prometheus() {
+    require_prometheus_tools();
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path();
+    make_certificates(dir);
+    let hash = bcrypt::hash("s3cr3t word", 4).unwrap();
+    std::fs::write(
+        dir.join("web.yml"),
+        format!(
+            "# exporter-toolkit's format; paths relative to this file\ntls_server_config:\n  \
+             cert_file: server.crt\n  key_file: server.key\n  client_auth_type: RequireAndVerifyClientCert\n  \
+             client_ca_file: ca.crt\nbasic_auth_users:\n  prometheus: {hash}\n"
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let child = gputop(dir)
+        .args(["--demo", "export", "--web.config.file"])
+        .arg(dir.join("web.yml"))
+        .arg("--web-listen-address")
+        .arg(format!("127.0.0.1:{port}"))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (_exporter, port) = listening(Killed(child), port);
+    let url = format!("https://127.0.0.1:{port}/metrics");
+    let client = [
+        "--cacert",
+        "ca.crt",
+        "--cert",
+        "client.crt",
+        "--key",
+        "client.key",
+    ];
+    let with = |extra: &[&str]| {
+        let mut args: Vec<&str> = client.to_vec();
+        args.extend(extra);
+        curl_status(dir, &url, &args)
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while with(&["-u", "prometheus:s3cr3t word"]) != "200" {
+        assert!(
+            Instant::now() < deadline,
+            "never served over TLS with the password"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(with(&[]), "401", "no credentials");
+    assert_eq!(with(&["-u", "prometheus:wrong"]), "401", "a wrong password");
+    assert_eq!(with(&["-u", "someone:s3cr3t word"]), "401", "an unknown user");
+    assert_eq!(
+        curl_status(dir, &url, &["--cacert", "ca.crt", "-u", "prometheus:s3cr3t word"]),
+        "000",
+        "no client certificate: the handshake fails"
+    );
+    assert_eq!(
+        curl_status(dir, &format!("http://127.0.0.1:{port}/metrics"), &[]),
+        "000",
+        "plain HTTP is not answered"
+    );
+
+    // A real Prometheus scrapes it with the CA, its client certificate and the password.
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gputop\n    scheme: https\n    \
+             tls_config:\n      ca_file: {d}/ca.crt\n      cert_file: {d}/client.crt\n      key_file: {d}/client.key\n    \
+             basic_auth:\n      username: prometheus\n      password: 's3cr3t word'\n    \
+             static_configs:\n      - targets: ['127.0.0.1:{port}']\n",
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    let web = free_port();
+    let _prometheus = Killed(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{web}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let up = query_until(web, "up", |r| r.first().is_some_and(|s| s["value"][1] == "1"));
+    assert_eq!(up[0]["metric"]["instance"], format!("127.0.0.1:{port}"));
+    let gpus = query_until(web, "gputop_gpu_memory_total_bytes", |r| !r.is_empty());
+    assert_eq!(gpus.len(), 4, "the demo machine's GPUs, scraped over TLS");
+}
+
+#[test]
+fn a_bad_web_config_file_is_refused_at_start_with_where_and_why() {
+    let home = tempfile::tempdir().unwrap();
+    let cases: [(&str, &[&str]); 5] = [
+        (
+            "tls_server_config:\n  cert_file: a.crt\n  key_file: a.key\n  cipher_suits: [x]\n",
+            &["web.yml:4:3:", "unknown field `cipher_suits`"],
+        ),
+        (
+            "basic_auth_users:\n  prometheus: hunter2\n",
+            &[
+                "web.yml: basic_auth_users: prometheus: not a bcrypt hash",
+                "htpasswd",
+            ],
+        ),
+        (
+            "tls_server_config:\n  cert_file: missing.crt\n  key_file: missing.key\n",
+            &["web.yml: tls_server_config:", "missing.crt"],
+        ),
+        (
+            "tls_server_config:\n  cert_file: a.crt\n  key_file: a.key\n  client_auth_type: RequireAnyClientCert\n",
+            &[
+                "client_auth_type: RequireAnyClientCert",
+                "RequireAndVerifyClientCert",
+            ],
+        ),
+        (
+            "http_server_config:\n  http2: true\n",
+            &["http2", "HTTP/1.1 only"],
+        ),
+    ];
+    for (text, expected) in cases {
+        let path = home.path().join("web.yml");
+        std::fs::write(&path, text).unwrap();
+        let out = gputop(home.path())
+            .args(["--demo", "export", "--web-config-file"])
+            .arg(&path)
+            .args(["--web-listen-address", "127.0.0.1:0"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{text}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        for part in expected {
+            assert!(stderr.contains(part), "{text}: {stderr} lacks {part}");
+        }
+    }
+}
+
 /// `systemd-analyze` with `args`, its exit status and everything it printed.
 fn systemd_analyze(args: &[&str], unit: &Path) -> (bool, String) {
     let out = Command::new("systemd-analyze")

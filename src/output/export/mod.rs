@@ -7,6 +7,7 @@
 pub mod metrics;
 pub mod rules;
 pub mod server;
+pub mod web_config;
 
 use std::net::TcpListener;
 use std::sync::atomic::AtomicBool;
@@ -20,25 +21,44 @@ use crate::monitor::alerts::sink::Sink;
 use crate::source::Source;
 use metrics::Options;
 use server::{Pages, SharedPages};
+use web_config::WebConfig;
 
 /// Port of `gputop export` by default: not Prometheus's 9090, node_exporter's 9100 or
 /// dcgm-exporter's 9400.
 pub const DEFAULT_ADDRESS: &str = "127.0.0.1:9835";
 
-/// Binds `address`, starts collecting, and serves until the process is stopped; alert
+/// Where and how the exporter serves: the address, and TLS and authentication.
+#[derive(Debug)]
+pub struct Serving {
+    pub address: String,
+    pub web: WebConfig,
+}
+
+/// Binds the address, starts collecting, and serves until the process is stopped; alert
 /// transitions go to `sink`.
 pub fn run(
     source: Source,
     settings: &Settings,
     options: Options,
     mut sink: Sink,
-    address: &str,
+    serving: Serving,
 ) -> Result<(), String> {
+    let address = &serving.address;
     let listener = TcpListener::bind(address).map_err(|e| format!("cannot listen on {address}: {e}"))?;
     let bound = listener
         .local_addr()
         .map_or_else(|_| address.to_string(), |a| a.to_string());
-    eprintln!("gputop export: serving http://{bound}/metrics");
+    let scheme = if serving.web.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let auth = if serving.web.auth.is_some() {
+        " (basic auth)"
+    } else {
+        ""
+    };
+    eprintln!("gputop export: serving {scheme}://{bound}/metrics{auth}");
     let pages: SharedPages = Arc::new(RwLock::new(Arc::new(Pages {
         ready: false,
         metrics: metrics::exposition(None, options),
@@ -88,6 +108,12 @@ pub fn run(
         }),
     )
     .map_err(|e| format!("cannot start the collector: {e}"))?;
-    server::serve(listener, pages, freshness, Arc::new(AtomicBool::new(false)));
+    server::serve(
+        listener,
+        pages,
+        freshness,
+        Arc::new(serving.web),
+        Arc::new(AtomicBool::new(false)),
+    );
     Ok(())
 }

@@ -16,6 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::metrics::CONTENT_TYPE;
+use super::web_config::WebConfig;
 use crate::source::Activity;
 
 const TEXT: &str = "text/plain; charset=utf-8";
@@ -144,8 +145,63 @@ impl Connections {
     }
 }
 
-/// Serves `pages` on `listener` until `stop` is set (checked between connections).
-pub fn serve(listener: TcpListener, pages: SharedPages, freshness: Freshness, stop: Arc<AtomicBool>) {
+/// A client's connection: plain TCP, or TLS over it (the handshake made by the first read).
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ServerConnection, TcpStream>>),
+}
+
+impl Conn {
+    fn socket(&self) -> &TcpStream {
+        match self {
+            Self::Plain(stream) => stream,
+            Self::Tls(tls) => &tls.sock,
+        }
+    }
+
+    /// Ends the answer: TLS says so to the client before the connection closes.
+    fn finish(&mut self) {
+        if let Self::Tls(tls) = self {
+            tls.conn.send_close_notify();
+            let _ = tls.flush();
+        }
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Self::Plain(stream) => stream.read(buf),
+            Self::Tls(tls) => tls.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Self::Plain(stream) => stream.write(buf),
+            Self::Tls(tls) => tls.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Self::Plain(stream) => stream.flush(),
+            Self::Tls(tls) => tls.flush(),
+        }
+    }
+}
+
+/// Serves `pages` on `listener` (with `web`'s TLS and authentication) until `stop` is set
+/// (checked between connections).
+pub fn serve(
+    listener: TcpListener,
+    pages: SharedPages,
+    freshness: Freshness,
+    web: Arc<WebConfig>,
+    stop: Arc<AtomicBool>,
+) {
     let freshness = Arc::new(freshness);
     let connections = Arc::new(Connections::default());
     for (id, stream) in (0u64..).zip(listener.incoming()) {
@@ -155,20 +211,24 @@ pub fn serve(listener: TcpListener, pages: SharedPages, freshness: Freshness, st
         let Ok(mut stream) = stream else { continue };
         let Ok(peer) = stream.peer_addr() else { continue };
         if !connections.admit(id, peer.ip(), &stream) {
-            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-            let _ = respond(&mut stream, 503, TEXT, b"busy, try again\n", false);
+            // Plain text a TLS client could not read: it is only closed.
+            if web.tls.is_none() {
+                let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+                let _ = respond(&mut stream, 503, TEXT, b"busy, try again\n", false);
+            }
             continue;
         }
-        let (pages, open, fresh) = (
+        let (pages, open, fresh, web) = (
             Arc::clone(&pages),
             Arc::clone(&connections),
             Arc::clone(&freshness),
+            Arc::clone(&web),
         );
         let spawned = thread::Builder::new()
             .name("gputop-http".into())
             .stack_size(STACK)
             .spawn(move || {
-                handle(stream, peer, &pages, &fresh, || open.answering(id));
+                handle(stream, peer, &pages, &fresh, &web, || open.answering(id));
                 open.leave(id);
             });
         if spawned.is_err() {
@@ -178,39 +238,72 @@ pub fn serve(listener: TcpListener, pages: SharedPages, freshness: Freshness, st
 }
 
 fn handle(
-    mut stream: TcpStream,
+    stream: TcpStream,
     peer: SocketAddr,
     pages: &SharedPages,
     freshness: &Freshness,
+    web: &WebConfig,
     answering: impl FnOnce(),
 ) {
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
     // An answer is written in a few pieces and the connection then closed: nothing to gain
     // from holding the last piece back for the peer's acknowledgement.
     let _ = stream.set_nodelay(true);
-    let bad_request = |stream: &mut TcpStream, problem: &str| {
-        eprintln!("gputop export: {peer}: {problem}");
+    let mut conn = match &web.tls {
+        None => Conn::Plain(stream),
+        Some(config) => match rustls::ServerConnection::new(Arc::clone(config)) {
+            Ok(tls) => Conn::Tls(Box::new(rustls::StreamOwned::new(tls, stream))),
+            Err(_) => return,
+        },
+    };
+    answer(&mut conn, peer, pages, freshness, web, answering);
+    conn.finish();
+}
+
+fn answer(
+    stream: &mut Conn,
+    peer: SocketAddr,
+    pages: &SharedPages,
+    freshness: &Freshness,
+    web: &WebConfig,
+    answering: impl FnOnce(),
+) {
+    let bad_request = |stream: &mut Conn, problem: &str| {
+        eprintln!("gputop export: {peer}: {}", crate::format::sanitize(problem));
         let _ = respond(stream, 400, TEXT, b"bad request\n", false);
     };
-    let head = match read_head(&mut stream) {
+    let head = match read_head(stream) {
         Ok(head) => head,
-        Err(Some(problem)) => return bad_request(&mut stream, &problem),
+        Err(Some(problem)) => return bad_request(stream, &problem),
         // The client went away, said nothing in time, or was closed to make room.
         Err(None) => return,
     };
     answering();
-    let mut parts = head.lines().next().unwrap_or("").split(' ');
+    let mut lines = head.lines();
+    let mut parts = lines.next().unwrap_or("").split(' ');
     let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next()) else {
-        return bad_request(&mut stream, "malformed request line");
+        return bad_request(stream, "malformed request line");
     };
     if !version.starts_with("HTTP/1.") {
-        let _ = respond(&mut stream, 505, TEXT, b"HTTP/1.x only\n", false);
+        let _ = respond(stream, 505, TEXT, b"HTTP/1.x only\n", false);
         return;
     }
     let head_only = method == "HEAD";
     if method != "GET" && !head_only {
-        let _ = respond(&mut stream, 405, TEXT, b"GET only\n", false);
+        let _ = respond(stream, 405, TEXT, b"GET only\n", false);
         return;
+    }
+    if let Some(auth) = &web.auth {
+        let authorization = lines.find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.trim()
+                .eq_ignore_ascii_case("authorization")
+                .then(|| value.trim())
+        });
+        if !auth.accepts(authorization) {
+            let _ = respond(stream, 401, TEXT, b"unauthorized\n", head_only);
+            return;
+        }
     }
     let path = target.split('?').next().unwrap_or("");
     let pages = Arc::clone(&pages.read().unwrap_or_else(|e| e.into_inner()));
@@ -226,7 +319,7 @@ fn handle(
                 )
             });
             let body = [pages.metrics.as_bytes(), stale.as_bytes()];
-            respond_parts(&mut stream, 200, CONTENT_TYPE, &body, head_only)
+            respond_parts(stream, 200, CONTENT_TYPE, &body, head_only)
         }
         "/-/ready" if matches!(age, Some((_, true))) => {
             let waiting = freshness
@@ -235,33 +328,33 @@ fn handle(
                 .map_or(String::new(), |call| format!("; {call} has not returned"));
             let seconds = age.map_or(0.0, |(s, _)| s);
             let body = format!("stale: the data is {seconds:.0} s old{waiting}\n");
-            respond(&mut stream, 503, TEXT, body.as_bytes(), head_only)
+            respond(stream, 503, TEXT, body.as_bytes(), head_only)
         }
-        "/-/ready" if pages.ready => respond(&mut stream, 200, TEXT, b"ready\n", head_only),
-        "/-/ready" => respond(&mut stream, 503, TEXT, b"not ready\n", head_only),
+        "/-/ready" if pages.ready => respond(stream, 200, TEXT, b"ready\n", head_only),
+        "/-/ready" => respond(stream, 503, TEXT, b"not ready\n", head_only),
         "/snapshot" if pages.ready => respond(
-            &mut stream,
+            stream,
             200,
             "application/json",
             pages.snapshot_json.as_bytes(),
             head_only,
         ),
-        "/snapshot" => respond(&mut stream, 503, TEXT, b"not ready\n", head_only),
+        "/snapshot" => respond(stream, 503, TEXT, b"not ready\n", head_only),
         "/" => respond(
-            &mut stream,
+            stream,
             200,
             "text/html; charset=utf-8",
             b"<html><body><h1>gputop</h1><p><a href=\"/metrics\">/metrics</a> <a href=\"/snapshot\">/snapshot</a> <a href=\"/-/ready\">/-/ready</a></p></body></html>\n",
             head_only,
         ),
-        _ => respond(&mut stream, 404, TEXT, b"not found\n", head_only),
+        _ => respond(stream, 404, TEXT, b"not found\n", head_only),
     };
 }
 
 /// Reads up to the blank line ending the request head, all within [`HEAD_DEADLINE`].
 /// `Err(None)`: the client went away or sent nothing whole in time (nothing to answer);
 /// `Err(Some(why))`: a malformed request.
-fn read_head(stream: &mut TcpStream) -> Result<String, Option<String>> {
+fn read_head(stream: &mut Conn) -> Result<String, Option<String>> {
     let deadline = Instant::now() + HEAD_DEADLINE;
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
@@ -271,12 +364,23 @@ fn read_head(stream: &mut TcpStream) -> Result<String, Option<String>> {
             .checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero())
             .ok_or(None)?;
-        let _ = stream.set_read_timeout(Some(left));
+        let _ = stream.socket().set_read_timeout(Some(left));
         let n = match stream.read(&mut buf) {
             Ok(0) if head.is_empty() => return Err(None),
             Ok(0) => return Err(Some("connection closed inside the request head".into())),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            // rustls's: a failed handshake (a plain HTTP client, an unknown certificate).
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                eprintln!(
+                    "gputop export: {}: TLS: {e}",
+                    stream
+                        .socket()
+                        .peer_addr()
+                        .map_or_else(|_| "?".into(), |a| a.to_string())
+                );
+                return Err(None);
+            }
             Err(_) => return Err(None),
         };
         head.extend_from_slice(&buf[..n]);
@@ -295,7 +399,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 fn respond(
-    stream: &mut TcpStream,
+    stream: &mut impl Write,
     status: u16,
     content_type: &str,
     body: &[u8],
@@ -306,7 +410,7 @@ fn respond(
 
 /// Answers with a body written in `parts`, so a page is sent without copying it.
 fn respond_parts(
-    stream: &mut TcpStream,
+    stream: &mut impl Write,
     status: u16,
     content_type: &str,
     parts: &[&[u8]],
@@ -315,6 +419,7 @@ fn respond_parts(
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
+        401 => "Unauthorized",
         404 => "Not Found",
         405 => "Method Not Allowed",
         503 => "Service Unavailable",
@@ -331,6 +436,9 @@ fn respond_parts(
     }
     if status == 405 {
         head.push_str("Allow: GET, HEAD\r\n");
+    }
+    if status == 401 {
+        head.push_str("WWW-Authenticate: Basic realm=\"gputop\", charset=\"UTF-8\"\r\n");
     }
     head.push_str("\r\n");
     stream.write_all(head.as_bytes())?;
