@@ -158,16 +158,22 @@ fn names(exposition: &str) -> Vec<String> {
 /// A real Prometheus scraping the exporter on `port` every second (with `rules` loaded);
 /// returns it and its web port.
 fn start_prometheus(home: &Path, port: u16, rules: Option<&Path>) -> (Killed, u16) {
-    let config = home.join("prometheus.yml");
     let rule_files = rules.map_or(String::new(), |r| format!("rule_files:\n  - {}\n", r.display()));
-    std::fs::write(
-        &config,
-        format!(
+    prometheus_with(
+        home,
+        &format!(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{rule_files}\
              scrape_configs:\n  - job_name: gputop\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
         ),
     )
-    .unwrap();
+}
+
+/// A real Prometheus with the configuration `config`, its data in `home`; returns it and its
+/// web port.
+fn prometheus_with(home: &Path, config: &str) -> (Killed, u16) {
+    let path = home.join("prometheus.yml");
+    std::fs::write(&path, config).unwrap();
+    let config = path;
     let web = free_port();
     let prometheus = Killed(
         Command::new("prometheus")
@@ -630,28 +636,15 @@ fn a_web_config_file_serves_tls_with_basic_auth_and_client_certificates_to_prome
     );
 
     // A real Prometheus scrapes it with the CA, its client certificate and the password.
-    let config = dir.join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
+    let (_prometheus, web) = prometheus_with(
+        dir,
+        &format!(
             "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gputop\n    scheme: https\n    \
              tls_config:\n      ca_file: {d}/ca.crt\n      cert_file: {d}/client.crt\n      key_file: {d}/client.key\n    \
              basic_auth:\n      username: prometheus\n      password: 's3cr3t word'\n    \
              static_configs:\n      - targets: ['127.0.0.1:{port}']\n",
             d = dir.display()
         ),
-    )
-    .unwrap();
-    let web = free_port();
-    let _prometheus = Killed(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{web}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
     );
     let up = query_until(web, "up", |r| r.first().is_some_and(|s| s["value"][1] == "1"));
     assert_eq!(up[0]["metric"]["instance"], format!("127.0.0.1:{port}"));

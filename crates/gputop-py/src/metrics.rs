@@ -101,10 +101,15 @@ fn not_started() -> PyErr {
     PyRuntimeError::new_err("Resource metric collector has not been started yet.")
 }
 
-fn not_started_with(tag: &str) -> PyErr {
-    PyRuntimeError::new_err(format!(
-        "Resource metric collector has not been started with tag \"{tag}\"."
-    ))
+/// nvitop's `RuntimeError` for a `tag` that is not open (none is, or not this one).
+fn require_open(spans: &Spans, tag: Option<&str>) -> PyResult<()> {
+    match tag {
+        Some(tag) if !spans.is_open(tag) && spans.is_empty() => Err(not_started()),
+        Some(tag) if !spans.is_open(tag) => Err(PyRuntimeError::new_err(format!(
+            "Resource metric collector has not been started with tag \"{tag}\"."
+        ))),
+        _ => Ok(()),
+    }
 }
 
 fn seconds(value: f64) -> PyResult<Duration> {
@@ -215,15 +220,7 @@ impl ResourceMetricCollector {
     fn close(&self, py: Python<'_>, tag: Option<&str>) -> PyResult<()> {
         let empty = {
             let mut spans = locked(&self.fed.spans);
-            if let Some(tag) = tag
-                && !spans.is_open(tag)
-            {
-                return Err(if spans.is_empty() {
-                    not_started()
-                } else {
-                    not_started_with(tag)
-                });
-            }
+            require_open(&spans, tag)?;
             spans.close(tag);
             spans.is_empty()
         };
@@ -326,15 +323,7 @@ impl ResourceMetricCollector {
     #[pyo3(signature = (tag = None))]
     fn clear(&self, tag: Option<&str>) -> PyResult<()> {
         let mut spans = locked(&self.fed.spans);
-        if let Some(tag) = tag
-            && !spans.is_open(tag)
-        {
-            return Err(if spans.is_empty() {
-                not_started()
-            } else {
-                not_started_with(tag)
-            });
-        }
+        require_open(&spans, tag)?;
         spans.clear(tag, now());
         Ok(())
     }
