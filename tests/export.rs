@@ -1357,6 +1357,132 @@ fn the_snapshot_page_serves_command_lines_only_when_asked_like_metrics() {
     }
 }
 
+/// `gputop --demo export`, its state under `home`'s `~/.local/state`, once it is ready.
+fn demo_exporter(home: &Path) -> (Killed, u16) {
+    let port = free_port();
+    let child = gputop(home)
+        .args([
+            "--demo",
+            "export",
+            "--processes",
+            "--interval",
+            "0.2",
+            "--web-listen-address",
+        ])
+        .arg(format!("127.0.0.1:{port}"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (exporter, port) = listening(Killed(child), port);
+    wait_ready(port);
+    (exporter, port)
+}
+
+/// Each user's GPU-seconds in `/snapshot`.
+fn gpu_seconds_by_user(port: u16) -> BTreeMap<String, f64> {
+    let doc: serde_json::Value = serde_json::from_str(&get(port, "/snapshot").2).unwrap_or_default();
+    doc["usage"]["users"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|u| {
+            (
+                u["user"].as_str().unwrap().to_string(),
+                u["gpu_seconds"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Stops the exporter with SIGTERM: its exit status and what it wrote to stderr.
+fn terminate(exporter: &mut Killed) -> (std::process::ExitStatus, String) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(exporter.0.id() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = exporter.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "SIGTERM did not stop the exporter");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    exporter
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (status, stderr)
+}
+
+#[test]
+fn usage_totals_survive_a_restart_and_a_corrupt_file_is_set_aside() {
+    let home = tempfile::tempdir().unwrap();
+    let state = home.path().join(".local/state/gputop/usage.json");
+    let (mut first, port) = demo_exporter(home.path());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while gpu_seconds_by_user(port).values().all(|s| *s < 1.0) {
+        assert!(Instant::now() < deadline, "no GPU-seconds counted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let before = gpu_seconds_by_user(port);
+    let (status, stderr) = terminate(&mut first);
+    assert!(status.success(), "SIGTERM ends it cleanly: {status:?} {stderr}");
+    assert!(stderr.contains(&state.display().to_string()), "{stderr}");
+    let saved: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&state).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    // The next exporter starts from the saved totals: at least what the first had served.
+    let (mut second, port) = demo_exporter(home.path());
+    let restored = gpu_seconds_by_user(port);
+    for (user, seconds) in &before {
+        let saved_seconds = saved["users"][user]["gpu_seconds"].as_f64().unwrap();
+        // /snapshot rounds to milliseconds.
+        assert!(
+            saved_seconds >= seconds - 0.001,
+            "{user}: saved {saved_seconds} < served {seconds}"
+        );
+        assert!(
+            restored[user] >= saved_seconds - 0.001,
+            "{user}: {} after the restart, {saved_seconds} saved",
+            restored[user]
+        );
+    }
+    let metrics = get(port, "/metrics").2;
+    let counter = metrics
+        .lines()
+        .find(|l| l.starts_with("gputop_user_gpu_seconds_total{user=\"alice\"}"))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .expect("alice's GPU-seconds counter");
+    assert!(counter >= before["alice"], "the counter goes on from {counter}");
+    terminate(&mut second);
+
+    // A damaged file: reported in one line, set aside, and counting starts from zero.
+    std::fs::write(
+        &state,
+        "{\"version\":1,\"users\":{\"alice\":{\"gpu_seconds\":\"lots\"",
+    )
+    .unwrap();
+    let (mut third, port) = demo_exporter(home.path());
+    assert!(gpu_seconds_by_user(port)["alice"] < before["alice"], "from zero");
+    let (status, stderr) = terminate(&mut third);
+    assert!(status.success());
+    let problem: Vec<&str> = stderr.lines().filter(|l| l.contains("set aside")).collect();
+    assert_eq!(problem.len(), 1, "{stderr}");
+    assert!(
+        problem[0].contains("usage.json.corrupt") && problem[0].contains("from zero"),
+        "{stderr}"
+    );
+    assert!(state.with_extension("json.corrupt").exists());
+    assert!(state.exists(), "the new totals were written at the stop");
+}
+
 /// `gputop export` with `alert.log_file` at `log`: how it ended within 10 s.
 fn export_with_log(home: &Path, log: &Path) -> std::process::Output {
     let sleepers = Sleepers::spawn(3);

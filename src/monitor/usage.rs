@@ -1,5 +1,6 @@
 //! Who uses what: per user and per container, the GPUs, GPU memory and processes now, and
-//! GPU-seconds and GPU-memory-byte-seconds accumulated since gputop started.
+//! GPU-seconds and GPU-memory-byte-seconds accumulated since gputop started (or, restored
+//! from what an exporter saved, since it first did).
 //!
 //! Each snapshot adds its figures times the time since the previous one, so a user holding
 //! two GPUs for a minute gets 120 GPU-seconds. A gap longer than [`MAX_GAP_INTERVALS`]
@@ -170,6 +171,95 @@ impl Accounting {
         rows
     }
 
+    /// The totals worth keeping across restarts, as JSON: when accounting began, the seconds
+    /// it covers, and each owner's GPU-seconds, memory-byte-seconds and last activity.
+    pub fn saved(&self) -> Value {
+        let unix = |t: Option<SystemTime>| {
+            t.and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+                .map(|d| d.as_secs_f64())
+        };
+        let table = |table: &BTreeMap<String, Usage>| -> serde_json::Map<String, Value> {
+            table
+                .iter()
+                .map(|(owner, u)| {
+                    let row = json!({
+                        "gpu_seconds": u.gpu_seconds,
+                        "gpu_memory_byte_seconds": u.memory_byte_seconds,
+                        "last_active": unix(u.last_active),
+                    });
+                    (owner.clone(), row)
+                })
+                .collect()
+        };
+        json!({
+            "version": 1,
+            "since": unix(self.since),
+            "seconds": self.seconds,
+            "users": table(&self.users),
+            "containers": table(&self.containers),
+        })
+    }
+
+    /// Adds totals [`Accounting::saved`] wrote to these; `Err` says what is wrong with them
+    /// (nothing is taken then). At most [`MAX_OWNERS`] owners a table are taken.
+    pub fn restore(&mut self, saved: &Value) -> Result<(), String> {
+        if saved["version"] != 1 {
+            return Err("not version 1 of gputop's usage totals".into());
+        }
+        let time = |v: &Value| -> Result<Option<SystemTime>, String> {
+            match v {
+                Value::Null => Ok(None),
+                v => v
+                    .as_f64()
+                    .filter(|s| s.is_finite() && *s >= 0.0)
+                    .and_then(|s| SystemTime::UNIX_EPOCH.checked_add(Duration::try_from_secs_f64(s).ok()?))
+                    .map(Some)
+                    .ok_or_else(|| format!("{v} is not a time")),
+            }
+        };
+        let amount = |v: &Value, what: &str| -> Result<f64, String> {
+            v.as_f64()
+                .filter(|n| n.is_finite() && *n >= 0.0)
+                .ok_or_else(|| format!("{what}: {v} is not a non-negative number"))
+        };
+        let mut tables = Vec::new();
+        for key in ["users", "containers"] {
+            let rows = saved[key]
+                .as_object()
+                .ok_or_else(|| format!("{key} is not an object"))?;
+            if rows.len() > MAX_OWNERS {
+                return Err(format!("{key}: {} owners, more than {MAX_OWNERS}", rows.len()));
+            }
+            let mut table = Vec::with_capacity(rows.len());
+            for (owner, row) in rows {
+                table.push((
+                    owner.clone(),
+                    amount(&row["gpu_seconds"], owner)?,
+                    amount(&row["gpu_memory_byte_seconds"], owner)?,
+                    time(&row["last_active"])?,
+                ));
+            }
+            tables.push(table);
+        }
+        let since = time(&saved["since"])?;
+        let seconds = amount(&saved["seconds"], "seconds")?;
+        self.since = match (since, self.since) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.seconds += seconds;
+        for (table, rows) in [&mut self.users, &mut self.containers].into_iter().zip(tables) {
+            for (owner, gpu_seconds, memory_byte_seconds, last_active) in rows {
+                let usage = table.entry(owner).or_default();
+                usage.gpu_seconds += gpu_seconds;
+                usage.memory_byte_seconds += memory_byte_seconds;
+                usage.last_active = usage.last_active.max(last_active);
+            }
+            Self::forget_idle(table);
+        }
+        Ok(())
+    }
+
     /// The `usage` object of the JSON report.
     pub fn to_json(&self) -> Value {
         let rows = |table: &BTreeMap<String, Usage>, key: &str| {
@@ -211,6 +301,41 @@ mod tests {
     fn at(second: u64, processes: Vec<GpuProcess>) -> Snapshot {
         let taken_at = UNIX_EPOCH + Duration::from_secs(1_800_000_000 + second);
         testing::snapshot(taken_at, Vec::new(), processes)
+    }
+
+    #[test]
+    fn saved_totals_are_added_back_and_bad_ones_are_refused_whole() {
+        let mut first = Accounting::new(Duration::from_secs(1));
+        for second in 0..=10 {
+            first.record(&at(second, vec![process(10, 0, "alice", 4)]));
+        }
+        let saved = first.saved();
+        let mut second = Accounting::new(Duration::from_secs(1));
+        second.restore(&saved).unwrap();
+        for second_ in 100..=105 {
+            second.record(&at(second_, vec![process(11, 1, "alice", 2)]));
+        }
+        let alice = &second.users["alice"];
+        assert_eq!(alice.gpu_seconds, 15.0, "10 s saved and 5 s since");
+        assert_eq!(alice.memory_byte_seconds, (40 * GIB + 10 * GIB) as f64);
+        assert_eq!(second.seconds, 15.0);
+        assert_eq!(
+            second.since, first.since,
+            "counting began with the first exporter"
+        );
+        for bad in [
+            json!({"version": 2}),
+            json!({"version": 1, "since": null, "seconds": 1.0, "users": {"a": {"gpu_seconds": -1.0,
+                   "gpu_memory_byte_seconds": 0.0, "last_active": null}}, "containers": {}}),
+            json!({"version": 1, "since": null, "seconds": 1.0, "users": [], "containers": {}}),
+        ] {
+            let mut fresh = Accounting::new(Duration::from_secs(1));
+            assert!(fresh.restore(&bad).is_err(), "{bad}");
+            assert!(
+                fresh.users.is_empty() && fresh.seconds == 0.0,
+                "nothing taken from {bad}"
+            );
+        }
     }
 
     #[test]

@@ -74,7 +74,9 @@ pub fn scenario(name: &str) -> PathBuf {
 pub fn gputop(home: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_gputop"));
     for (key, _) in std::env::vars() {
-        if key.starts_with("GPUTOP_") || key == "NO_COLOR" || key == "XDG_CONFIG_HOME" {
+        if key.starts_with("GPUTOP_")
+            || ["NO_COLOR", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "STATE_DIRECTORY"].contains(&key.as_str())
+        {
             command.env_remove(key);
         }
     }

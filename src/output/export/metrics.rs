@@ -318,7 +318,8 @@ pub fn exposition(snapshot: Option<(&Snapshot, &Accounting)>, options: Options) 
 }
 
 /// Per user and per container (`-`: on the host): GPUs, memory and processes now, and
-/// what accumulated since gputop started. Names for users, for containers, type, help.
+/// what accumulated since the exporter first counted (the totals survive restarts). Names for
+/// users, for containers, type, help.
 type UsageFamily = (
     &'static str,
     &'static str,
@@ -352,14 +353,14 @@ const USAGE_FAMILIES: [UsageFamily; 5] = [
         "gputop_user_gpu_seconds_total",
         "gputop_container_gpu_seconds_total",
         "counter",
-        "GPU-seconds since gputop started: each GPU holding one of its processes counts one per second.",
+        "GPU-seconds since counting began (kept across restarts): each GPU holding one of its processes counts one per second.",
         |u| u.gpu_seconds,
     ),
     (
         "gputop_user_gpu_memory_byte_seconds_total",
         "gputop_container_gpu_memory_byte_seconds_total",
         "counter",
-        "GPU memory held over time since gputop started, in byte-seconds.",
+        "GPU memory held over time since counting began (kept across restarts), in byte-seconds.",
         |u| u.memory_byte_seconds,
     ),
 ];

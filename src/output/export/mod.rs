@@ -7,12 +7,16 @@
 pub mod metrics;
 pub mod rules;
 pub mod server;
+pub mod usage_state;
 pub mod web_config;
 
 use std::net::TcpListener;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
+
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use crate::collector::Collector;
 use crate::config::Settings;
@@ -79,11 +83,48 @@ pub fn run(
         &settings.alert,
         settings.display.refresh_interval,
     );
+    let mut state = usage_state::default_path().map(|path| {
+        let (state, problem) = usage_state::UsageState::open(path, &mut monitor.usage);
+        if let Some(problem) = problem {
+            eprintln!("gputop export: {problem}");
+        }
+        state
+    });
+    if let Some(state) = &state {
+        eprintln!("gputop export: usage totals kept in {}", state.path().display());
+    }
+    // SIGTERM, SIGINT and SIGHUP stop the exporter once the collector has saved the totals
+    // (or after two intervals and a second, should collection hang).
+    let stopping = Arc::new(AtomicBool::new(false));
+    let (saved, saved_at_stop) = mpsc::channel::<()>();
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+        .map_err(|e| format!("cannot handle signals: {e}"))?;
+    let asked = Arc::clone(&stopping);
+    std::thread::Builder::new()
+        .name("gputop-signals".into())
+        .spawn(move || {
+            if signals.forever().next().is_some() {
+                asked.store(true, Ordering::SeqCst);
+                let _ = saved_at_stop.recv_timeout(2 * interval + Duration::from_secs(1));
+                std::process::exit(0);
+            }
+        })
+        .map_err(|e| format!("cannot handle signals: {e}"))?;
     let _collector = Collector::spawn_with(
         source,
         interval,
         Box::new(move |snapshot| {
             let transitions = monitor.ingest(&snapshot);
+            let stop = stopping.load(Ordering::SeqCst);
+            if let Some(state) = state.as_mut().filter(|s| stop || s.due())
+                && let Err(problem) = state.save(&monitor.usage)
+            {
+                eprintln!("gputop export: {}", crate::format::sanitize(&problem));
+            }
+            if stop {
+                let _ = saved.send(());
+                return false;
+            }
             for problem in sink.deliver(&transitions) {
                 eprintln!("gputop export: {}", crate::format::sanitize(&problem));
             }

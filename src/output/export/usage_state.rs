@@ -1,0 +1,112 @@
+//! The exporter's usage totals (GPU-seconds and memory-byte-seconds per user and container)
+//! kept across restarts, for billing: `usage.json` in `$STATE_DIRECTORY` (systemd's
+//! `StateDirectory=`), else `$XDG_STATE_HOME/gputop`, else `~/.local/state/gputop`. Written
+//! atomically (a new file renamed over the old) every [`SAVE_EVERY`] and when the exporter
+//! is stopped; read at start, at most [`MAX_BYTES`]. A file that cannot be read is reported
+//! in one line and set aside as `usage.json.corrupt`; counting then starts from zero.
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::monitor::usage::Accounting;
+
+/// How often the totals are written while the exporter runs.
+pub const SAVE_EVERY: Duration = Duration::from_secs(60);
+
+/// Largest totals file read (two tables of [`crate::monitor::usage::MAX_OWNERS`] owners fit
+/// in about 1.5 MiB).
+pub const MAX_BYTES: u64 = 8 << 20;
+
+/// Where the totals are kept by default; `None` without a home directory.
+pub fn default_path() -> Option<PathBuf> {
+    let env = |key: &str| std::env::var_os(key).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let directory = if let Some(systemd) = std::env::var("STATE_DIRECTORY").ok().filter(|v| !v.is_empty()) {
+        // systemd lists one directory per StateDirectory= entry, colon-separated.
+        PathBuf::from(systemd.split(':').next().unwrap_or_default())
+    } else if let Some(state) = env("XDG_STATE_HOME") {
+        state.join("gputop")
+    } else {
+        env("HOME")?.join(".local/state/gputop")
+    };
+    Some(directory.join("usage.json"))
+}
+
+/// The totals file and when it was last written.
+#[derive(Debug)]
+pub struct UsageState {
+    path: PathBuf,
+    saved_at: Instant,
+}
+
+impl UsageState {
+    /// Adds the totals saved at `path` to `accounting`. The message, if any, says what was
+    /// wrong with the file and where it was set aside.
+    pub fn open(path: PathBuf, accounting: &mut Accounting) -> (Self, Option<String>) {
+        let problem = match crate::files::read_text(&path, MAX_BYTES) {
+            Err(_) if !path.exists() => None,
+            Err(e) => Some(e),
+            Ok(text) => serde_json::from_str(&text)
+                .map_err(|e| e.to_string())
+                .and_then(|saved| accounting.restore(&saved))
+                .err(),
+        };
+        let message = problem.map(|problem| {
+            let aside = path.with_extension("json.corrupt");
+            let moved = std::fs::rename(&path, &aside).map_or_else(
+                |e| format!("could not set it aside ({e})"),
+                |()| format!("set aside as {}", aside.display()),
+            );
+            crate::format::sanitize(&format!(
+                "usage totals {}: {problem}; {moved}; counting from zero",
+                path.display()
+            ))
+        });
+        let state = Self {
+            path,
+            saved_at: Instant::now(),
+        };
+        (state, message)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether [`SAVE_EVERY`] has passed since the last write.
+    pub fn due(&self) -> bool {
+        self.saved_at.elapsed() >= SAVE_EVERY
+    }
+
+    /// Writes the totals: to a new file beside the old, flushed to disk, then renamed over
+    /// it, so a crash leaves the old file or the new one, never part of one.
+    pub fn save(&mut self, accounting: &Accounting) -> Result<(), String> {
+        self.saved_at = Instant::now();
+        let fail = |e: std::io::Error| format!("cannot write {}: {e}", self.path.display());
+        let directory = self.path.parent().unwrap_or(Path::new("."));
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(directory)
+            .map_err(fail)?;
+        let fresh = self.path.with_extension("json.new");
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            // Never through a link planted in the directory.
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&fresh)
+            .map_err(fail)?;
+        file.write_all(accounting.saved().to_string().as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(fail)?;
+        std::fs::rename(&fresh, &self.path).map_err(fail)?;
+        // The rename itself, to disk.
+        std::fs::File::open(directory)
+            .and_then(|d| d.sync_all())
+            .map_err(fail)
+    }
+}
