@@ -277,6 +277,27 @@ fn a_real_prometheus_scrapes_the_scenario_values_and_loads_the_rules() {
     let doc: serde_json::Value = serde_json::from_str(&loaded).unwrap();
     let count = doc["data"]["groups"][0]["rules"].as_array().map_or(0, Vec::len);
     assert_eq!(count, 7, "{loaded}");
+    // Every query of the Grafana dashboard returns data from this scrape.
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/grafana/gputop.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let encode = |q: &str| -> String {
+        q.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' | b'.' => (b as char).to_string(),
+                b => format!("%{b:02X}"),
+            })
+            .collect()
+    };
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"].as_str().unwrap().replace("$instance", ".*");
+            let result = query_until(web, &encode(&expr), |r| !r.is_empty());
+            assert!(!result.is_empty(), "{}: {expr}", panel["title"]);
+        }
+    }
 }
 
 /// Four GPUs, each crossing some of the built-in rules' thresholds (the sim's clock runs):
@@ -699,6 +720,56 @@ fn a_bad_web_config_file_is_refused_at_start_with_where_and_why() {
             assert!(stderr.contains(part), "{text}: {stderr} lacks {part}");
         }
     }
+}
+
+#[test]
+fn clock_event_reasons_are_series_each_active_or_not_with_their_seconds() {
+    let home = tempfile::tempdir().unwrap();
+    let (_exporter, port) = ready_exporter(home.path(), &scenario("clock-events"), "", &[]);
+    let samples = |body: &str, family: &str| -> BTreeMap<(String, String), f64> {
+        body.lines()
+            .filter(|l| l.starts_with(&format!("{family}{{")))
+            .map(|l| {
+                let (series, value) = l.rsplit_once(' ').unwrap();
+                let (_, labels) = parse_series(series).unwrap();
+                (
+                    (labels["gpu"].clone(), labels["reason"].clone()),
+                    value.parse().unwrap(),
+                )
+            })
+            .collect()
+    };
+    // At scenario time 100 s: GPU 0 power-capped and thermally slowed, GPU 1 no longer idle.
+    let body = get(port, "/metrics").2;
+    let active = samples(&body, "gputop_gpu_clock_event_active");
+    assert_eq!(active.len(), 18, "every reason of each GPU: {active:?}");
+    let on: Vec<&(String, String)> = active
+        .iter()
+        .filter(|(_, v)| **v == 1.0)
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(
+        on,
+        [
+            &("0".to_string(), "sw_power_cap".to_string()),
+            &("0".to_string(), "sw_thermal_slowdown".to_string())
+        ]
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let body = get(port, "/metrics").2;
+    let seconds = samples(&body, "gputop_gpu_clock_event_seconds_total");
+    assert!(
+        seconds[&("0".into(), "sw_power_cap".into())] >= 1.0,
+        "{seconds:?}"
+    );
+    assert_eq!(seconds[&("0".into(), "gpu_idle".into())], 0.0);
+    assert_eq!(seconds[&("1".into(), "sw_power_cap".into())], 0.0);
+    let snapshot: serde_json::Value = serde_json::from_str(&get(port, "/snapshot").2).unwrap();
+    assert_eq!(
+        snapshot["devices"][0]["throttle_reasons"],
+        serde_json::json!(["sw_power_cap", "sw_thermal_slowdown"]),
+        "the JSON names them alike"
+    );
 }
 
 /// `systemd-analyze` with `args`, its exit status and everything it printed.

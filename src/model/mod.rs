@@ -157,6 +157,8 @@ pub struct Device {
     pub compute_mode: Reading<String>,
     pub persistence_mode: Reading<bool>,
     pub mig_enabled: Reading<bool>,
+    /// What holds the clocks down now (NVML's clock event or throttle reasons), by the names
+    /// of [`CLOCK_EVENT_REASONS`].
     pub throttle_reasons: Reading<Vec<String>>,
     /// With MIG enabled: its MIG devices, by GPU and compute instance.
     pub mig_devices: Vec<MigDevice>,
@@ -523,6 +525,34 @@ impl ProcessKey {
             gpu_index: p.gpu_index,
         }
     }
+}
+
+/// NVML's clock event (throttle) reasons: each bit of `nvmlDeviceGetCurrentClocksEventReasons`
+/// (`...ThrottleReasons` before R535) and its name, as nvml.h defines them.
+pub const CLOCK_EVENT_REASONS: [(u64, &str); 9] = [
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks_setting"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal_slowdown"),
+    (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"),
+    (0x100, "display_clock_setting"),
+];
+
+/// The names of the reasons set in `bits`; a bit nvml.h does not name is shown as itself.
+pub fn clock_event_names(bits: u64) -> Vec<String> {
+    let known: u64 = CLOCK_EVENT_REASONS.iter().map(|(bit, _)| bit).sum();
+    let mut names: Vec<String> = CLOCK_EVENT_REASONS
+        .iter()
+        .filter(|(bit, _)| bits & bit != 0)
+        .map(|(_, name)| (*name).to_string())
+        .collect();
+    if bits & !known != 0 {
+        names.push(format!("0x{:x}", bits & !known));
+    }
+    names
 }
 
 /// Minimal values for unit tests elsewhere in the crate.

@@ -1,10 +1,11 @@
 //! What gputop knows over time, fed once per snapshot by [`Monitor::ingest`]: [`history`]
-//! (the readings kept), [`alerts`] (the rule engine judging them) and [`usage`] (GPU time
-//! per user and container); [`spans`] keeps statistics over tagged spans for callers that
+//! (the readings kept), [`alerts`] (the rule engine judging them), [`usage`] (GPU time
+//! per user and container) and [`clock_events`] (seconds each GPU's clocks were held down); [`spans`] keeps statistics over tagged spans for callers that
 //! sample when they choose (the Python module's collector). The view, the exporter and the library share it; it does no
 //! I/O (delivering alert transitions is the caller's).
 
 pub mod alerts;
+pub mod clock_events;
 pub mod history;
 pub mod spans;
 pub mod usage;
@@ -14,6 +15,7 @@ use std::time::Duration;
 use crate::model::Snapshot;
 use alerts::rules::AlertSettings;
 use alerts::{Engine, Transition};
+use clock_events::ClockEvents;
 use history::{History, HistorySettings};
 use usage::Accounting;
 
@@ -24,6 +26,7 @@ pub struct Monitor {
     pub history: History,
     pub alerts: Engine,
     pub usage: Accounting,
+    pub clock_events: ClockEvents,
     /// What a restart starts again from.
     settings: (HistorySettings, AlertSettings, f64),
 }
@@ -35,6 +38,7 @@ impl Monitor {
             history: History::new(history, refresh),
             alerts: Engine::new(alert.effective_rules()),
             usage: Accounting::new(Duration::from_secs_f64(refresh)),
+            clock_events: ClockEvents::new(Duration::from_secs_f64(refresh)),
             settings: (history.clone(), alert.clone(), refresh),
         }
     }
@@ -44,6 +48,7 @@ impl Monitor {
     pub fn ingest(&mut self, snapshot: &Snapshot) -> Vec<Transition> {
         self.history.record(snapshot);
         self.usage.record(snapshot);
+        self.clock_events.record(snapshot);
         self.alerts.evaluate(&self.history)
     }
 

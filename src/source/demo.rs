@@ -246,13 +246,7 @@ impl DemoSource {
             }),
             throttle_reasons: self.field(gpu, "throttle_reasons", t, || {
                 sim.count(gpu, &d.throttle_reasons, "throttle_reasons", t)
-                    .map(|bits| {
-                        if bits == 0 {
-                            Vec::new()
-                        } else {
-                            vec![format!("0x{bits:x}")]
-                        }
-                    })
+                    .map(|bits| crate::model::clock_event_names(u64::from(bits)))
             }),
             mig_devices: g
                 .mig_devices

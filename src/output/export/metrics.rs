@@ -5,7 +5,9 @@
 use std::fmt::Write;
 
 use crate::format::sanitize;
-use crate::model::{Device, DeviceStatus, GpuProcess, Reading, Snapshot};
+use crate::model::{CLOCK_EVENT_REASONS, Device, DeviceStatus, GpuProcess, Reading, Snapshot};
+use crate::monitor::Monitor;
+use crate::monitor::clock_events::ClockEvents;
 use crate::monitor::usage::{Accounting, Usage};
 
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -200,7 +202,7 @@ const DEVICE_GAUGES: &[DeviceGauge] = &[
 ];
 
 /// The exposition of `snapshot`; `None` before the first collection (`gputop_up 0`).
-pub fn exposition(snapshot: Option<(&Snapshot, &Accounting)>, options: Options) -> String {
+pub fn exposition(snapshot: Option<(&Snapshot, &Monitor)>, options: Options) -> String {
     let mut out = String::with_capacity(16 * 1024);
     let mut up = Family::new("gputop_up", "gauge", "1 once gputop has collected a snapshot.");
     up.add("", Some(if snapshot.is_some() { 1.0 } else { 0.0 }));
@@ -212,9 +214,10 @@ pub fn exposition(snapshot: Option<(&Snapshot, &Accounting)>, options: Options) 
     );
     build.add(&format!("version=\"{}\"", env!("CARGO_PKG_VERSION")), Some(1.0));
     build.write(&mut out);
-    let Some((snapshot, usage)) = snapshot else {
+    let Some((snapshot, monitor)) = snapshot else {
         return out;
     };
+    let usage = &monitor.usage;
 
     let mut collected = Family::new(
         "gputop_last_collect_timestamp_seconds",
@@ -309,12 +312,42 @@ pub fn exposition(snapshot: Option<(&Snapshot, &Accounting)>, options: Options) 
     energy.write(&mut out);
     ecc.write(&mut out);
     count.write(&mut out);
+    clock_event_families(&ok, &monitor.clock_events, &mut out);
     mig_families(snapshot, &ok, &mut out);
     if options.processes {
         process_families(snapshot, options, &mut out);
         usage_families(usage, &mut out);
     }
     out
+}
+
+/// Each clock event reason of each GPU: whether it holds the clocks down now (1 or 0, every
+/// reason nvml.h names, so a query sees the series before the event), and for how many
+/// seconds it has since the exporter started.
+fn clock_event_families(devices: &[&Device], events: &ClockEvents, out: &mut String) {
+    let mut active = Family::new(
+        "gputop_gpu_clock_event_active",
+        "gauge",
+        "1 while the reason holds the GPU's clocks down (NVML's clock event or throttle reasons).",
+    );
+    let mut seconds = Family::new(
+        "gputop_gpu_clock_event_seconds_total",
+        "counter",
+        "Seconds the reason has held the GPU's clocks down since the exporter started.",
+    );
+    for d in devices {
+        let Some(now) = d.throttle_reasons.value() else {
+            continue;
+        };
+        for (_, reason) in CLOCK_EVENT_REASONS {
+            let labels = format!("{},reason=\"{reason}\"", device_labels(d));
+            let on = now.iter().any(|r| r == reason);
+            active.add(&labels, Some(if on { 1.0 } else { 0.0 }));
+            seconds.add(&labels, Some(events.seconds(d.index, reason)));
+        }
+    }
+    active.write(out);
+    seconds.write(out);
 }
 
 /// Per user and per container (`-`: on the host): GPUs, memory and processes now, and

@@ -140,7 +140,7 @@ pub fn run(
             let json = report.to_string();
             let page = Pages {
                 ready: true,
-                metrics: metrics::exposition(Some((&snapshot, &monitor.usage)), options),
+                metrics: metrics::exposition(Some((&snapshot, &monitor)), options),
                 snapshot_json: json,
                 rendered_at: Some(std::time::Instant::now()),
             };

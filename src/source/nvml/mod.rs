@@ -182,7 +182,7 @@ struct PcieThroughput {
 }
 
 /// How often readings that change rarely are read again (power limits, ECC, modes, PCIe
-/// link, BAR1, encoder/decoder, throttle reasons, energy, graphics and video clocks): read
+/// link, BAR1, encoder/decoder, energy, graphics and video clocks): read
 /// every refresh they would be more than half of gputop's NVML calls.
 pub const SLOW_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -206,7 +206,6 @@ struct SlowFacts {
     compute_mode: Reading<String>,
     persistence_mode: Reading<bool>,
     mig_enabled: Reading<bool>,
-    throttle_reasons: Reading<Vec<String>>,
     /// With MIG enabled: its MIG devices, found again every SLOW_INTERVAL.
     mig_devices: Vec<MigHandle>,
 }
@@ -333,12 +332,6 @@ impl SlowFacts {
                 Reading::Value(true) => find_mig_devices(device),
                 _ => Vec::new(),
             },
-            throttle_reasons: reading(device.current_throttle_reasons().map(|reasons| {
-                reasons
-                    .iter_names()
-                    .map(|(name, _)| name.to_ascii_lowercase())
-                    .collect()
-            })),
         }
     }
 }
@@ -1075,7 +1068,12 @@ fn read_device(
         compute_mode: slow.compute_mode,
         persistence_mode: slow.persistence_mode,
         mig_enabled: slow.mig_enabled,
-        throttle_reasons: slow.throttle_reasons,
+        // Every refresh: the exporter counts the seconds each reason holds the clocks down.
+        throttle_reasons: reading(
+            device
+                .current_throttle_reasons()
+                .map(|reasons| crate::model::clock_event_names(reasons.bits())),
+        ),
         mig_devices: read_mig_devices(device, &slow.mig_devices),
         processes_unlisted: None,
     })
