@@ -772,6 +772,50 @@ fn clock_event_reasons_are_series_each_active_or_not_with_their_seconds() {
     );
 }
 
+#[test]
+fn remapped_rows_and_retired_pages_are_served_as_the_driver_reports_them() {
+    let home = tempfile::tempdir().unwrap();
+    let (_exporter, port) = ready_exporter(home.path(), &scenario("memory-faults"), "", &[]);
+    let body = get(port, "/metrics").2;
+    let mut served: Vec<String> = body
+        .lines()
+        .filter(|l| {
+            [
+                "gputop_gpu_remapped_rows",
+                "gputop_gpu_row_remap_",
+                "gputop_gpu_retired_pages",
+            ]
+            .iter()
+            .any(|f| l.starts_with(f))
+        })
+        .map(|l| {
+            let (series, value) = l.rsplit_once(' ').unwrap();
+            let (name, labels) = parse_series(series).unwrap();
+            let cause = labels.get("cause").map_or(String::new(), |c| format!(" {c}"));
+            format!("{name} gpu {}{cause} = {value}", labels["gpu"])
+        })
+        .collect();
+    served.sort();
+    assert_eq!(
+        served,
+        [
+            "gputop_gpu_remapped_rows gpu 0 correctable = 3",
+            "gputop_gpu_remapped_rows gpu 0 uncorrectable = 1",
+            "gputop_gpu_retired_pages gpu 1 double_bit_ecc = 1",
+            "gputop_gpu_retired_pages gpu 1 single_bit_ecc = 2",
+            "gputop_gpu_row_remap_failure gpu 0 = 0",
+            "gputop_gpu_row_remap_pending gpu 0 = 1",
+        ],
+        "GPU 0 cannot retire pages, GPU 1 cannot remap rows: absent, not 0"
+    );
+    let snapshot: serde_json::Value = serde_json::from_str(&get(port, "/snapshot").2).unwrap();
+    let gpu = &snapshot["devices"];
+    assert_eq!(gpu[0]["remapped_rows_pending"], true);
+    assert_eq!(gpu[0]["retired_pages_double_bit"], serde_json::Value::Null);
+    assert_eq!(gpu[1]["retired_pages_double_bit"], 1);
+    assert_eq!(gpu[1]["remapped_rows_correctable"], serde_json::Value::Null);
+}
+
 /// `systemd-analyze` with `args`, its exit status and everything it printed.
 fn systemd_analyze(args: &[&str], unit: &Path) -> (bool, String) {
     let out = Command::new("systemd-analyze")

@@ -501,7 +501,9 @@ fn json_keys_are_exactly_the_documented_schema() {
          clock_max_graphics_mhz clock_max_sm_mhz clock_max_memory_mhz clock_max_video_mhz \
          pcie_link_generation pcie_link_width pcie_link_max_generation pcie_link_max_width \
          pcie_tx_bytes_per_second pcie_rx_bytes_per_second encoder_utilization_percent \
-         decoder_utilization_percent ecc_enabled ecc_uncorrected_volatile_errors compute_mode \
+         decoder_utilization_percent ecc_enabled ecc_uncorrected_volatile_errors remapped_rows_correctable \
+         remapped_rows_uncorrectable remapped_rows_pending remapped_rows_failure retired_pages_single_bit \
+         retired_pages_double_bit compute_mode \
          persistence_mode mig_mode throttle_reasons mig_devices process_list_error"
     );
     assert_eq!(

@@ -154,6 +154,10 @@ pub struct Device {
     pub decoder: Reading<u32>,
     pub ecc_enabled: Reading<bool>,
     pub ecc_uncorrected_volatile: Reading<u64>,
+    /// Rows remapped after memory errors (Ampere and newer).
+    pub remapped_rows: Reading<RemappedRows>,
+    /// Pages retired after ECC errors (Kepler to Turing).
+    pub retired_pages: Reading<RetiredPages>,
     pub compute_mode: Reading<String>,
     pub persistence_mode: Reading<bool>,
     pub mig_enabled: Reading<bool>,
@@ -212,6 +216,8 @@ impl Device {
             decoder: Reading::failed(reason),
             ecc_enabled: Reading::failed(reason),
             ecc_uncorrected_volatile: Reading::failed(reason),
+            remapped_rows: Reading::failed(reason),
+            retired_pages: Reading::failed(reason),
             compute_mode: Reading::failed(reason),
             persistence_mode: Reading::failed(reason),
             mig_enabled: Reading::failed(reason),
@@ -525,6 +531,24 @@ impl ProcessKey {
             gpu_index: p.gpu_index,
         }
     }
+}
+
+/// Row remapping, as `nvmlDeviceGetRemappedRows` reports it: rows remapped after correctable
+/// and after uncorrectable errors, a remap waiting for a GPU reset, and a remap that failed
+/// (the GPU needs service).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RemappedRows {
+    pub correctable: u32,
+    pub uncorrectable: u32,
+    pub pending: bool,
+    pub failure: bool,
+}
+
+/// Pages retired after multiple single-bit ECC errors and after a double-bit one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RetiredPages {
+    pub single_bit: u32,
+    pub double_bit: u32,
 }
 
 /// NVML's clock event (throttle) reasons: each bit of `nvmlDeviceGetCurrentClocksEventReasons`

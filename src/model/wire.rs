@@ -14,7 +14,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::{
     Bar1, Clocks, Container, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, HostStats, Memory,
-    MigDevice, MigId, PcieLink, PidMapping, PidNamespace, ProcessType, Reading, Snapshot, Window,
+    MigDevice, MigId, PcieLink, PidMapping, PidNamespace, ProcessType, Reading, RemappedRows, RetiredPages,
+    Snapshot, Window,
 };
 
 /// The wire form's version (the document's `version`).
@@ -147,6 +148,12 @@ pub struct WireDevice {
     pub decoder_utilization_percent: Option<u32>,
     pub ecc_enabled: Option<bool>,
     pub ecc_uncorrected_volatile_errors: Option<u64>,
+    pub remapped_rows_correctable: Option<u32>,
+    pub remapped_rows_uncorrectable: Option<u32>,
+    pub remapped_rows_pending: Option<bool>,
+    pub remapped_rows_failure: Option<bool>,
+    pub retired_pages_single_bit: Option<u32>,
+    pub retired_pages_double_bit: Option<u32>,
     pub compute_mode: Option<String>,
     pub persistence_mode: Option<bool>,
     pub mig_mode: Option<bool>,
@@ -567,6 +574,12 @@ impl From<&Device> for WireDevice {
             decoder_utilization_percent: put(&d.decoder),
             ecc_enabled: put(&d.ecc_enabled),
             ecc_uncorrected_volatile_errors: put(&d.ecc_uncorrected_volatile),
+            remapped_rows_correctable: with(&d.remapped_rows, |r| r.correctable),
+            remapped_rows_uncorrectable: with(&d.remapped_rows, |r| r.uncorrectable),
+            remapped_rows_pending: with(&d.remapped_rows, |r| r.pending),
+            remapped_rows_failure: with(&d.remapped_rows, |r| r.failure),
+            retired_pages_single_bit: with(&d.retired_pages, |r| r.single_bit),
+            retired_pages_double_bit: with(&d.retired_pages, |r| r.double_bit),
             compute_mode: put(&d.compute_mode),
             persistence_mode: put(&d.persistence_mode),
             mig_mode: put(&d.mig_enabled),
@@ -661,6 +674,20 @@ impl From<WireDevice> for Device {
             decoder: get(d.decoder_utilization_percent),
             ecc_enabled: get(d.ecc_enabled),
             ecc_uncorrected_volatile: get(d.ecc_uncorrected_volatile_errors),
+            remapped_rows: get((|| {
+                Some(RemappedRows {
+                    correctable: d.remapped_rows_correctable?,
+                    uncorrectable: d.remapped_rows_uncorrectable?,
+                    pending: d.remapped_rows_pending?,
+                    failure: d.remapped_rows_failure?,
+                })
+            })()),
+            retired_pages: get((|| {
+                Some(RetiredPages {
+                    single_bit: d.retired_pages_single_bit?,
+                    double_bit: d.retired_pages_double_bit?,
+                })
+            })()),
             compute_mode: get(d.compute_mode),
             persistence_mode: get(d.persistence_mode),
             mig_enabled: get(d.mig_mode),

@@ -346,6 +346,26 @@ fn gpu(d: &Device, capture: &Captured, period_ms: u64) -> Table {
     ecc.insert("supported".into(), Value::Boolean(d.ecc_enabled.get().is_some()));
     int(&mut ecc, "volatile_uncorrected", d.ecc_uncorrected_volatile.get());
     g.insert("ecc".into(), Value::Table(ecc));
+    match &d.remapped_rows {
+        Reading::Value(r) => {
+            let mut rows = Table::new();
+            int(&mut rows, "correctable", Some(u64::from(r.correctable)));
+            int(&mut rows, "uncorrectable", Some(u64::from(r.uncorrectable)));
+            rows.insert("pending".into(), Value::Boolean(r.pending));
+            rows.insert("failure".into(), Value::Boolean(r.failure));
+            g.insert("remapped_rows".into(), Value::Table(rows));
+        }
+        Reading::NotSupported => {
+            g.insert("remapped_rows".into(), Value::Boolean(false));
+        }
+        Reading::Failed(_) => {}
+    }
+    if let Reading::Value(p) = &d.retired_pages {
+        let mut pages = Table::new();
+        int(&mut pages, "single_bit", Some(u64::from(p.single_bit)));
+        int(&mut pages, "double_bit", Some(u64::from(p.double_bit)));
+        g.insert("retired_pages".into(), Value::Table(pages));
+    }
     g.insert(
         "dynamic".into(),
         Value::Table(dynamic(d.index, capture, period_ms)),

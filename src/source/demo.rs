@@ -230,6 +230,22 @@ impl DemoSource {
                     Err(codes::NOT_SUPPORTED)
                 }
             }),
+            remapped_rows: self.field(gpu, "remapped_rows", t, || {
+                let rows = g.remapped_rows.ok_or(codes::NOT_SUPPORTED)?;
+                Ok(crate::model::RemappedRows {
+                    correctable: rows.correctable,
+                    uncorrectable: rows.uncorrectable,
+                    pending: rows.pending,
+                    failure: rows.failure,
+                })
+            }),
+            retired_pages: self.field(gpu, "retired_pages", t, || {
+                let pages = g.retired_pages.ok_or(codes::NOT_SUPPORTED)?;
+                Ok(crate::model::RetiredPages {
+                    single_bit: pages.single_bit,
+                    double_bit: pages.double_bit,
+                })
+            }),
             compute_mode: self.field(gpu, "compute_mode", t, || {
                 Ok(match g.compute_mode {
                     ComputeMode::Default => "default",

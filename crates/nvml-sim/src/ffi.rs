@@ -1262,6 +1262,102 @@ pub unsafe extern "C" fn nvmlDeviceGetTotalEccErrors(
 }
 
 #[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetRemappedRows(
+    device: nvmlDevice_t,
+    correctable: *mut c_uint,
+    uncorrectable: *mut c_uint,
+    pending: *mut c_uint,
+    failure: *mut c_uint,
+) -> Ret {
+    with_device(
+        "nvmlDeviceGetRemappedRows",
+        device,
+        "remapped_rows",
+        |l, gpu, _| {
+            let rows = l.sim.gpu(gpu).remapped_rows.ok_or(NOT_SUPPORTED)?;
+            *unsafe { out(correctable) }? = rows.correctable;
+            *unsafe { out(uncorrectable) }? = rows.uncorrectable;
+            *unsafe { out(pending) }? = c_uint::from(rows.pending);
+            *unsafe { out(failure) }? = c_uint::from(rows.failure);
+            Ok(())
+        },
+    )
+}
+
+/// Retired pages of one cause (0: multiple single-bit ECC errors, 1: a double-bit one): the
+/// count asked with room for none, then the addresses. The `_v2` form also gives times.
+fn retired_pages(
+    name: &'static str,
+    device: nvmlDevice_t,
+    cause: c_uint,
+    count: *mut c_uint,
+    addresses: *mut c_ulonglong,
+    timestamps: *mut c_ulonglong,
+) -> Ret {
+    with_device(name, device, "retired_pages", |l, gpu, _| {
+        let pages = l.sim.gpu(gpu).retired_pages.ok_or(NOT_SUPPORTED)?;
+        let retired = match cause {
+            0 => pages.single_bit,
+            1 => pages.double_bit,
+            _ => return Err(INVALID_ARGUMENT),
+        };
+        let room = unsafe { out(count) }?;
+        let fits = *room >= retired;
+        *room = retired;
+        if !fits {
+            return Err(INSUFFICIENT_SIZE);
+        }
+        for i in 0..retired as usize {
+            let page = 0x1000_0000 + (cause as u64) * 0x100_0000 + i as u64 * 0x1000;
+            if !addresses.is_null() {
+                // SAFETY: the caller gave room for `retired` entries (checked above).
+                unsafe { *addresses.add(i) = page };
+            }
+            if !timestamps.is_null() {
+                // SAFETY: as above.
+                unsafe { *timestamps.add(i) = 1_700_000_000_000_000 + i as u64 };
+            }
+        }
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetRetiredPages(
+    device: nvmlDevice_t,
+    cause: c_uint,
+    count: *mut c_uint,
+    addresses: *mut c_ulonglong,
+) -> Ret {
+    retired_pages(
+        "nvmlDeviceGetRetiredPages",
+        device,
+        cause,
+        count,
+        addresses,
+        std::ptr::null_mut(),
+    )
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetRetiredPages_v2(
+    device: nvmlDevice_t,
+    cause: c_uint,
+    count: *mut c_uint,
+    addresses: *mut c_ulonglong,
+    timestamps: *mut c_ulonglong,
+) -> Ret {
+    retired_pages(
+        "nvmlDeviceGetRetiredPages_v2",
+        device,
+        cause,
+        count,
+        addresses,
+        timestamps,
+    )
+}
+
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetMigMode(
     device: nvmlDevice_t,
     current: *mut c_uint,

@@ -258,6 +258,42 @@ pub struct Ecc {
     pub aggregate_uncorrected: u64,
 }
 
+/// Row remapping (Ampere and newer, NVML docs for `nvmlDeviceGetRemappedRows`): rows
+/// remapped after correctable and uncorrectable errors, a remap waiting for a GPU reset, and
+/// a remap that failed (the GPU needs service).
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemappedRows {
+    #[serde(default)]
+    pub correctable: u32,
+    #[serde(default)]
+    pub uncorrectable: u32,
+    #[serde(default)]
+    pub pending: bool,
+    #[serde(default)]
+    pub failure: bool,
+}
+
+/// Retired pages (Kepler to Turing; Ampere and newer remap rows instead, NVML docs for
+/// `nvmlDeviceGetRetiredPages`): pages retired after multiple single-bit and after
+/// double-bit ECC errors.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetiredPages {
+    #[serde(default)]
+    pub single_bit: u32,
+    #[serde(default)]
+    pub double_bit: u32,
+}
+
+/// `remapped_rows = false` (not supported) or the counts.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(untagged)]
+enum RemappedRowsSetting {
+    Supported(bool),
+    Rows(RemappedRows),
+}
+
 /// Raw form of one GPU, as written in the file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -292,6 +328,10 @@ struct GpuDef {
     #[serde(default = "default_mig")]
     mig: MigSetting,
     ecc: Option<Ecc>,
+    /// Absent: supported, none remapped. `false`: not supported (before Ampere).
+    remapped_rows: Option<RemappedRowsSetting>,
+    /// Absent: not supported (Ampere and newer).
+    retired_pages: Option<RetiredPages>,
     #[serde(default = "default_architecture")]
     architecture: String,
     #[serde(default = "default_cuda_capability")]
@@ -680,6 +720,8 @@ pub const FAULT_FIELDS: &[&str] = &[
     "persistence",
     "display",
     "ecc",
+    "remapped_rows",
+    "retired_pages",
     "mig",
     "processes",
     "process_utilization",
@@ -730,6 +772,9 @@ pub struct Gpu {
     pub display_active: bool,
     pub mig: MigSetting,
     pub ecc: Ecc,
+    /// `None`: the driver answers NOT_SUPPORTED.
+    pub remapped_rows: Option<RemappedRows>,
+    pub retired_pages: Option<RetiredPages>,
     pub architecture: u32,
     pub cuda_capability: [i32; 2],
     pub brand: u32,
@@ -1087,6 +1132,13 @@ fn resolve_gpu(
             volatile_uncorrected: 0,
             aggregate_uncorrected: 0,
         }),
+        remapped_rows: match def.remapped_rows {
+            None => Some(RemappedRows::default()),
+            Some(RemappedRowsSetting::Supported(false)) => None,
+            Some(RemappedRowsSetting::Supported(true)) => Some(RemappedRows::default()),
+            Some(RemappedRowsSetting::Rows(rows)) => Some(rows),
+        },
+        retired_pages: def.retired_pages,
         architecture,
         cuda_capability: def.cuda_capability,
         brand: def.brand,

@@ -313,12 +313,67 @@ pub fn exposition(snapshot: Option<(&Snapshot, &Monitor)>, options: Options) -> 
     ecc.write(&mut out);
     count.write(&mut out);
     clock_event_families(&ok, &monitor.clock_events, &mut out);
+    memory_fault_families(&ok, &mut out);
     mig_families(snapshot, &ok, &mut out);
     if options.processes {
         process_families(snapshot, options, &mut out);
         usage_families(usage, &mut out);
     }
     out
+}
+
+/// Memory the GPU has taken out of use: remapped rows (Ampere and newer) with a pending or
+/// failed remap, and retired pages (before Ampere). Absent where the GPU has none of either.
+fn memory_fault_families(devices: &[&Device], out: &mut String) {
+    let mut rows = Family::new(
+        "gputop_gpu_remapped_rows",
+        "gauge",
+        "Memory rows remapped after correctable or uncorrectable errors (Ampere and newer).",
+    );
+    let mut pending = Family::new(
+        "gputop_gpu_row_remap_pending",
+        "gauge",
+        "1 when a row remap waits for a GPU reset.",
+    );
+    let mut failure = Family::new(
+        "gputop_gpu_row_remap_failure",
+        "gauge",
+        "1 when a row remap failed: the GPU needs service.",
+    );
+    let mut pages = Family::new(
+        "gputop_gpu_retired_pages",
+        "gauge",
+        "Memory pages retired after ECC errors (Kepler to Turing).",
+    );
+    let flag = |on: bool| Some(if on { 1.0 } else { 0.0 });
+    for d in devices {
+        let labels = device_labels(d);
+        if let Some(r) = d.remapped_rows.value() {
+            rows.add(
+                &format!("{labels},cause=\"correctable\""),
+                Some(f64::from(r.correctable)),
+            );
+            rows.add(
+                &format!("{labels},cause=\"uncorrectable\""),
+                Some(f64::from(r.uncorrectable)),
+            );
+            pending.add(&labels, flag(r.pending));
+            failure.add(&labels, flag(r.failure));
+        }
+        if let Some(p) = d.retired_pages.value() {
+            pages.add(
+                &format!("{labels},cause=\"single_bit_ecc\""),
+                Some(f64::from(p.single_bit)),
+            );
+            pages.add(
+                &format!("{labels},cause=\"double_bit_ecc\""),
+                Some(f64::from(p.double_bit)),
+            );
+        }
+    }
+    for family in [rows, pending, failure, pages] {
+        family.write(out);
+    }
 }
 
 /// Each clock event reason of each GPU: whether it holds the clocks down now (1 or 0, every

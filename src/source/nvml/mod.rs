@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{
-    Clock, ComputeMode, EccCounter, MemoryError, PcieUtilCounter, Sampling, TemperatureSensor,
-    TemperatureThreshold,
+    Clock, ComputeMode, EccCounter, MemoryError, PcieUtilCounter, RetirementCause, Sampling,
+    TemperatureSensor, TemperatureThreshold,
 };
 use nvml_wrapper::enums::device::{SampleValue, UsedGpuMemory};
 use nvml_wrapper::error::NvmlError;
@@ -30,7 +30,7 @@ use nvml_wrapper_sys::bindings::nvmlDevice_t;
 use super::{Activity, Gauge, Reach, Readout};
 use crate::model::{
     Bar1, Clocks, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, Memory, MigDevice, MigId,
-    PcieLink, ProcessType, Reading, Window,
+    PcieLink, ProcessType, Reading, RemappedRows, RetiredPages, Window,
 };
 
 /// A device sample as the driver gave it, stamped on the driver's own clock: what
@@ -203,6 +203,8 @@ struct SlowFacts {
     decoder: Reading<u32>,
     ecc_enabled: Reading<bool>,
     ecc_uncorrected_volatile: Reading<u64>,
+    remapped_rows: Reading<RemappedRows>,
+    retired_pages: Reading<RetiredPages>,
     compute_mode: Reading<String>,
     persistence_mode: Reading<bool>,
     mig_enabled: Reading<bool>,
@@ -317,6 +319,14 @@ impl SlowFacts {
             decoder: reading(device.decoder_utilization().map(|u| u.utilization)),
             ecc_enabled,
             ecc_uncorrected_volatile,
+            remapped_rows: reading(raw::remapped_rows(device)),
+            retired_pages: reading((|| {
+                let pages = |cause| device.retired_pages(cause).map(|p| p.len() as u32);
+                Ok(RetiredPages {
+                    single_bit: pages(RetirementCause::MultipleSingleBitEccErrors)?,
+                    double_bit: pages(RetirementCause::DoubleBitEccError)?,
+                })
+            })()),
             compute_mode: reading(device.compute_mode().map(|mode| {
                 match mode {
                     ComputeMode::Default => "default",
@@ -1065,6 +1075,8 @@ fn read_device(
         decoder: slow.decoder,
         ecc_enabled: slow.ecc_enabled,
         ecc_uncorrected_volatile: slow.ecc_uncorrected_volatile,
+        remapped_rows: slow.remapped_rows,
+        retired_pages: slow.retired_pages,
         compute_mode: slow.compute_mode,
         persistence_mode: slow.persistence_mode,
         mig_enabled: slow.mig_enabled,

@@ -284,3 +284,26 @@ pub fn memory_v1(device: &NvmlDevice<'_>) -> Result<(u64, u64, u64), NvmlError> 
     nvml_try(unsafe { sym(handle(device), &mut memory) })?;
     Ok((memory.total, memory.used, memory.free))
 }
+
+/// Row remapping (`nvmlDeviceGetRemappedRows`, Ampere and newer), which nvml-wrapper does
+/// not wrap.
+pub fn remapped_rows(device: &NvmlDevice<'_>) -> Result<crate::model::RemappedRows, NvmlError> {
+    let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetRemappedRows.as_ref())?;
+    let (mut correctable, mut uncorrectable, mut pending, mut failure) = (0, 0, 0, 0);
+    // SAFETY: a valid handle and four pointers to unsigned ints.
+    nvml_try(unsafe {
+        sym(
+            handle(device),
+            &mut correctable,
+            &mut uncorrectable,
+            &mut pending,
+            &mut failure,
+        )
+    })?;
+    Ok(crate::model::RemappedRows {
+        correctable,
+        uncorrectable,
+        pending: pending != 0,
+        failure: failure != 0,
+    })
+}
