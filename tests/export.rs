@@ -773,7 +773,7 @@ fn clock_event_reasons_are_series_each_active_or_not_with_their_seconds() {
 }
 
 #[test]
-fn remapped_rows_and_retired_pages_are_served_as_the_driver_reports_them() {
+fn remapped_rows_retired_pages_and_nvlinks_are_served_as_the_driver_reports_them() {
     let home = tempfile::tempdir().unwrap();
     let (_exporter, port) = ready_exporter(home.path(), &scenario("memory-faults"), "", &[]);
     let body = get(port, "/metrics").2;
@@ -808,8 +808,40 @@ fn remapped_rows_and_retired_pages_are_served_as_the_driver_reports_them() {
         ],
         "GPU 0 cannot retire pages, GPU 1 cannot remap rows: absent, not 0"
     );
+    let link = |body: &str, family: &str| -> Vec<String> {
+        let mut out: Vec<String> = body
+            .lines()
+            .filter(|l| l.starts_with(&format!("{family}{{")))
+            .map(|l| {
+                let (series, value) = l.rsplit_once(' ').unwrap();
+                let (_, labels) = parse_series(series).unwrap();
+                let counter = labels.get("counter").map_or(String::new(), |c| format!(" {c}"));
+                format!("gpu {} link {}{counter} = {value}", labels["gpu"], labels["link"])
+            })
+            // Of the error counters, those that counted something.
+            .filter(|l| family.ends_with("active") || !l.ends_with(" = 0"))
+            .collect();
+        out.sort();
+        out
+    };
+    assert_eq!(
+        link(&body, "gputop_gpu_nvlink_active"),
+        [
+            "gpu 0 link 0 = 1",
+            "gpu 0 link 1 = 1",
+            "gpu 0 link 2 = 0",
+            "gpu 0 link 3 = 1"
+        ],
+        "GPU 1 has no NVLink"
+    );
+    assert_eq!(
+        link(&body, "gputop_gpu_nvlink_errors_total"),
+        ["gpu 0 link 1 crc_flit = 2", "gpu 0 link 1 replay = 7"]
+    );
     let snapshot: serde_json::Value = serde_json::from_str(&get(port, "/snapshot").2).unwrap();
     let gpu = &snapshot["devices"];
+    assert_eq!(gpu[0]["nvlinks"][1]["replay_errors"], 7);
+    assert_eq!(gpu[1]["nvlinks"], serde_json::Value::Null);
     assert_eq!(gpu[0]["remapped_rows_pending"], true);
     assert_eq!(gpu[0]["retired_pages_double_bit"], serde_json::Value::Null);
     assert_eq!(gpu[1]["retired_pages_double_bit"], 1);

@@ -158,6 +158,8 @@ pub struct Device {
     pub remapped_rows: Reading<RemappedRows>,
     /// Pages retired after ECC errors (Kepler to Turing).
     pub retired_pages: Reading<RetiredPages>,
+    /// Its NVLinks (SXM boards), by link number.
+    pub nvlinks: Reading<Vec<NvLink>>,
     pub compute_mode: Reading<String>,
     pub persistence_mode: Reading<bool>,
     pub mig_enabled: Reading<bool>,
@@ -218,6 +220,7 @@ impl Device {
             ecc_uncorrected_volatile: Reading::failed(reason),
             remapped_rows: Reading::failed(reason),
             retired_pages: Reading::failed(reason),
+            nvlinks: Reading::failed(reason),
             compute_mode: Reading::failed(reason),
             persistence_mode: Reading::failed(reason),
             mig_enabled: Reading::failed(reason),
@@ -549,6 +552,17 @@ pub struct RemappedRows {
 pub struct RetiredPages {
     pub single_bit: u32,
     pub double_bit: u32,
+}
+
+/// One NVLink: whether it is up, and its data link error counters since the driver loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NvLink {
+    pub link: u32,
+    pub active: bool,
+    pub replay_errors: u64,
+    pub recovery_errors: u64,
+    pub crc_flit_errors: u64,
+    pub crc_data_errors: u64,
 }
 
 /// NVML's clock event (throttle) reasons: each bit of `nvmlDeviceGetCurrentClocksEventReasons`

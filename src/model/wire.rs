@@ -14,8 +14,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::{
     Bar1, Clocks, Container, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, HostStats, Memory,
-    MigDevice, MigId, PcieLink, PidMapping, PidNamespace, ProcessType, Reading, RemappedRows, RetiredPages,
-    Snapshot, Window,
+    MigDevice, MigId, NvLink, PcieLink, PidMapping, PidNamespace, ProcessType, Reading, RemappedRows,
+    RetiredPages, Snapshot, Window,
 };
 
 /// The wire form's version (the document's `version`).
@@ -154,6 +154,8 @@ pub struct WireDevice {
     pub remapped_rows_failure: Option<bool>,
     pub retired_pages_single_bit: Option<u32>,
     pub retired_pages_double_bit: Option<u32>,
+    #[serde(default, deserialize_with = "bounded_or_null::<{ limits::SHORT_LIST }, _, _>")]
+    pub nvlinks: Option<Vec<WireNvLink>>,
     pub compute_mode: Option<String>,
     pub persistence_mode: Option<bool>,
     pub mig_mode: Option<bool>,
@@ -580,12 +582,50 @@ impl From<&Device> for WireDevice {
             remapped_rows_failure: with(&d.remapped_rows, |r| r.failure),
             retired_pages_single_bit: with(&d.retired_pages, |r| r.single_bit),
             retired_pages_double_bit: with(&d.retired_pages, |r| r.double_bit),
+            nvlinks: with(&d.nvlinks, |links| links.iter().map(WireNvLink::from).collect()),
             compute_mode: put(&d.compute_mode),
             persistence_mode: put(&d.persistence_mode),
             mig_mode: put(&d.mig_enabled),
             throttle_reasons: put(&d.throttle_reasons),
             mig_devices: d.mig_devices.iter().map(WireMig::from).collect(),
             process_list_error: d.processes_unlisted.clone(),
+        }
+    }
+}
+
+/// One NVLink on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireNvLink {
+    pub link: u32,
+    pub active: bool,
+    pub replay_errors: u64,
+    pub recovery_errors: u64,
+    pub crc_flit_errors: u64,
+    pub crc_data_errors: u64,
+}
+
+impl From<&NvLink> for WireNvLink {
+    fn from(l: &NvLink) -> Self {
+        Self {
+            link: l.link,
+            active: l.active,
+            replay_errors: l.replay_errors,
+            recovery_errors: l.recovery_errors,
+            crc_flit_errors: l.crc_flit_errors,
+            crc_data_errors: l.crc_data_errors,
+        }
+    }
+}
+
+impl From<WireNvLink> for NvLink {
+    fn from(l: WireNvLink) -> Self {
+        Self {
+            link: l.link,
+            active: l.active,
+            replay_errors: l.replay_errors,
+            recovery_errors: l.recovery_errors,
+            crc_flit_errors: l.crc_flit_errors,
+            crc_data_errors: l.crc_data_errors,
         }
     }
 }
@@ -682,6 +722,9 @@ impl From<WireDevice> for Device {
                     failure: d.remapped_rows_failure?,
                 })
             })()),
+            nvlinks: get(d
+                .nvlinks
+                .map(|links| links.into_iter().map(NvLink::from).collect())),
             retired_pages: get((|| {
                 Some(RetiredPages {
                     single_bit: d.retired_pages_single_bit?,

@@ -360,6 +360,28 @@ fn gpu(d: &Device, capture: &Captured, period_ms: u64) -> Table {
         }
         Reading::Failed(_) => {}
     }
+    if let Reading::Value(links) = &d.nvlinks {
+        let mut nvlink = Table::new();
+        int(&mut nvlink, "links", Some(links.len() as u64));
+        let list = |f: fn(&crate::model::NvLink) -> u64| {
+            Value::Array(
+                links
+                    .iter()
+                    .map(|l| Value::Integer(f(l).min(i64::MAX as u64) as i64))
+                    .collect(),
+            )
+        };
+        let inactive = links
+            .iter()
+            .filter(|l| !l.active)
+            .map(|l| Value::Integer(i64::from(l.link)));
+        nvlink.insert("inactive".into(), Value::Array(inactive.collect()));
+        nvlink.insert("replay".into(), list(|l| l.replay_errors));
+        nvlink.insert("recovery".into(), list(|l| l.recovery_errors));
+        nvlink.insert("crc_flit".into(), list(|l| l.crc_flit_errors));
+        nvlink.insert("crc_data".into(), list(|l| l.crc_data_errors));
+        g.insert("nvlink".into(), Value::Table(nvlink));
+    }
     if let Reading::Value(p) = &d.retired_pages {
         let mut pages = Table::new();
         int(&mut pages, "single_bit", Some(u64::from(p.single_bit)));

@@ -239,6 +239,20 @@ impl DemoSource {
                     failure: rows.failure,
                 })
             }),
+            nvlinks: self.field(gpu, "nvlink", t, || {
+                let links = g.nvlink.as_ref().ok_or(codes::NOT_SUPPORTED)?;
+                let at = |counts: &[u64], link: u32| counts.get(link as usize).copied().unwrap_or(0);
+                Ok((0..links.links)
+                    .map(|link| crate::model::NvLink {
+                        link,
+                        active: !links.inactive.contains(&link),
+                        replay_errors: at(&links.replay, link),
+                        recovery_errors: at(&links.recovery, link),
+                        crc_flit_errors: at(&links.crc_flit, link),
+                        crc_data_errors: at(&links.crc_data, link),
+                    })
+                    .collect())
+            }),
             retired_pages: self.field(gpu, "retired_pages", t, || {
                 let pages = g.retired_pages.ok_or(codes::NOT_SUPPORTED)?;
                 Ok(crate::model::RetiredPages {

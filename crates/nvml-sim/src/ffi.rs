@@ -1358,6 +1358,51 @@ pub unsafe extern "C" fn nvmlDeviceGetRetiredPages_v2(
 }
 
 #[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkState(
+    device: nvmlDevice_t,
+    link: c_uint,
+    active: *mut c_uint,
+) -> Ret {
+    with_device("nvmlDeviceGetNvLinkState", device, "nvlink", |l, gpu, _| {
+        let links = l.sim.gpu(gpu).nvlink.as_ref().ok_or(NOT_SUPPORTED)?;
+        if link >= links.links {
+            return Err(INVALID_ARGUMENT);
+        }
+        *unsafe { out(active) }? = c_uint::from(!links.inactive.contains(&link));
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkErrorCounter(
+    device: nvmlDevice_t,
+    link: c_uint,
+    counter: c_uint,
+    value: *mut c_ulonglong,
+) -> Ret {
+    with_device(
+        "nvmlDeviceGetNvLinkErrorCounter",
+        device,
+        "nvlink",
+        |l, gpu, _| {
+            let links = l.sim.gpu(gpu).nvlink.as_ref().ok_or(NOT_SUPPORTED)?;
+            if link >= links.links {
+                return Err(INVALID_ARGUMENT);
+            }
+            let by_link = match counter {
+                0 => &links.replay,
+                1 => &links.recovery,
+                2 => &links.crc_flit,
+                3 => &links.crc_data,
+                _ => return Err(INVALID_ARGUMENT),
+            };
+            *unsafe { out(value) }? = by_link.get(link as usize).copied().unwrap_or(0);
+            Ok(())
+        },
+    )
+}
+
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetMigMode(
     device: nvmlDevice_t,
     current: *mut c_uint,

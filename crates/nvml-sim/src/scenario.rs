@@ -286,6 +286,26 @@ pub struct RetiredPages {
     pub double_bit: u32,
 }
 
+/// NVLink (SXM boards; NVML docs for `nvmlDeviceGetNvLinkState` and
+/// `nvmlDeviceGetNvLinkErrorCounter`): how many links, which are down, and each link's data
+/// link error counters (replay, recovery, CRC flit, CRC data), by link; a link the lists do
+/// not reach has none.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NvLinks {
+    pub links: u32,
+    #[serde(default)]
+    pub inactive: Vec<u32>,
+    #[serde(default)]
+    pub replay: Vec<u64>,
+    #[serde(default)]
+    pub recovery: Vec<u64>,
+    #[serde(default)]
+    pub crc_flit: Vec<u64>,
+    #[serde(default)]
+    pub crc_data: Vec<u64>,
+}
+
 /// `remapped_rows = false` (not supported) or the counts.
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(untagged)]
@@ -332,6 +352,8 @@ struct GpuDef {
     remapped_rows: Option<RemappedRowsSetting>,
     /// Absent: not supported (Ampere and newer).
     retired_pages: Option<RetiredPages>,
+    /// Absent: no NVLink (a PCIe board): NOT_SUPPORTED.
+    nvlink: Option<NvLinks>,
     #[serde(default = "default_architecture")]
     architecture: String,
     #[serde(default = "default_cuda_capability")]
@@ -722,6 +744,7 @@ pub const FAULT_FIELDS: &[&str] = &[
     "ecc",
     "remapped_rows",
     "retired_pages",
+    "nvlink",
     "mig",
     "processes",
     "process_utilization",
@@ -775,6 +798,7 @@ pub struct Gpu {
     /// `None`: the driver answers NOT_SUPPORTED.
     pub remapped_rows: Option<RemappedRows>,
     pub retired_pages: Option<RetiredPages>,
+    pub nvlink: Option<NvLinks>,
     pub architecture: u32,
     pub cuda_capability: [i32; 2],
     pub brand: u32,
@@ -1139,6 +1163,7 @@ fn resolve_gpu(
             Some(RemappedRowsSetting::Rows(rows)) => Some(rows),
         },
         retired_pages: def.retired_pages,
+        nvlink: def.nvlink,
         architecture,
         cuda_capability: def.cuda_capability,
         brand: def.brand,

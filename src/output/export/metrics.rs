@@ -314,6 +314,7 @@ pub fn exposition(snapshot: Option<(&Snapshot, &Monitor)>, options: Options) -> 
     count.write(&mut out);
     clock_event_families(&ok, &monitor.clock_events, &mut out);
     memory_fault_families(&ok, &mut out);
+    nvlink_families(&ok, &mut out);
     mig_families(snapshot, &ok, &mut out);
     if options.processes {
         process_families(snapshot, options, &mut out);
@@ -374,6 +375,32 @@ fn memory_fault_families(devices: &[&Device], out: &mut String) {
     for family in [rows, pending, failure, pages] {
         family.write(out);
     }
+}
+
+/// Each NVLink of each GPU: up or down, and its data link error counters.
+fn nvlink_families(devices: &[&Device], out: &mut String) {
+    let mut active = Family::new("gputop_gpu_nvlink_active", "gauge", "1 while the NVLink is up.");
+    let mut errors = Family::new(
+        "gputop_gpu_nvlink_errors_total",
+        "counter",
+        "NVLink data link errors since the driver loaded, by counter (replay, recovery, crc_flit, crc_data).",
+    );
+    for d in devices {
+        for l in d.nvlinks.value().into_iter().flatten() {
+            let labels = format!("{},link=\"{}\"", device_labels(d), l.link);
+            active.add(&labels, Some(if l.active { 1.0 } else { 0.0 }));
+            for (counter, value) in [
+                ("replay", l.replay_errors),
+                ("recovery", l.recovery_errors),
+                ("crc_flit", l.crc_flit_errors),
+                ("crc_data", l.crc_data_errors),
+            ] {
+                errors.add(&format!("{labels},counter=\"{counter}\""), Some(value as f64));
+            }
+        }
+    }
+    active.write(out);
+    errors.write(out);
 }
 
 /// Each clock event reason of each GPU: whether it holds the clocks down now (1 or 0, every

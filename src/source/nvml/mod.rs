@@ -29,7 +29,7 @@ use nvml_wrapper_sys::bindings::nvmlDevice_t;
 
 use super::{Activity, Gauge, Reach, Readout};
 use crate::model::{
-    Bar1, Clocks, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, Memory, MigDevice, MigId,
+    Bar1, Clocks, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, Memory, MigDevice, MigId, NvLink,
     PcieLink, ProcessType, Reading, RemappedRows, RetiredPages, Window,
 };
 
@@ -186,6 +186,43 @@ struct PcieThroughput {
 /// every refresh they would be more than half of gputop's NVML calls.
 pub const SLOW_INTERVAL: Duration = Duration::from_secs(10);
 
+/// How often NVLink state and error counters are read again: five calls a link, up to 18
+/// links a GPU, would otherwise be most of the slow readings' calls.
+pub const NVLINK_INTERVAL: Duration = Duration::from_secs(60);
+
+/// A GPU's NVLinks: each link's state, and the data link error counters of those that are
+/// up; NOT_SUPPORTED on a board without NVLink. Links are asked by number until the driver
+/// says there is no such link.
+fn read_nvlinks(device: &NvmlDevice<'_>) -> Reading<Vec<NvLink>> {
+    use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
+    let mut links = Vec::new();
+    // NVML_NVLINK_MAX_LINKS is 18; room for more.
+    for link in 0..32 {
+        let wrapper = device.link_wrapper_for(link);
+        let active = match wrapper.is_active() {
+            Ok(active) => active,
+            Err(NvmlError::InvalidArg) if link > 0 => break,
+            Err(error) => return reading(Err(error)),
+        };
+        let count = |counter| {
+            if active {
+                wrapper.error_counter(counter).unwrap_or(0)
+            } else {
+                0
+            }
+        };
+        links.push(NvLink {
+            link,
+            active,
+            replay_errors: count(ErrorCounter::DlReplay),
+            recovery_errors: count(ErrorCounter::DlRecovery),
+            crc_flit_errors: count(ErrorCounter::DlCrcFlit),
+            crc_data_errors: count(ErrorCounter::DlCrcData),
+        });
+    }
+    Reading::Value(links)
+}
+
 /// The rarely changing readings of one device, and when they were read.
 #[derive(Debug, Clone)]
 struct SlowFacts {
@@ -205,6 +242,8 @@ struct SlowFacts {
     ecc_uncorrected_volatile: Reading<u64>,
     remapped_rows: Reading<RemappedRows>,
     retired_pages: Reading<RetiredPages>,
+    /// Read every [`NVLINK_INTERVAL`] (up to 18 links, five calls each): when, and what.
+    nvlinks: (Instant, Reading<Vec<NvLink>>),
     compute_mode: Reading<String>,
     persistence_mode: Reading<bool>,
     mig_enabled: Reading<bool>,
@@ -291,7 +330,8 @@ fn read_mig_devices(device: &NvmlDevice<'_>, found: &[MigHandle]) -> Vec<MigDevi
 }
 
 impl SlowFacts {
-    fn read(device: &NvmlDevice<'_>) -> Self {
+    /// Reads them again, with the NVLinks `kept` when they are recent enough.
+    fn read(device: &NvmlDevice<'_>, kept: Option<(Instant, Reading<Vec<NvLink>>)>) -> Self {
         let ecc_enabled = reading(device.is_ecc_enabled().map(|e| e.currently_enabled));
         let mig_enabled = reading(device.mig_mode().map(|m| m.current == 1));
         let ecc_uncorrected_volatile = match ecc_enabled {
@@ -319,6 +359,7 @@ impl SlowFacts {
             decoder: reading(device.decoder_utilization().map(|u| u.utilization)),
             ecc_enabled,
             ecc_uncorrected_volatile,
+            nvlinks: kept.unwrap_or_else(|| (Instant::now(), read_nvlinks(device))),
             remapped_rows: reading(raw::remapped_rows(device)),
             retired_pages: reading((|| {
                 let pages = |cause| device.retired_pages(cause).map(|p| p.len() as u32);
@@ -1028,7 +1069,11 @@ fn read_device(
     let clock = |clock| reading(device.clock_info(clock));
     if slow.as_ref().is_none_or(|s| s.read_at.elapsed() >= SLOW_INTERVAL) {
         activity.set("slow readings (power limits, ECC, modes, BAR1)", gpu);
-        *slow = Some(SlowFacts::read(device));
+        let kept = slow
+            .take()
+            .map(|s| s.nvlinks)
+            .filter(|(at, _)| at.elapsed() < NVLINK_INTERVAL);
+        *slow = Some(SlowFacts::read(device, kept));
     }
     let slow = slow.clone().expect("read above");
     activity.set("power, temperature, fans and clocks", gpu);
@@ -1077,6 +1122,7 @@ fn read_device(
         ecc_uncorrected_volatile: slow.ecc_uncorrected_volatile,
         remapped_rows: slow.remapped_rows,
         retired_pages: slow.retired_pages,
+        nvlinks: slow.nvlinks.1,
         compute_mode: slow.compute_mode,
         persistence_mode: slow.persistence_mode,
         mig_enabled: slow.mig_enabled,
