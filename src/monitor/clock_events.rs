@@ -4,14 +4,14 @@
 //! longer than [`super::usage::MAX_GAP_INTERVALS`] refreshes adds nothing.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
+use super::usage::Elapsed;
 use crate::model::{CLOCK_EVENT_REASONS, Snapshot};
 
 #[derive(Debug, Clone)]
 pub struct ClockEvents {
-    last: Option<SystemTime>,
-    max_gap: Duration,
+    elapsed: Elapsed,
     /// By GPU index, then by position in [`CLOCK_EVENT_REASONS`].
     seconds: BTreeMap<u32, [f64; CLOCK_EVENT_REASONS.len()]>,
 }
@@ -20,24 +20,13 @@ impl ClockEvents {
     /// For snapshots `interval` apart.
     pub fn new(interval: Duration) -> Self {
         Self {
-            last: None,
-            max_gap: interval
-                .mul_f64(super::usage::MAX_GAP_INTERVALS)
-                .max(Duration::from_secs(1)),
+            elapsed: Elapsed::new(interval),
             seconds: BTreeMap::new(),
         }
     }
 
     pub fn record(&mut self, snapshot: &Snapshot) {
-        let now = snapshot.taken_at;
-        let elapsed = self
-            .last
-            .and_then(|last| now.duration_since(last).ok())
-            .filter(|gap| *gap <= self.max_gap)
-            .map_or(0.0, |gap| gap.as_secs_f64());
-        if self.last.is_none_or(|last| now > last) {
-            self.last = Some(now);
-        }
+        let elapsed = self.elapsed.to(snapshot.taken_at);
         for device in &snapshot.devices {
             let totals = self.seconds.entry(device.index).or_default();
             for reason in device.throttle_reasons.value().into_iter().flatten() {
@@ -62,6 +51,7 @@ impl ClockEvents {
 mod tests {
     use super::*;
     use crate::model::{Reading, testing};
+    use std::time::SystemTime;
 
     #[test]
     fn each_reason_counts_the_seconds_it_was_shown_and_gaps_count_nothing() {

@@ -35,12 +35,42 @@ pub struct Usage {
     pub last_active: Option<SystemTime>,
 }
 
+/// The seconds each snapshot accounts for: the time since the one before, or none after a
+/// gap longer than [`MAX_GAP_INTERVALS`] refreshes (what happened in it was not seen).
+#[derive(Debug, Clone)]
+pub struct Elapsed {
+    last: Option<SystemTime>,
+    max_gap: Duration,
+}
+
+impl Elapsed {
+    /// For snapshots `interval` apart.
+    pub fn new(interval: Duration) -> Self {
+        Self {
+            last: None,
+            max_gap: interval.mul_f64(MAX_GAP_INTERVALS).max(Duration::from_secs(1)),
+        }
+    }
+
+    /// The seconds a snapshot taken at `now` accounts for.
+    pub fn to(&mut self, now: SystemTime) -> f64 {
+        let elapsed = self
+            .last
+            .and_then(|last| now.duration_since(last).ok())
+            .filter(|gap| *gap <= self.max_gap)
+            .map_or(0.0, |gap| gap.as_secs_f64());
+        if self.last.is_none_or(|last| now > last) {
+            self.last = Some(now);
+        }
+        elapsed
+    }
+}
+
 /// Usage per user and per container since gputop started.
 #[derive(Debug, Clone)]
 pub struct Accounting {
     pub since: Option<SystemTime>,
-    last: Option<SystemTime>,
-    max_gap: Duration,
+    elapsed: Elapsed,
     /// Seconds of time the accumulations cover.
     pub seconds: f64,
     pub users: BTreeMap<String, Usage>,
@@ -75,8 +105,7 @@ impl Accounting {
     pub fn new(interval: Duration) -> Self {
         Self {
             since: None,
-            last: None,
-            max_gap: interval.mul_f64(MAX_GAP_INTERVALS).max(Duration::from_secs(1)),
+            elapsed: Elapsed::new(interval),
             seconds: 0.0,
             users: BTreeMap::new(),
             containers: BTreeMap::new(),
@@ -87,14 +116,7 @@ impl Accounting {
     pub fn record(&mut self, snapshot: &Snapshot) {
         let now = snapshot.taken_at;
         self.since.get_or_insert(now);
-        let elapsed = self
-            .last
-            .and_then(|last| now.duration_since(last).ok())
-            .filter(|gap| *gap <= self.max_gap)
-            .map_or(0.0, |gap| gap.as_secs_f64());
-        if self.last.is_none_or(|last| now > last) {
-            self.last = Some(now);
-        }
+        let elapsed = self.elapsed.to(now);
         self.seconds += elapsed;
         let users = Self::current(snapshot, user_of, user_name);
         let containers = Self::current(snapshot, container_of, Container::label_of);
