@@ -841,6 +841,11 @@ fn remapped_rows_retired_pages_and_nvlinks_are_served_as_the_driver_reports_them
     let snapshot: serde_json::Value = serde_json::from_str(&get(port, "/snapshot").2).unwrap();
     let gpu = &snapshot["devices"];
     assert_eq!(gpu[0]["nvlinks"][1]["replay_errors"], 7);
+    assert_eq!(
+        gpu[0]["nvlinks"][2]["replay_errors"],
+        serde_json::Value::Null,
+        "a link that is down has no counters, not zeros"
+    );
     assert_eq!(gpu[1]["nvlinks"], serde_json::Value::Null);
     assert_eq!(gpu[0]["remapped_rows_pending"], true);
     assert_eq!(gpu[0]["retired_pages_double_bit"], serde_json::Value::Null);

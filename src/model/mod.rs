@@ -554,15 +554,16 @@ pub struct RetiredPages {
     pub double_bit: u32,
 }
 
-/// One NVLink: whether it is up, and its data link error counters since the driver loaded.
+/// One NVLink: whether it is up, and its data link error counters since the driver loaded
+/// (`None` for a link that is down, or a counter the driver does not keep).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct NvLink {
     pub link: u32,
     pub active: bool,
-    pub replay_errors: u64,
-    pub recovery_errors: u64,
-    pub crc_flit_errors: u64,
-    pub crc_data_errors: u64,
+    pub replay_errors: Option<u64>,
+    pub recovery_errors: Option<u64>,
+    pub crc_flit_errors: Option<u64>,
+    pub crc_data_errors: Option<u64>,
 }
 
 /// NVML's clock event (throttle) reasons: each bit of `nvmlDeviceGetCurrentClocksEventReasons`

@@ -598,10 +598,10 @@ impl From<&Device> for WireDevice {
 pub struct WireNvLink {
     pub link: u32,
     pub active: bool,
-    pub replay_errors: u64,
-    pub recovery_errors: u64,
-    pub crc_flit_errors: u64,
-    pub crc_data_errors: u64,
+    pub replay_errors: Option<u64>,
+    pub recovery_errors: Option<u64>,
+    pub crc_flit_errors: Option<u64>,
+    pub crc_data_errors: Option<u64>,
 }
 
 impl From<&NvLink> for WireNvLink {

@@ -363,13 +363,12 @@ fn gpu(d: &Device, capture: &Captured, period_ms: u64) -> Table {
     if let Reading::Value(links) = &d.nvlinks {
         let mut nvlink = Table::new();
         int(&mut nvlink, "links", Some(links.len() as u64));
-        let list = |f: fn(&crate::model::NvLink) -> u64| {
-            Value::Array(
-                links
-                    .iter()
-                    .map(|l| Value::Integer(f(l).min(i64::MAX as u64) as i64))
-                    .collect(),
-            )
+        // The simulator keeps every counter: one the driver did not give is captured as 0.
+        let list = |f: fn(&crate::model::NvLink) -> Option<u64>| {
+            let counts = links
+                .iter()
+                .map(|l| f(l).unwrap_or(0).min(i64::MAX as u64) as i64);
+            Value::Array(counts.map(Value::Integer).collect())
         };
         let inactive = links
             .iter()

@@ -241,11 +241,14 @@ impl DemoSource {
             }),
             nvlinks: self.field(gpu, "nvlink", t, || {
                 let links = g.nvlink.as_ref().ok_or(codes::NOT_SUPPORTED)?;
-                let at = |counts: &[u64], link: u32| counts.get(link as usize).copied().unwrap_or(0);
+                let active = |link: u32| !links.inactive.contains(&link);
+                let at = |counts: &[u64], link: u32| {
+                    active(link).then(|| counts.get(link as usize).copied().unwrap_or(0))
+                };
                 Ok((0..links.links)
                     .map(|link| crate::model::NvLink {
                         link,
-                        active: !links.inactive.contains(&link),
+                        active: active(link),
                         replay_errors: at(&links.replay, link),
                         recovery_errors: at(&links.recovery, link),
                         crc_flit_errors: at(&links.crc_flit, link),

@@ -395,7 +395,10 @@ fn nvlink_families(devices: &[&Device], out: &mut String) {
                 ("crc_flit", l.crc_flit_errors),
                 ("crc_data", l.crc_data_errors),
             ] {
-                errors.add(&format!("{labels},counter=\"{counter}\""), Some(value as f64));
+                errors.add(
+                    &format!("{labels},counter=\"{counter}\""),
+                    value.map(|v| v as f64),
+                );
             }
         }
     }

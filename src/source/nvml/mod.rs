@@ -201,16 +201,12 @@ fn read_nvlinks(device: &NvmlDevice<'_>) -> Reading<Vec<NvLink>> {
         let wrapper = device.link_wrapper_for(link);
         let active = match wrapper.is_active() {
             Ok(active) => active,
-            Err(NvmlError::InvalidArg) if link > 0 => break,
+            // Past the last link: INVALID_ARGUMENT (NOT_SUPPORTED on some boards).
+            Err(NvmlError::InvalidArg | NvmlError::NotSupported) if link > 0 => break,
             Err(error) => return reading(Err(error)),
         };
-        let count = |counter| {
-            if active {
-                wrapper.error_counter(counter).unwrap_or(0)
-            } else {
-                0
-            }
-        };
+        // A counter the driver does not keep is unknown, never 0.
+        let count = |counter| active.then(|| wrapper.error_counter(counter).ok()).flatten();
         links.push(NvLink {
             link,
             active,
