@@ -1357,6 +1357,16 @@ pub unsafe extern "C" fn nvmlDeviceGetRetiredPages_v2(
     )
 }
 
+/// The GPU's NVLinks when `link` is one of them: NOT_SUPPORTED without NVLink, and
+/// INVALID_ARGUMENT past the last link, as the driver answers.
+fn nvlinks(l: &Loaded, gpu: usize, link: c_uint) -> Result<&crate::scenario::NvLinks, Ret> {
+    let links = l.sim.gpu(gpu).nvlink.as_ref().ok_or(NOT_SUPPORTED)?;
+    if link >= links.links {
+        return Err(INVALID_ARGUMENT);
+    }
+    Ok(links)
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetNvLinkState(
     device: nvmlDevice_t,
@@ -1364,10 +1374,7 @@ pub unsafe extern "C" fn nvmlDeviceGetNvLinkState(
     active: *mut c_uint,
 ) -> Ret {
     with_device("nvmlDeviceGetNvLinkState", device, "nvlink", |l, gpu, _| {
-        let links = l.sim.gpu(gpu).nvlink.as_ref().ok_or(NOT_SUPPORTED)?;
-        if link >= links.links {
-            return Err(INVALID_ARGUMENT);
-        }
+        let links = nvlinks(l, gpu, link)?;
         *unsafe { out(active) }? = c_uint::from(!links.inactive.contains(&link));
         Ok(())
     })
@@ -1385,10 +1392,7 @@ pub unsafe extern "C" fn nvmlDeviceGetNvLinkErrorCounter(
         device,
         "nvlink",
         |l, gpu, _| {
-            let links = l.sim.gpu(gpu).nvlink.as_ref().ok_or(NOT_SUPPORTED)?;
-            if link >= links.links {
-                return Err(INVALID_ARGUMENT);
-            }
+            let links = nvlinks(l, gpu, link)?;
             let by_link = match counter {
                 0 => &links.replay,
                 1 => &links.recovery,

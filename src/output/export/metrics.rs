@@ -424,8 +424,9 @@ fn clock_event_families(devices: &[&Device], events: &ClockEvents, out: &mut Str
         let Some(now) = d.throttle_reasons.value() else {
             continue;
         };
+        let device = device_labels(d);
         for (_, reason) in CLOCK_EVENT_REASONS {
-            let labels = format!("{},reason=\"{reason}\"", device_labels(d));
+            let labels = format!("{device},reason=\"{reason}\"");
             let on = now.iter().any(|r| r == reason);
             active.add(&labels, Some(if on { 1.0 } else { 0.0 }));
             seconds.add(&labels, Some(events.seconds(d.index, reason)));

@@ -650,8 +650,13 @@ impl NvmlSource {
         match gauge {
             Gauge::Memory => device.memory = reading(memory_info(&nvml_device)),
             Gauge::GpuUtilization => {
-                (device.utilization_gpu, device.utilization_gpu_window) =
-                    read_gpu_utilization(&nvml_device, device.index, marks, &pass);
+                (device.utilization_gpu, device.utilization_gpu_window) = read_sampled(
+                    &nvml_device,
+                    device.index,
+                    SampledMetric::GpuUtilization,
+                    marks,
+                    &pass,
+                );
             }
             Gauge::Utilization => {
                 let utilization = read_utilization(&nvml_device, device.index, marks, &pass);
@@ -664,8 +669,13 @@ impl NvmlSource {
                 device.temperature = reading(nvml_device.temperature(TemperatureSensor::Gpu));
             }
             Gauge::Power => {
-                (device.power_usage_mw, device.power_usage_window) =
-                    read_power(&nvml_device, device.index, marks, &pass);
+                (device.power_usage_mw, device.power_usage_window) = read_sampled(
+                    &nvml_device,
+                    device.index,
+                    SampledMetric::PowerMilliwatts,
+                    marks,
+                    &pass,
+                );
             }
             Gauge::FanSpeeds => device.fan_speeds = read_fans(&nvml_device, statics),
         }
@@ -950,14 +960,8 @@ fn read_utilization(
     marks: &mut Watermarks,
     pass: &Pass<'_>,
 ) -> Utilization {
-    let (gpu, gpu_window) = read_gpu_utilization(device, index, marks, pass);
-    let (memory, memory_window) = read_sampled(
-        device,
-        (index, SampledMetric::MemoryUtilization),
-        &mut marks.memory_util,
-        pass,
-        || device.utilization_rates().map(|u| u.memory),
-    );
+    let (gpu, gpu_window) = read_sampled(device, index, SampledMetric::GpuUtilization, marks, pass);
+    let (memory, memory_window) = read_sampled(device, index, SampledMetric::MemoryUtilization, marks, pass);
     // Memory utilization is unknown for the reason GPU utilization is.
     let memory = match (&gpu, memory) {
         (Reading::NotSupported, _) => Reading::NotSupported,
@@ -972,60 +976,32 @@ fn read_utilization(
     }
 }
 
-fn read_gpu_utilization(
+/// A sampled metric now (its newest sample, rounded; with none, the buffer dry, what the
+/// driver answers directly: GetUtilizationRates, GetPowerUsage) and over the window.
+fn read_sampled(
     device: &NvmlDevice<'_>,
     index: u32,
+    metric: SampledMetric,
     marks: &mut Watermarks,
     pass: &Pass<'_>,
 ) -> (Reading<u32>, Reading<Window>) {
-    read_sampled(
-        device,
-        (index, SampledMetric::GpuUtilization),
-        &mut marks.gpu_util,
-        pass,
-        || device.utilization_rates().map(|u| u.gpu),
-    )
-}
-
-/// A sampled metric now (its newest sample, rounded; with none, the buffer dry, what
-/// `direct` asks the driver) and over the window.
-fn read_sampled(
-    device: &NvmlDevice<'_>,
-    key: (u32, SampledMetric),
-    mark: &mut SampleMark,
-    pass: &Pass<'_>,
-    direct: impl FnOnce() -> Result<u32, NvmlError>,
-) -> (Reading<u32>, Reading<Window>) {
-    pass.activity.set("nvmlDeviceGetSamples", Some(key.0));
-    let sampled = sample_window(device, key, mark, pass);
+    let (mark, ceiling) = match metric {
+        SampledMetric::GpuUtilization => (&mut marks.gpu_util, 100.0),
+        SampledMetric::MemoryUtilization => (&mut marks.memory_util, 100.0),
+        SampledMetric::PowerMilliwatts => (&mut marks.power, f64::from(u32::MAX)),
+    };
+    pass.activity.set("nvmlDeviceGetSamples", Some(index));
+    let sampled = sample_window(device, (index, metric), mark, pass);
     let current = match &sampled {
-        Ok(Some((_, newest))) => {
-            let ceiling = match key.1 {
-                SampledMetric::PowerMilliwatts => f64::from(u32::MAX),
-                _ => 100.0,
-            };
-            Reading::Value(newest.round().clamp(0.0, ceiling) as u32)
-        }
-        _ => reading(direct()),
+        Ok(Some((_, newest))) => Reading::Value(newest.round().clamp(0.0, ceiling) as u32),
+        _ => reading(match metric {
+            SampledMetric::GpuUtilization => device.utilization_rates().map(|u| u.gpu),
+            SampledMetric::MemoryUtilization => device.utilization_rates().map(|u| u.memory),
+            SampledMetric::PowerMilliwatts => device.power_usage(),
+        }),
     };
     let window = window_or_current(&sampled, &current);
     (current, window)
-}
-
-/// A GPU's power draw now and over the window, in milliwatts.
-fn read_power(
-    device: &NvmlDevice<'_>,
-    index: u32,
-    marks: &mut Watermarks,
-    pass: &Pass<'_>,
-) -> (Reading<u32>, Reading<Window>) {
-    read_sampled(
-        device,
-        (index, SampledMetric::PowerMilliwatts),
-        &mut marks.power,
-        pass,
-        || device.power_usage(),
-    )
 }
 
 fn read_fans(device: &NvmlDevice<'_>, statics: &StaticFacts) -> Reading<Vec<u32>> {
@@ -1073,7 +1049,7 @@ fn read_device(
     }
     let slow = slow.clone().expect("read above");
     activity.set("power, temperature, fans and clocks", gpu);
-    let power = read_power(device, index, marks, pass);
+    let power = read_sampled(device, index, SampledMetric::PowerMilliwatts, marks, pass);
     let fan_speeds = read_fans(device, statics);
     Ok(Device {
         index,
