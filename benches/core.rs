@@ -1,6 +1,7 @@
 //! Micro-benchmarks of gputop's own work, without a terminal: building a snapshot through the
 //! NVML path (on the simulator), sorting and filtering 10 000 processes, and rendering a
-//! 200x50 frame of them. `cargo bench --bench core` prints medians; nothing here asserts time.
+//! 200x50 frame of them. `cargo bench --bench core --features internals` prints medians (the
+//! feature makes the view public to this benchmark); nothing here asserts time.
 
 use std::hint::black_box;
 use std::sync::Arc;

@@ -35,3 +35,65 @@ impl Releaser {
         due
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rss_anon_kib() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("RssAnon:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    #[test]
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    fn freed_pages_below_a_live_allocation_leave_resident_memory() {
+        // RSS is per process and other tests' allocations would blur it: measured in a child
+        // that runs this test alone.
+        const CHILD: &str = "GPUTOP_HEAP_TEST_CHILD";
+        if std::env::var_os(CHILD).is_none() {
+            let child = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["heap::tests::freed_pages_below_a_live_allocation_leave_resident_memory"])
+                .args(["--exact", "--test-threads=1", "--nocapture"])
+                .env(CHILD, "1")
+                .output()
+                .unwrap();
+            assert!(
+                child.status.success(),
+                "the child measuring RSS failed: {}{}",
+                String::from_utf8_lossy(&child.stdout),
+                String::from_utf8_lossy(&child.stderr)
+            );
+            return;
+        }
+        // 32 MiB in small blocks (below the size glibc maps on its own), each page touched, then
+        // one block after them that stays: the freed space cannot be trimmed off the heap's top.
+        let blocks: Vec<Vec<u8>> = (0..8192).map(|_| vec![1u8; 4096]).collect();
+        let pin = vec![1u8; 4096];
+        let full = rss_anon_kib();
+        drop(blocks);
+        let freed = rss_anon_kib();
+        release_free_pages();
+        let released = rss_anon_kib();
+        assert!(pin[0] == 1);
+        assert!(
+            freed + 1024 > full,
+            "free() alone kept the pages ({full} -> {freed} KiB)"
+        );
+        assert!(
+            released + 16 * 1024 < freed,
+            "releasing returned under 16 MiB of 32 ({freed} -> {released} KiB)"
+        );
+    }
+
+    #[test]
+    fn a_releaser_releases_on_its_first_tick_then_once_a_minute() {
+        let mut releaser = Releaser::default();
+        assert!(releaser.tick());
+        assert!(
+            !releaser.tick(),
+            "a second tick within the minute releases nothing"
+        );
+    }
+}

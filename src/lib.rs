@@ -2,7 +2,8 @@
 //!
 //! The library is what the `gputop` viewer and exporter are built on: a [`source`] (NVML,
 //! the built-in demo, a recording, remote exporters) read into [`model::Snapshot`] values,
-//! by a [`collector`] thread at an interval, kept over time by a [`monitor::Monitor`]
+//! with each GPU process's [`host`] facts from `/proc` (owner, command line, CPU, memory,
+//! container), by a [`collector`] thread at an interval, kept over time by a [`monitor::Monitor`]
 //! (history, alert rules, GPU time per user), with [`config::Settings`] as the TOML file
 //! gives them. Every metric is a [`model::Reading`]: a value, not supported, or failed.
 //!
@@ -23,34 +24,40 @@
 
 #![recursion_limit = "256"]
 
+// Test helpers shared with the integration tests name the crate `gputop`.
+#[cfg(test)]
+extern crate self as gputop;
+
 pub mod collector;
 pub mod config;
 pub mod format;
+pub mod host;
 pub mod model;
 pub mod monitor;
 pub mod source;
 
-// The program's own parts: public only for gputop's binary, tests and benchmarks, with no
-// promise of stability.
+// The program's own parts: the view, its terminal and the commands. The view and its drawing
+// are public with the `internals` feature only, for gputop's own benchmarks (no stable API).
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod app;
-#[doc(hidden)]
-pub mod heap;
-#[doc(hidden)]
-pub mod host;
-#[doc(hidden)]
-pub mod output;
-#[doc(hidden)]
-pub mod ui;
-
+#[cfg(not(feature = "internals"))]
+pub(crate) mod app;
 pub(crate) mod cli;
 pub(crate) mod files;
-pub(crate) mod interactive;
-pub(crate) mod manual;
+pub(crate) mod heap;
+pub(crate) mod output;
 pub(crate) mod run;
 pub(crate) mod signal;
 pub(crate) mod term;
-pub(crate) mod validate;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod ui;
+#[cfg(not(feature = "internals"))]
+pub(crate) mod ui;
+
+#[cfg(test)]
+mod tests;
 
 /// The `gputop` program: parses the command line, runs, and exits with a one-line message
 /// and the failure's code. For gputop's binary.

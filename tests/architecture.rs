@@ -25,8 +25,13 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// A file's text without its unit tests (`#[cfg(test)] mod tests` runs to the file's end).
+/// A file's text without its unit tests: `#[cfg(test)] mod tests` runs to the file's end, or
+/// is a file of its own (`tests.rs`, or under `src/tests/`).
 fn code(path: &Path) -> String {
+    let relative = path.strip_prefix(src()).unwrap();
+    if relative.starts_with("tests") || relative.ends_with("tests.rs") {
+        return String::new();
+    }
     let text = std::fs::read_to_string(path).unwrap();
     match text.find("#[cfg(test)]\nmod tests") {
         Some(at) => text[..at].to_string(),
@@ -51,7 +56,7 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for path in files(&src()) {
         let module = top_module(&path);
-        if module == "lib" || module == "main" {
+        if module == "lib" || module == "main" || module == "tests" {
             continue;
         }
         let text = code(&path);

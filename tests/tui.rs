@@ -760,20 +760,32 @@ fn replay_position(screen: &str) -> Option<u64> {
     Some(parts.iter().fold(0, |acc, p| acc * 60 + p))
 }
 
-/// Records the fixture machine as `hostname` once a second for `seconds` into `file`.
+/// Records the fixture machine as `hostname` once a second for `seconds` into `file`, in the
+/// documented recording format (a header line, then one whole frame a line).
 fn record_fixture(file: &Path, hostname: &str, seconds: u64) {
-    let limits = gputop::output::record::Limits {
-        max_bytes: 64 << 20,
-        max_age_seconds: 86_400.0,
-    };
-    let mut recorder = gputop::output::record::Recorder::create(file, limits, 1.0, hostname).unwrap();
+    use gputop::model::recording::{FORMAT_VERSION, to_stored};
+    let header = serde_json::json!({
+        "gputop_recording": FORMAT_VERSION,
+        "id": "fixture",
+        "segment": 0,
+        "hostname": hostname,
+        "interval_seconds": 1.0,
+    });
+    let mut text = format!("{header}\n");
     let base = common::fixtures::snapshot();
     for second in 0..seconds {
         let mut frame = base.clone();
         frame.taken_at = base.taken_at + Duration::from_secs(second);
         frame.hostname = hostname.into();
-        recorder.push(&frame).unwrap();
+        let t = frame
+            .taken_at
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let line = serde_json::json!({ "t": t, "k": to_stored(&frame) });
+        text.push_str(&format!("{line}\n"));
     }
+    std::fs::write(file, text).unwrap();
 }
 
 #[test]

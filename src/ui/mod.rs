@@ -7,6 +7,8 @@
 mod chart;
 mod paint;
 mod screens;
+#[cfg(test)]
+mod tests;
 pub mod theme;
 
 use ratatui::buffer::Buffer;

@@ -1,0 +1,599 @@
+//! ratatui TestBackend snapshots of every screen and dialog, at 80x24 and 200x50, from fixed
+//! data. Review changes with `cargo insta review` (or INSTA_UPDATE=always, then git diff).
+
+use std::sync::Arc;
+
+use crate::app::filter::Selection;
+use crate::app::state::{Action, App, Signal};
+use crate::config::Settings;
+use crate::model::*;
+use crate::ui::{self, theme::Theme};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+#[path = "../../tests/common/fixtures.rs"]
+mod fixtures;
+
+use fixtures::{GIB, snapshot};
+
+fn process_table() -> Vec<crate::host::ProcessEntry> {
+    [
+        (1, 0, "systemd"),
+        (900, 1, "sshd"),
+        (4100, 900, "bash"),
+        (4101, 4100, "python3"),
+        (4102, 4101, "python3"),
+        (4103, 4101, "pt_data_worker"),
+        (5200, 1, "evil"),
+        (777, 1, "cron"),
+    ]
+    .into_iter()
+    .map(|(pid, parent_pid, name)| crate::host::ProcessEntry {
+        pid,
+        parent_pid,
+        name: name.into(),
+    })
+    .collect()
+}
+
+#[test]
+fn the_tree_shows_ancestors_to_init_and_children_but_not_strangers() {
+    let mut app = app();
+    app.update(Action::ProcessTableRead(process_table()));
+    let lines: Vec<(usize, u32)> = app.tree_lines().iter().map(|l| (l.depth, l.pid)).collect();
+    assert_eq!(
+        lines,
+        vec![
+            (0, 1),
+            (1, 900),
+            (2, 4100),
+            (3, 4101),
+            (4, 4102),
+            (4, 4103),
+            (1, 5200)
+        ]
+    );
+}
+
+/// The view after 30 s of the fixture's snapshot at the default 2 s refresh: a full window
+/// for the alert rules, so the engine's alerts are on screen.
+fn app() -> App {
+    let mut app = App::new(Settings::default(), Selection::default(), false, Some(1000));
+    let base = snapshot();
+    for step in 0..16u64 {
+        let mut snap = base.clone();
+        snap.taken_at = base.taken_at + std::time::Duration::from_secs(2 * step);
+        app.update(Action::Snapshot(Arc::new(snap)));
+    }
+    app.view.status = None;
+    app
+}
+
+fn render(app: &mut App, theme: &Theme, width: u16, height: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    terminal
+        .draw(|frame| {
+            ui::draw(frame.buffer_mut(), app, theme);
+        })
+        .unwrap();
+    // Text only: styles are checked by the assertions that need them. (TestBackend cannot
+    // print a zero-width buffer; drawing into it is what must not panic.)
+    if width == 0 {
+        String::new()
+    } else {
+        format!("{}", terminal.backend())
+    }
+}
+
+const DARK: Theme = Theme {
+    color: true,
+    ascii: false,
+    light: false,
+};
+const ASCII: Theme = Theme {
+    color: false,
+    ascii: true,
+    light: false,
+};
+
+fn both_sizes(name: &str, mut setup: impl FnMut(&mut App), theme: &Theme) {
+    for (w, h) in [(80, 24), (200, 50)] {
+        let mut app = app();
+        setup(&mut app);
+        let screen = render(&mut app, theme, w, h);
+        insta::assert_snapshot!(format!("{name}_{w}x{h}"), screen);
+    }
+}
+
+#[test]
+fn main_screen() {
+    both_sizes(
+        "main",
+        |app| {
+            app.update(Action::Down);
+        },
+        &DARK,
+    );
+}
+
+#[test]
+fn main_screen_in_ascii_without_colour() {
+    both_sizes(
+        "main_ascii",
+        |app| {
+            app.update(Action::Down);
+        },
+        &ASCII,
+    );
+}
+
+#[test]
+fn main_screen_filtered() {
+    both_sizes(
+        "filtered",
+        |app| {
+            app.update(Action::StartFilter);
+            for c in "user:alice mem>8G".chars() {
+                app.update(Action::FilterInput(c));
+            }
+        },
+        &DARK,
+    );
+}
+
+#[test]
+fn confirmation_dialog() {
+    both_sizes(
+        "confirm",
+        |app| {
+            app.update(Action::Down);
+            app.update(Action::Tag);
+            app.update(Action::Tag);
+            app.update(Action::AskSignal(Signal::Kill));
+        },
+        &DARK,
+    );
+}
+
+#[test]
+fn help_screen() {
+    both_sizes(
+        "help",
+        |app| {
+            app.update(Action::Help);
+        },
+        &DARK,
+    );
+}
+
+/// At 160x45 the help is longer than the screen: its keys scroll it to the end, and the
+/// footer's hints are keys the main screen's table binds.
+#[test]
+fn the_help_scrolls_to_its_last_line_and_the_footer_comes_from_the_key_table() {
+    let mut app = app();
+    app.update(Action::Help);
+    let last = "Press any other key to go back.";
+    assert!(
+        !render(&mut app, &DARK, 160, 45).contains(last),
+        "the help fits: nothing to scroll"
+    );
+    let page_down = ratatui_crossterm::crossterm::event::KeyEvent::from(
+        ratatui_crossterm::crossterm::event::KeyCode::PageDown,
+    );
+    for _ in 0..10 {
+        let action = crate::app::keymap::decode(&app, &page_down).expect("PgDn is bound on help");
+        app.update(action);
+    }
+    assert_eq!(app.view.screen, crate::app::view::Screen::Help);
+    assert!(render(&mut app, &DARK, 160, 45).contains(last));
+    app.update(Action::Back);
+    let footer = crate::app::keymap::footer_hints(false);
+    assert!(
+        footer.starts_with("h help") && footer.ends_with("q quit"),
+        "{footer}"
+    );
+    assert!(footer.contains("K SIGKILL"));
+    assert!(!crate::app::keymap::footer_hints(true).contains("SIGKILL"));
+    assert!(render(&mut app, &DARK, 200, 50).contains(&footer));
+}
+
+#[test]
+fn details_screen() {
+    both_sizes(
+        "details",
+        |app| {
+            app.update(Action::Down);
+            app.update(Action::Details);
+        },
+        &DARK,
+    );
+}
+
+#[test]
+fn environment_screen() {
+    both_sizes(
+        "environment",
+        |app| {
+            app.update(Action::Down);
+            app.update(Action::Environment);
+            app.update(Action::EnvironmentRead(Ok(vec![
+                "PATH=/usr/bin".into(),
+                "EVIL=\u{1b}[31mred".into(),
+            ])));
+        },
+        &DARK,
+    );
+}
+
+#[test]
+fn tree_screen() {
+    both_sizes(
+        "tree",
+        |app| {
+            app.update(Action::Tree);
+            app.update(Action::ProcessTableRead(process_table()));
+        },
+        &DARK,
+    );
+}
+
+#[test]
+fn too_small_and_tiny_terminals_never_panic() {
+    for (w, h) in [(0, 0), (1, 1), (10, 3), (59, 30), (200, 11)] {
+        let mut app = app();
+        let screen = render(&mut app, &DARK, w, h);
+        if w >= 20 && h >= 3 {
+            assert!(screen.contains("too small"), "{w}x{h}: {screen}");
+        }
+    }
+    insta::assert_snapshot!("too_small", render(&mut app(), &DARK, 59, 12));
+}
+
+#[test]
+fn hostile_text_is_escaped_on_every_screen() {
+    for setup in [Action::Help, Action::Tree, Action::Details] {
+        let mut app = app();
+        app.update(Action::End);
+        app.update(setup);
+        let screen = render(&mut app, &DARK, 200, 50);
+        assert!(
+            !screen.contains('\u{1b}') && !screen.contains('\u{202e}'),
+            "{screen}"
+        );
+    }
+}
+
+fn buffer(app: &mut App, theme: &Theme) -> ratatui::buffer::Buffer {
+    let mut terminal = Terminal::new(TestBackend::new(200, 50)).unwrap();
+    terminal
+        .draw(|frame| {
+            ui::draw(frame.buffer_mut(), app, theme);
+        })
+        .unwrap();
+    terminal.backend().buffer().clone()
+}
+
+/// The cells of the screen line that contains `needle`.
+fn line_cells<'a>(buffer: &'a ratatui::buffer::Buffer, needle: &str) -> Vec<&'a ratatui::buffer::Cell> {
+    let width = buffer.area.width as usize;
+    let rows: Vec<String> = buffer
+        .content
+        .chunks(width)
+        .map(|r| r.iter().map(|c| c.symbol()).collect())
+        .collect();
+    let y = rows
+        .iter()
+        .position(|r| r.contains(needle))
+        .unwrap_or_else(|| panic!("{needle} not on screen"));
+    buffer.content[y * width..(y + 1) * width].iter().collect()
+}
+
+#[test]
+fn styles_mark_load_selection_other_users_and_lost_gpus() {
+    use ratatui::style::{Color, Modifier};
+    let mut app = app();
+    app.update(Action::Down);
+    let screen = buffer(&mut app, &DARK);
+    // GPU 0 is at 88% memory: its bar is red (heavy), GPU 1 at 15% yellow (moderate).
+    let gpu0 = line_cells(&screen, "! 0 NVIDIA");
+    assert!(gpu0.iter().any(|c| c.symbol() == "█" && c.fg == Color::Red));
+    let gpu1 = line_cells(&screen, "  1 NVIDIA");
+    assert!(gpu1.iter().any(|c| c.symbol() == "█" && c.fg == Color::Yellow));
+    let lost = line_cells(&screen, "LOST: GPU is lost");
+    assert!(lost.iter().any(|c| c.symbol() == "L" && c.fg == Color::Red));
+    // The selected row (the first) stands out; bob's row (uid 1001, not ours) is dimmed.
+    let selected = line_cells(&screen, "python3 train.py");
+    assert!(selected.iter().all(|c| c.bg == Color::Cyan));
+    let other = line_cells(&screen, "evil");
+    assert!(other.iter().any(|c| c.modifier.contains(Modifier::DIM)));
+    // Without colour nothing is coloured, and the selection is reverse video.
+    let plain = buffer(&mut app, &ASCII);
+    assert!(
+        plain
+            .content
+            .iter()
+            .all(|c| c.fg == Color::Reset && c.bg == Color::Reset)
+    );
+    let selected = line_cells(&plain, "python3 train.py");
+    assert!(selected.iter().all(|c| c.modifier.contains(Modifier::REVERSED)));
+    assert!(
+        !plain
+            .content
+            .iter()
+            .any(|c| c.symbol() == "█" || c.symbol() == "▼"),
+        "ASCII only"
+    );
+}
+
+#[test]
+fn the_selection_follows_its_process_across_refreshes_and_re_sorts() {
+    let mut app = app();
+    app.update(Action::End); // the smallest GPU memory: pid 4102
+    assert_eq!(app.selected_process().map(|p| p.pid), Some(4102));
+    // Next refresh: 4102 grows to the top.
+    let mut next = snapshot();
+    next.processes[1].gpu_memory_bytes = Reading::Value(70 * GIB);
+    app.update(Action::Snapshot(Arc::new(next)));
+    assert_eq!(app.rows()[0].pid, 4102);
+    assert_eq!(app.selected_process().map(|p| p.pid), Some(4102));
+    app.update(Action::SortBy {
+        key: crate::model::order::SortKey::Pid,
+        reverse: true,
+    });
+    assert_eq!(app.selected_process().map(|p| p.pid), Some(4102));
+    // A new process under the same PID (another start time) is not the selected one.
+    let mut replaced = snapshot();
+    replaced.processes[1].host.start_time = Reading::Value(1);
+    app.update(Action::Snapshot(Arc::new(replaced)));
+    assert_eq!(app.selected_process().map(|p| p.pid), None);
+}
+
+#[test]
+fn long_command_lines_scroll_sideways() {
+    let mut app = app();
+    let before = render(&mut app, &DARK, 120, 24);
+    assert!(before.contains("python3 train.py --model llama-7b"));
+    app.update(Action::ScrollCommand(Some(8)));
+    let after = render(&mut app, &DARK, 120, 24);
+    assert!(
+        after.contains(" train.py --model llama-7b") && !after.contains("python3 train.py"),
+        "{after}"
+    );
+    app.update(Action::ScrollCommand(None));
+    assert_eq!(render(&mut app, &DARK, 120, 24), before);
+}
+
+#[test]
+fn a_snapshot_makes_its_own_process_table_for_the_demo() {
+    let table = crate::host::table_of(&snapshot());
+    let rows: Vec<(u32, u32, &str)> = table
+        .iter()
+        .map(|e| (e.pid, e.parent_pid, e.name.as_str()))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![(4101, 1, "python3"), (4102, 4101, "python3"), (5200, 1, "evil")]
+    );
+}
+
+#[test]
+fn layout_modes_choose_one_or_two_lines_per_gpu() {
+    use crate::app::view::LayoutMode;
+    let second_line = "SM 1980MHz  MCLK 2619MHz";
+    let mut app = app();
+    assert!(
+        render(&mut app, &DARK, 200, 50).contains(second_line),
+        "auto: room for two lines"
+    );
+    assert!(
+        !render(&mut app, &DARK, 200, 14).contains(second_line),
+        "auto: too short for two"
+    );
+    app.update(Action::Layout(LayoutMode::Compact));
+    assert!(!render(&mut app, &DARK, 200, 50).contains(second_line));
+    app.update(Action::Layout(LayoutMode::Full));
+    assert!(render(&mut app, &DARK, 200, 14).contains(second_line));
+}
+
+/// Eleven minutes of history at the default 2 s refresh: GPU 0 heats from 60 to 90 C, its
+/// utilization alternates every minute, and PID 4101's GPU memory leaks steadily.
+fn app_with_history() -> App {
+    let mut app = App::new(Settings::default(), Selection::default(), false, Some(1000));
+    let base = snapshot();
+    let start = base.taken_at;
+    for step in 0..330u64 {
+        let mut s = base.clone();
+        let seconds = step * 2;
+        s.taken_at = start + std::time::Duration::from_secs(seconds);
+        let gpu = &mut s.devices[0];
+        gpu.temperature = Reading::Value(60 + (30 * seconds / 660) as u32);
+        let util = if (seconds / 60) % 2 == 0 { 95.0 } else { 40.0 };
+        gpu.utilization_gpu_window = Reading::Value(Window {
+            mean: util,
+            peak: 100.0,
+            samples: 12,
+        });
+        gpu.power_usage_window = Reading::Value(Window {
+            mean: util * 6000.0,
+            peak: 650_000.0,
+            samples: 12,
+        });
+        s.processes[0].gpu_memory_bytes = Reading::Value(40 * GIB + seconds * 16 * (1 << 20));
+        app.update(Action::Snapshot(Arc::new(s)));
+    }
+    app.view.status = None;
+    app
+}
+
+#[test]
+fn charts_alerts_and_the_alert_panel() {
+    let mut app = app_with_history();
+    let firing: Vec<String> = app
+        .data
+        .monitor
+        .alerts
+        .active()
+        .iter()
+        .map(|a| a.rule.clone())
+        .collect();
+    assert!(
+        firing.contains(&"gpu_temperature_critical".to_string())
+            && firing.contains(&"process_memory_leak".to_string()),
+        "{firing:?}"
+    );
+    insta::assert_snapshot!("main_with_alerts_200x50", render(&mut app, &DARK, 200, 50));
+    // A critical alert paints its GPU's index and its process's row in the alert colours;
+    // the GPU without one keeps plain colours.
+    {
+        use ratatui::style::Color;
+        let screen = buffer(&mut app, &DARK);
+        let gpu0 = line_cells(&screen, "! 0 NVIDIA");
+        assert!(
+            gpu0.iter().any(|c| c.symbol() == "0" && c.bg == Color::Red),
+            "GPU 0 highlighted"
+        );
+        let gpu1 = line_cells(&screen, "  1 NVIDIA");
+        assert!(
+            gpu1.iter().all(|c| c.bg != Color::Red),
+            "GPU 1 has no critical alert"
+        );
+        let leaking = line_cells(&screen, "python3 train.py");
+        assert!(
+            leaking.iter().all(|c| c.bg == Color::Red),
+            "the leaking process's row"
+        );
+    }
+    app.update(Action::Charts);
+    for (w, h) in [(80, 24), (200, 50)] {
+        insta::assert_snapshot!(format!("charts_{w}x{h}"), render(&mut app, &DARK, w, h));
+    }
+    insta::assert_snapshot!("charts_ascii_80x24", render(&mut app, &ASCII, 80, 24));
+    app.update(Action::ChartDevice(1));
+    app.update(Action::ChartSpan);
+    insta::assert_snapshot!("charts_gpu1_1h_200x50", render(&mut app, &DARK, 200, 50));
+    app.update(Action::Back);
+    app.update(Action::AlertLog);
+    for (w, h) in [(80, 24), (200, 50)] {
+        insta::assert_snapshot!(format!("alerts_{w}x{h}"), render(&mut app, &DARK, w, h));
+    }
+    app.update(Action::Back);
+    app.update(Action::Down);
+    app.update(Action::Details);
+    insta::assert_snapshot!("details_with_charts_200x50", render(&mut app, &DARK, 200, 50));
+}
+
+#[test]
+fn users_screen_accumulates_gpu_time_per_user_and_container() {
+    let mut app = app_with_history();
+    // 330 snapshots 2 s apart: 658 s. alice holds GPU 0 throughout; bob GPU 1, in Docker.
+    let alice = &app.data.monitor.usage.users["alice"];
+    assert!((alice.gpu_seconds - 658.0).abs() < 1e-6, "{}", alice.gpu_seconds);
+    assert_eq!(alice.processes, 2);
+    assert!((app.data.monitor.usage.containers["docker:3f2a1b9c0d12"].gpu_seconds - 658.0).abs() < 1e-6);
+    app.update(Action::Users);
+    for (w, h) in [(80, 24), (200, 50)] {
+        insta::assert_snapshot!(format!("users_{w}x{h}"), render(&mut app, &DARK, w, h));
+    }
+    let screen = render(&mut app, &DARK, 200, 50);
+    assert!(screen.contains("0:10:58"), "{screen}");
+    app.update(Action::Users);
+    assert_eq!(
+        app.view.screen,
+        crate::app::view::Screen::Main,
+        "u again goes back"
+    );
+}
+
+/// A MIG-enabled GPU lists its MIG devices under it; its processes show GPU/GI/CI.
+#[test]
+fn mig_devices_are_child_rows_and_processes_name_theirs() {
+    let mut snap = snapshot();
+    let id = |gpu_instance| MigId {
+        gpu_instance,
+        compute_instance: 0,
+    };
+    snap.devices[1].mig_enabled = Reading::Value(true);
+    snap.devices[1].mig_devices = [(1, "3g.40gb", 11), (5, "2g.20gb", 0)]
+        .into_iter()
+        .map(|(gi, profile, used_gib)| MigDevice {
+            id: id(gi),
+            profile: Reading::Value(profile.into()),
+            uuid: Reading::Value(format!("MIG-{gi:08}-0000-5000-9000-000000000000")),
+            memory: Reading::Value(Memory {
+                total: 40 * GIB,
+                used: used_gib * GIB,
+                free: (40 - used_gib) * GIB,
+                reserved: 0,
+            }),
+            utilization_gpu: Reading::NotSupported,
+        })
+        .collect();
+    snap.processes[1].mig = Some(id(1));
+    snap.processes[1].gpu_index = 1;
+    let mut app = App::new(Settings::default(), Selection::default(), false, Some(1000));
+    app.update(Action::Snapshot(Arc::new(snap)));
+    for (w, h) in [(80, 24), (200, 50)] {
+        let screen = render(&mut app, &DARK, w, h);
+        assert!(screen.contains("MIG 1/0 3g.40gb"), "{screen}");
+        assert!(screen.contains("1/1/0"), "the process's GPU/GI/CI: {screen}");
+        insta::assert_snapshot!(format!("main_mig_{w}x{h}"), screen);
+    }
+}
+
+#[test]
+fn old_data_says_how_old_and_what_has_not_returned() {
+    let stale = |app: &mut App| {
+        app.update(Action::Stale(Some(crate::app::state::Stale {
+            age_seconds: 12,
+            waiting_on: Some("nvmlDeviceGet*RunningProcesses on GPU 0".into()),
+        })));
+    };
+    both_sizes("stale", stale, &DARK);
+    let mut opening = App::new(Settings::default(), Selection::default(), false, Some(1000));
+    opening.update(Action::Stale(Some(crate::app::state::Stale {
+        age_seconds: 3,
+        waiting_on: Some("opening NVML (nvmlInit)".into()),
+    })));
+    insta::assert_snapshot!("opening_80x24", render(&mut opening, &DARK, 80, 24));
+}
+
+#[test]
+fn a_gpu_whose_process_list_was_refused_says_why() {
+    let mut snap = snapshot();
+    snap.processes.clear();
+    snap.devices[0].processes_unlisted = Some("process list needs root on MIG GPUs".into());
+    let mut app = App::new(Settings::default(), Selection::default(), false, Some(1000));
+    app.update(Action::Snapshot(Arc::new(snap)));
+    insta::assert_snapshot!("unlisted_80x24", render(&mut app, &DARK, 80, 24));
+}
+
+#[test]
+fn every_sortable_column_shows_its_arrow_when_sorted() {
+    use crate::model::order::SortKey;
+    let mut app = app();
+    for (key, column) in [
+        (SortKey::Natural, "GPU"),
+        (SortKey::Pid, "PID"),
+        (SortKey::User, "USER"),
+        (SortKey::Container, "CONTAINER"),
+        (SortKey::GpuMemory, "GPU-MEM"),
+        (SortKey::Sm, "%SM"),
+        (SortKey::MemoryBandwidth, "%GMBW"),
+        (SortKey::Cpu, "%CPU"),
+        (SortKey::HostMemory, "%MEM"),
+        (SortKey::Time, "TIME"),
+    ] {
+        for reverse in [false, true] {
+            app.update(Action::SortBy { key, reverse });
+            let screen = render(&mut app, &DARK, 200, 50);
+            let header = screen
+                .lines()
+                .find(|l| l.contains("COMMAND"))
+                .unwrap_or_else(|| panic!("no table header: {screen}"));
+            assert!(
+                header.contains(&format!("{column}▲")) || header.contains(&format!("{column}▼")),
+                "{key:?}: no arrow after {column} in {header}"
+            );
+        }
+    }
+}
