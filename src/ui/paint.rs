@@ -4,8 +4,8 @@
 //! ratatui's `Paragraph` and `Table` style every cell several times over (widget area, row,
 //! cell, line, span) and split every string into graphemes; on the main screen that was most
 //! of gputop's CPU time. These functions give the same cells: the given style is laid over
-//! the area once, and each string is written once, ASCII a byte per cell and anything else
-//! through ratatui's own grapheme-aware `set_stringn`.
+//! the area once, and each string is written once, ASCII and the bars' block characters a
+//! character per cell and anything else through ratatui's own grapheme-aware `set_stringn`.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -21,21 +21,28 @@ pub fn text(buffer: &mut Buffer, x: u16, y: u16, end: u16, text: &str, style: St
     if y < area.top() || y >= area.bottom() || x >= end {
         return x;
     }
-    if !text.is_ascii() {
+    if !text.chars().all(one_cell) {
         return buffer.set_stringn(x, y, text, usize::from(end - x), style).0;
     }
     let start = buffer.index_of(x, y);
     let row = &mut buffer.content[start..start + usize::from(end - x)];
     let styled = style != Style::default();
     let mut written = 0;
-    for (cell, byte) in row.iter_mut().zip(text.bytes().filter(|b| !b.is_ascii_control())) {
-        cell.set_char(char::from(byte));
+    for (cell, ch) in row.iter_mut().zip(text.chars().filter(|c| !c.is_ascii_control())) {
+        cell.set_char(ch);
         if styled {
             cell.set_style(style);
         }
         written += 1;
     }
     x + written
+}
+
+/// Whether `c` is drawn in one cell of its own, never joined to its neighbours into one
+/// grapheme: ASCII, and the box-drawing and block characters of gputop's borders and bars
+/// (U+2500 to U+259F). Anything else goes through ratatui's grapheme-aware writer.
+fn one_cell(c: char) -> bool {
+    c.is_ascii() || ('\u{2500}'..='\u{259F}').contains(&c)
 }
 
 /// One line in a one-row `area`, as `Paragraph` draws it (left-aligned, cut at the edge): each
@@ -97,6 +104,7 @@ mod tests {
             vec![Line::from(vec![
                 Span::styled("GPU ", bold),
                 Span::raw("█████░"),
+                Span::raw("├─┤▏"),
                 Span::styled(" 88%", red),
             ])],
             Style::default(),
