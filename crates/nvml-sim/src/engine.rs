@@ -442,12 +442,14 @@ impl Sim {
         if utilization && self.idle_throughout(gpu, (first_tick..=last_tick).rev().map(tick_t))? {
             return Ok(Vec::new());
         }
+        // Newest first, down to the last one the client has seen (stamps only grow with the
+        // tick): a driver copies the new entries of its buffer, it does not walk all of it.
         let mut out = Vec::new();
-        for tick in first_tick..=last_tick {
+        for tick in (first_tick..=last_tick).rev() {
             let tick_t = tick_t(tick);
             let stamp = time.sample_us(tick_t);
             if stamp <= last_seen_us {
-                continue;
+                break;
             }
             let value = self.value(gpu, expr, key, tick_t)?;
             let value = if is_percent {
@@ -457,6 +459,7 @@ impl Sim {
             };
             out.push((stamp, value));
         }
+        out.reverse();
         Ok(out)
     }
 
