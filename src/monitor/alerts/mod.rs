@@ -6,7 +6,7 @@
 pub mod rules;
 pub mod sink;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use serde_json::{Value, json};
 
@@ -65,6 +65,8 @@ struct State {
     /// When the current phase began (seconds since the epoch).
     since: f64,
     value: Option<f64>,
+    /// When its rule last found the subject (seconds since the epoch).
+    checked: f64,
 }
 
 /// One change of state, as logged.
@@ -160,34 +162,34 @@ impl Engine {
             return Vec::new();
         };
         let mut out = Vec::new();
-        let mut seen = BTreeSet::new();
         for (index, rule) in self.rules.iter().enumerate() {
             // A long window changes slowly: it is judged every thirtieth of its length.
             let cadence = rule.window / 30.0;
             if now - self.evaluated[index] < cadence {
-                seen.extend(self.states.keys().filter(|(i, _)| *i == index).copied());
                 continue;
             }
             self.evaluated[index] = now;
             for (subject, series, admitted) in subjects(rule, history) {
-                seen.insert((index, subject));
                 let value = series.map_or(Err(0.0), |s| rule.evaluate(s, now));
                 let state = self.states.entry((index, subject)).or_insert(State {
                     phase: Phase::Inactive,
                     since: now,
                     value: None,
+                    checked: now,
                 });
+                state.checked = now;
                 if let Some(t) = step(rule, state, value.ok(), admitted, now, subject) {
                     out.push(t);
                 }
             }
         }
-        // Subjects that are gone (a process ended, a GPU vanished): their alerts resolve.
+        // Subjects a rule judged now no longer has (a process ended, a GPU vanished): their
+        // alerts resolve.
         let gone: Vec<(usize, Subject)> = self
             .states
-            .keys()
-            .filter(|k| !seen.contains(k))
-            .copied()
+            .iter()
+            .filter(|((index, _), state)| self.evaluated[*index] == now && state.checked != now)
+            .map(|(key, _)| *key)
             .collect();
         for key in gone {
             if let Some(state) = self.states.remove(&key)
