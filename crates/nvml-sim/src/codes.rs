@@ -11,6 +11,7 @@ pub const NO_PERMISSION: Code = 4;
 pub const NOT_FOUND: Code = 6;
 pub const INSUFFICIENT_SIZE: Code = 7;
 pub const DRIVER_NOT_LOADED: Code = 9;
+pub const TIMEOUT: Code = 10;
 pub const FUNCTION_NOT_FOUND: Code = 13;
 pub const GPU_IS_LOST: Code = 15;
 pub const ARGUMENT_VERSION_MISMATCH: Code = 25;

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::codes::{Code, GPU_IS_LOST, NOT_SUPPORTED};
-use crate::scenario::{Expr, Gpu, Interp, MigSetting, Process, ProcessType, SampleClock, Scenario};
+use crate::scenario::{Expr, Gpu, Interp, MigSetting, Process, ProcessType, SampleClock, Scenario, Xid};
 
 /// `nvmlSamplingType_t` values the simulator serves.
 pub mod sampling {
@@ -256,6 +256,14 @@ impl Sim {
             .filter(|h| h.active_at(t) && (h.field == field || h.field == "*"))
             .map(|h| h.seconds)
             .reduce(f64::max)
+    }
+
+    /// The Xid errors of `gpu` after scenario time `after`, up to and at `until`.
+    pub fn xids(&self, gpu: usize, after: f64, until: f64) -> impl Iterator<Item = &Xid> + '_ {
+        self.gpu(gpu)
+            .xids
+            .iter()
+            .filter(move |x| x.at > after && x.at <= until)
     }
 
     /// Whether the whole GPU is lost at `t`.

@@ -19,10 +19,10 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use nvml_wrapper_sys::bindings::{
-    nvmlBAR1Memory_t, nvmlDevice_t, nvmlFieldValue_t, nvmlMemory_t, nvmlMemory_v2_t, nvmlPciInfo_t,
-    nvmlProcessInfo_v1_t, nvmlProcessInfo_v2_t, nvmlProcessUtilizationInfo_v1_t,
-    nvmlProcessUtilizationSample_t, nvmlProcessesUtilizationInfo_t, nvmlSample_t, nvmlTemperature_t,
-    nvmlUtilization_t,
+    nvmlBAR1Memory_t, nvmlDevice_t, nvmlEventData_t, nvmlEventSet_t, nvmlFieldValue_t, nvmlMemory_t,
+    nvmlMemory_v2_t, nvmlPciInfo_t, nvmlProcessInfo_v1_t, nvmlProcessInfo_v2_t,
+    nvmlProcessUtilizationInfo_v1_t, nvmlProcessUtilizationSample_t, nvmlProcessesUtilizationInfo_t,
+    nvmlSample_t, nvmlTemperature_t, nvmlUtilization_t,
 };
 
 use crate::codes::*;
@@ -46,6 +46,7 @@ const _: () = assert!(size_of::<nvmlProcessesUtilizationInfo_t>() == 24);
 const _: () = assert!(size_of::<nvmlSample_t>() == 16);
 const _: () = assert!(size_of::<nvmlPciInfo_t>() == 68);
 const _: () = assert!(size_of::<nvmlFieldValue_t>() == 40);
+const _: () = assert!(size_of::<nvmlEventData_t>() == 32);
 
 /// A loaded scenario and its clock.
 struct Loaded {
@@ -1965,4 +1966,179 @@ pub unsafe extern "C" fn gputop_sim_smi_option(name: *const c_char) -> u64 {
         (Some(l), "memory_includes_reserved") => u64::from(l.sim.scenario.smi.memory_includes_reserved),
         _ => 0,
     }
+}
+
+// Events: Xid errors from the scenario's timeline, through an event set.
+
+/// The event types a GPU with events offers: single- and double-bit ECC, P-state, Xid
+/// critical error and clock changes (nvml.h's `nvmlEventType*`).
+const SUPPORTED_EVENT_TYPES: c_ulonglong = 0x1 | 0x2 | 0x4 | 0x8 | 0x10;
+/// `nvmlEventTypeXidCriticalError`: the only kind this simulator delivers.
+const EVENT_TYPE_XID: c_ulonglong = 0x8;
+
+/// A GPU registered on an event set.
+#[derive(Debug)]
+struct Registered {
+    gpu: usize,
+    types: c_ulonglong,
+    /// How many of the GPU's Xids are behind the set: delivered, or before it registered.
+    behind: usize,
+}
+
+/// Event sets by handle (a handle is its slot + 1); a freed one leaves `None`.
+static EVENT_SETS: Mutex<Vec<Option<Vec<Registered>>>> = Mutex::new(Vec::new());
+
+fn event_sets() -> std::sync::MutexGuard<'static, Vec<Option<Vec<Registered>>>> {
+    EVENT_SETS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn event_set(sets: &mut [Option<Vec<Registered>>], set: nvmlEventSet_t) -> Result<&mut Vec<Registered>, Ret> {
+    (set as usize)
+        .checked_sub(1)
+        .and_then(|slot| sets.get_mut(slot))
+        .and_then(Option::as_mut)
+        .ok_or(INVALID_ARGUMENT)
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlEventSetCreate(set: *mut nvmlEventSet_t) -> Ret {
+    with_sim("nvmlEventSetCreate", |_| {
+        let out = unsafe { out(set) }?;
+        let mut sets = event_sets();
+        sets.push(Some(Vec::new()));
+        *out = sets.len() as nvmlEventSet_t;
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlEventSetFree(set: nvmlEventSet_t) -> Ret {
+    with_sim("nvmlEventSetFree", |_| {
+        let mut sets = event_sets();
+        event_set(&mut sets, set)?;
+        sets[set as usize - 1] = None;
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetSupportedEventTypes(
+    device: nvmlDevice_t,
+    types: *mut c_ulonglong,
+) -> Ret {
+    with_device(
+        "nvmlDeviceGetSupportedEventTypes",
+        device,
+        "events",
+        |l, gpu, _| {
+            if !l.sim.gpu(gpu).events {
+                return Err(NOT_SUPPORTED);
+            }
+            *unsafe { out(types) }? = SUPPORTED_EVENT_TYPES;
+            Ok(())
+        },
+    )
+}
+
+/// A GPU without events, or event types it lacks: NOT_SUPPORTED, and the set stays usable
+/// (nvml.h; k8s-device-plugin PR #1562 skips such a GPU and watches the others).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceRegisterEvents(
+    device: nvmlDevice_t,
+    types: c_ulonglong,
+    set: nvmlEventSet_t,
+) -> Ret {
+    with_device("nvmlDeviceRegisterEvents", device, "events", |l, gpu, t| {
+        if !l.sim.gpu(gpu).events || types & !SUPPORTED_EVENT_TYPES != 0 {
+            return Err(NOT_SUPPORTED);
+        }
+        let mut sets = event_sets();
+        let registered = event_set(&mut sets, set)?;
+        match registered.iter_mut().find(|r| r.gpu == gpu) {
+            Some(known) => known.types |= types,
+            None => registered.push(Registered {
+                gpu,
+                types,
+                // Events happen to a set from its registration on.
+                behind: l.sim.gpu(gpu).xids.iter().filter(|x| x.at <= t).count(),
+            }),
+        }
+        Ok(())
+    })
+}
+
+/// The next Xid of the set's GPUs that has happened by `t`: marked delivered, with what the
+/// event says. `Err` when a registered GPU is lost.
+fn next_event(l: &Loaded, registered: &mut [Registered], t: f64) -> Result<Option<nvmlEventData_t>, Ret> {
+    if registered.iter().any(|r| l.sim.is_lost(r.gpu, t)) {
+        return Err(GPU_IS_LOST);
+    }
+    let due = registered
+        .iter_mut()
+        .filter(|r| r.types & EVENT_TYPE_XID != 0)
+        .filter_map(|r| {
+            let xid = l.sim.gpu(r.gpu).xids.get(r.behind)?;
+            (xid.at <= t).then_some((xid.at, r))
+        })
+        .min_by(|a, b| a.0.total_cmp(&b.0));
+    let Some((_, r)) = due else {
+        return Ok(None);
+    };
+    r.behind += 1;
+    // "If there are multiple XID errors generated before nvmlEventSetWait is invoked then
+    // the last seen XID error type will be returned for all XID error events" (nvml.h).
+    let last = l
+        .sim
+        .xids(r.gpu, f64::NEG_INFINITY, t)
+        .last()
+        .map_or(0, |x| x.xid);
+    Ok(Some(nvmlEventData_t {
+        device: (r.gpu + 1) as nvmlDevice_t,
+        eventType: EVENT_TYPE_XID,
+        eventData: last,
+        gpuInstanceId: NO_INSTANCE,
+        computeInstanceId: NO_INSTANCE,
+    }))
+}
+
+/// Waits up to `timeoutms` for an event of the set: an Xid of a registered GPU, delivered
+/// once each, in the order they happened; TIMEOUT when none comes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlEventSetWait_v2(
+    set: nvmlEventSet_t,
+    data: *mut nvmlEventData_t,
+    timeoutms: c_uint,
+) -> Ret {
+    with_sim("nvmlEventSetWait_v2", |l| {
+        let out = unsafe { out(data) }?;
+        let deadline = std::time::Instant::now() + Duration::from_millis(u64::from(timeoutms));
+        loop {
+            let t = l.now();
+            let next_at = {
+                let mut sets = event_sets();
+                let registered = event_set(&mut sets, set)?;
+                if let Some(event) = next_event(l, registered, t)? {
+                    *out = event;
+                    return Ok(());
+                }
+                registered
+                    .iter()
+                    .filter_map(|r| l.sim.gpu(r.gpu).xids.get(r.behind))
+                    .map(|x| x.at)
+                    .reduce(f64::min)
+            };
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(TIMEOUT);
+            }
+            // Asleep until the next Xid is due or the wait ends; the manual clock (tests)
+            // moves by calls from another thread, so it is looked at again every 20 ms.
+            let until_next = match next_at {
+                _ if l.manual.load(Ordering::Relaxed) => Duration::from_millis(20),
+                Some(at) => Duration::from_secs_f64(((at - t) / l.time.speed).max(0.0) + 0.001),
+                None => left,
+            };
+            std::thread::sleep(left.min(until_next));
+        }
+    })
 }

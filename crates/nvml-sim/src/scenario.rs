@@ -372,6 +372,13 @@ struct GpuDef {
     fault: Vec<FaultDef>,
     #[serde(default)]
     hang: Vec<HangDef>,
+    /// Xid errors the driver reports through its event API, on the scenario's timeline.
+    #[serde(default)]
+    xid: Vec<XidDef>,
+    /// Whether the GPU delivers events; `false`: registering answers NOT_SUPPORTED, as on
+    /// old boards and some virtual GPUs (k8s-device-plugin PR #1562).
+    #[serde(default = "yes")]
+    events: bool,
     /// MIG devices (GPU instance + compute instance), with `mig = "enabled"`.
     #[serde(default)]
     mig_device: Vec<MigDeviceDef>,
@@ -409,6 +416,9 @@ fn default_power_limit() -> u32 {
 }
 fn one() -> u32 {
     1
+}
+fn yes() -> bool {
+    true
 }
 fn default_compute_mode() -> ComputeMode {
     ComputeMode::Default
@@ -709,6 +719,18 @@ struct HangDef {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct XidDef {
+    at: f64,
+    xid: u64,
+}
+
+/// Xids NVML does not deliver as events: DCGM's maintainers say NVML cannot report 79
+/// (fallen off the bus), 119 and 120 (GSP errors) (NVIDIA/DCGM #162). A GPU that fell off
+/// the bus is a fault: every call answers GPU_IS_LOST.
+const UNDELIVERED_XIDS: [u64; 3] = [79, 119, 120];
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct FaultDef {
     field: String,
     error: String,
@@ -750,6 +772,7 @@ pub const FAULT_FIELDS: &[&str] = &[
     "process_utilization",
     "samples",
     "throttle_reasons",
+    "events",
     "serial",
     "handle",
     "*",
@@ -807,7 +830,18 @@ pub struct Gpu {
     pub processes: Vec<Process>,
     pub faults: Vec<Fault>,
     pub hangs: Vec<Hang>,
+    /// Xid errors in the order they happen.
+    pub xids: Vec<Xid>,
+    /// Whether the GPU delivers events (`nvmlDeviceRegisterEvents`).
+    pub events: bool,
     pub mig_devices: Vec<MigDevice>,
+}
+
+/// An Xid error at scenario time `at`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Xid {
+    pub at: f64,
+    pub xid: u64,
 }
 
 /// The time-varying values of one GPU.
@@ -1045,6 +1079,32 @@ fn resolve_gpu(
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let mut xids = def
+        .xid
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let at = format!("{what}.xid[{i}]");
+            if !x.at.is_finite() || x.at < 0.0 {
+                return Err(err(format!("{at}: at must be a time in seconds, 0 or later")));
+            }
+            if x.xid == 0 || x.xid > u64::from(u32::MAX) {
+                return Err(err(format!("{at}: xid must be from 1 to {}", u32::MAX)));
+            }
+            if UNDELIVERED_XIDS.contains(&x.xid) {
+                return Err(err(format!(
+                    "{at}: Xid {} is not delivered through NVML's events (NVIDIA/DCGM #162); \
+                     a GPU that fell off the bus is a fault: field = \"*\", error = \"GPU_IS_LOST\"",
+                    x.xid
+                )));
+            }
+            if !def.events {
+                return Err(err(format!("{at}: the GPU has events = false")));
+            }
+            Ok(Xid { at: x.at, xid: x.xid })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    xids.sort_by(|a, b| a.at.total_cmp(&b.at));
     let mig_devices = def
         .mig_device
         .iter()
@@ -1172,6 +1232,8 @@ fn resolve_gpu(
         processes,
         faults,
         hangs,
+        xids,
+        events: def.events,
         mig_devices,
     })
 }

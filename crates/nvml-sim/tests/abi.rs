@@ -1160,3 +1160,122 @@ fn processes_utilization_info_answers_as_the_legacy_call_does() {
     info.version = 1;
     assert_eq!(unsafe { call(device, &mut info) }, ARGUMENT_VERSION_MISMATCH);
 }
+
+const XIDS: &str = r#"
+[meta]
+version = 1
+[clock]
+mode = "manual"
+start = 10.0
+[[gpu]]
+name = "Sim GPU zero"
+[[gpu.xid]]
+at = 5.0
+xid = 13
+[[gpu.xid]]
+at = 20.0
+xid = 48
+[[gpu.xid]]
+at = 30.0
+xid = 63
+[[gpu.xid]]
+at = 30.0
+xid = 64
+[[gpu]]
+name = "Sim GPU one, no events"
+events = false
+[[gpu]]
+name = "Sim GPU two"
+[[gpu.xid]]
+at = 25.0
+xid = 94
+[[gpu.fault]]
+field = "*"
+error = "GPU_IS_LOST"
+from = 40.0
+"#;
+
+type EventSet = *mut c_void;
+
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+struct EventData {
+    device: usize,
+    event_type: c_ulonglong,
+    event_data: c_ulonglong,
+    gpu_instance: c_uint,
+    compute_instance: c_uint,
+}
+
+const TIMEOUT: u32 = 10;
+const NOT_SUPPORTED: u32 = 3;
+const XID_EVENT: c_ulonglong = 0x8;
+
+#[test]
+fn xid_errors_arrive_through_an_event_set_in_order_once_each() {
+    let sim = Sim::load(XIDS);
+    sim.init();
+    let devices: Vec<Device> = (0..3).map(|i| sim.handle(i).1).collect();
+    let mut set: EventSet = std::ptr::null_mut();
+    let create = sim.sym::<unsafe extern "C" fn(*mut EventSet) -> u32>("nvmlEventSetCreate");
+    assert_eq!(unsafe { create(&mut set) }, SUCCESS);
+    let supported = |device| {
+        let mut types: c_ulonglong = 0;
+        let ret = unsafe {
+            sim.sym::<unsafe extern "C" fn(Device, *mut c_ulonglong) -> u32>(
+                "nvmlDeviceGetSupportedEventTypes",
+            )(device, &mut types)
+        };
+        (ret, types & XID_EVENT)
+    };
+    assert_eq!(supported(devices[0]), (SUCCESS, XID_EVENT));
+    assert_eq!(supported(devices[1]).0, NOT_SUPPORTED);
+    let register = |device| unsafe {
+        sim.sym::<unsafe extern "C" fn(Device, c_ulonglong, EventSet) -> u32>("nvmlDeviceRegisterEvents")(
+            device, XID_EVENT, set,
+        )
+    };
+    assert_eq!(register(devices[0]), SUCCESS);
+    assert_eq!(register(devices[1]), NOT_SUPPORTED, "no events on this GPU");
+    assert_eq!(
+        register(devices[2]),
+        SUCCESS,
+        "the set is still usable after a refusal"
+    );
+    let wait = |timeout_ms: c_uint| {
+        let mut data = EventData::default();
+        let ret = unsafe {
+            sim.sym::<unsafe extern "C" fn(EventSet, *mut EventData, c_uint) -> u32>("nvmlEventSetWait_v2")(
+                set, &mut data, timeout_ms,
+            )
+        };
+        (ret, data.device, data.event_type, data.event_data)
+    };
+    let gpu = |i: usize| devices[i] as usize;
+    // At 10 s: the Xid of 5 s was before the set existed.
+    assert_eq!(wait(30).0, TIMEOUT);
+    sim.set_time_ms(22_000);
+    assert_eq!(wait(30), (SUCCESS, gpu(0), XID_EVENT, 48));
+    assert_eq!(wait(30).0, TIMEOUT, "each is delivered once");
+    sim.set_time_ms(27_000);
+    assert_eq!(wait(30), (SUCCESS, gpu(2), XID_EVENT, 94));
+    // 63 and 64 came before this wait: "If there are multiple XID errors generated before
+    // nvmlEventSetWait is invoked then the last seen XID error type will be returned for
+    // all XID error events" (nvml.h).
+    sim.set_time_ms(35_000);
+    assert_eq!(wait(30), (SUCCESS, gpu(0), XID_EVENT, 64));
+    assert_eq!(wait(30), (SUCCESS, gpu(0), XID_EVENT, 64));
+    assert_eq!(wait(30).0, TIMEOUT);
+    sim.set_time_ms(40_000);
+    assert_eq!(wait(30).0, GPU_IS_LOST, "a registered GPU fell off the bus");
+    let free = sim.sym::<unsafe extern "C" fn(EventSet) -> u32>("nvmlEventSetFree");
+    assert_eq!(unsafe { free(set) }, SUCCESS);
+    assert_eq!(unsafe { free(set) }, INVALID_ARGUMENT, "freed already");
+    assert_eq!(wait(30).0, INVALID_ARGUMENT);
+}
+
+#[test]
+fn xid_79_is_refused_in_a_scenario_as_nvml_does_not_deliver_it() {
+    let sim = Sim::load(&XIDS.replace("xid = 94", "xid = 79"));
+    assert_ne!(sim.init(), SUCCESS, "Xid 79 is a GPU_IS_LOST fault, not an event");
+}
