@@ -79,6 +79,16 @@ pub fn human_duration(seconds: u64) -> String {
     }
 }
 
+/// How long ago, roughly: `12 s`, `3 min`, `5 h`, `2 d`.
+pub fn age(seconds: u64) -> String {
+    match seconds {
+        s if s < 120 => format!("{s} s"),
+        s if s < 2 * 3600 => format!("{} min", s / 60),
+        s if s < 2 * 86_400 => format!("{} h", s / 3600),
+        s => format!("{} d", s / 86_400),
+    }
+}
+
 /// RFC 3339 UTC time, e.g. `2026-11-29T15:40:01Z`.
 pub fn rfc3339(time: SystemTime) -> String {
     let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -199,6 +209,16 @@ mod tests {
         assert_eq!(human_bytes(300 << 20), "300MiB");
         assert_eq!(human_duration(3723), "1:02:03");
         assert_eq!(human_duration(90_061), "1d 01:01");
+    }
+
+    #[test]
+    fn ages_read_in_the_unit_that_suits_them() {
+        assert_eq!(age(0), "0 s");
+        assert_eq!(age(119), "119 s");
+        assert_eq!(age(120), "2 min");
+        assert_eq!(age(7199), "119 min");
+        assert_eq!(age(7200), "2 h");
+        assert_eq!(age(3 * 86_400), "3 d");
     }
 
     #[test]

@@ -48,7 +48,7 @@ fn snapshots_flow_and_a_lost_gpu_does_not_stop_the_others() {
     // SAFETY: loading our own simulator, whose constructors do nothing.
     let counters = unsafe { libloading::Library::new(&lib) }.unwrap();
     let mut source = NvmlSource::open(Some(&lib)).expect("the simulator initialises");
-    source.start_pcie_thread(Duration::from_millis(50));
+    source.start_threads(Duration::from_millis(50));
     let collector = Collector::spawn(Source::Nvml(Box::new(source)), Duration::from_millis(100)).unwrap();
 
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -892,6 +892,24 @@ fn an_alert_fires_on_screen_in_the_log_file_and_charts_and_the_alert_screen_open
 }
 
 #[test]
+fn a_critical_xid_shows_in_the_header_and_fires_the_builtin_rule() {
+    // GPU 0 of the scenario reports Xids 2 to 6 s after the view opens NVML; the last
+    // critical one is 94 (contained ECC error).
+    let home = tempfile::tempdir().unwrap();
+    let scenario = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios/xid-errors.toml");
+    let command = gputop_command(home.path(), &scenario, "", &["--interval", "0.2"]);
+    let mut pty = Pty::spawn(command, 160, 40);
+    let screen = pty.wait_for("Xid 94 on GPU 0");
+    assert!(screen.contains("alerts: 1 critical"), "{screen}");
+    assert!(
+        screen.contains("GPU 0: Critical Xid error"),
+        "the alert panel names the rule: {screen}"
+    );
+    pty.keys("q");
+    assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
+}
+
+#[test]
 fn the_remote_view_watches_fifty_exporters_some_dead_and_opens_one() {
     let home = tempfile::tempdir().unwrap();
     let sleepers = common::Sleepers::spawn(3);

@@ -160,6 +160,9 @@ pub struct Device {
     pub retired_pages: Reading<RetiredPages>,
     /// Its NVLinks (SXM boards), by link number.
     pub nvlinks: Reading<Vec<NvLink>>,
+    /// Xid errors the driver reported while gputop watched its events (the view, the
+    /// exporter; a one-shot watches none).
+    pub xid_errors: Reading<XidErrors>,
     pub compute_mode: Reading<String>,
     pub persistence_mode: Reading<bool>,
     pub mig_enabled: Reading<bool>,
@@ -221,6 +224,7 @@ impl Device {
             remapped_rows: Reading::failed(reason),
             retired_pages: Reading::failed(reason),
             nvlinks: Reading::failed(reason),
+            xid_errors: Reading::failed(reason),
             compute_mode: Reading::failed(reason),
             persistence_mode: Reading::failed(reason),
             mig_enabled: Reading::failed(reason),
@@ -564,6 +568,57 @@ pub struct NvLink {
     pub recovery_errors: Option<u64>,
     pub crc_flit_errors: Option<u64>,
     pub crc_data_errors: Option<u64>,
+}
+
+/// The Xids applications cause (an illegal access, a page fault, a timeout): NVIDIA's
+/// Kubernetes device plugin does not mark a GPU unhealthy for these (13, 31, 43, 45, 68,
+/// 109; NVIDIA/k8s-device-plugin #1340). Every other Xid is critical: the GPU needs
+/// attention (48 double-bit ECC, 63/64 row remapping, 74 NVLink, 94/95 contained and
+/// uncontained ECC, ...).
+pub const APPLICATION_XIDS: [u32; 6] = [13, 31, 43, 45, 68, 109];
+
+/// Whether `xid` means the GPU needs attention (not one an application causes).
+pub fn is_critical_xid(xid: u32) -> bool {
+    !APPLICATION_XIDS.contains(&xid)
+}
+
+/// One Xid error as the driver reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XidEvent {
+    pub xid: u32,
+    /// When gputop received it.
+    pub at: SystemTime,
+}
+
+/// The Xid errors of one GPU since gputop began watching its events. When several arrive
+/// between two reads of the driver's event set, NVML reports the latest Xid for each of them
+/// (nvml.h), so a count may name a later Xid for an earlier event.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct XidErrors {
+    /// Events per Xid, by Xid.
+    pub counts: std::collections::BTreeMap<u32, u64>,
+    pub last: Option<XidEvent>,
+    pub last_critical: Option<XidEvent>,
+}
+
+impl XidErrors {
+    /// Counts one event.
+    pub fn record(&mut self, event: XidEvent) {
+        *self.counts.entry(event.xid).or_default() += 1;
+        self.last = Some(event);
+        if is_critical_xid(event.xid) {
+            self.last_critical = Some(event);
+        }
+    }
+
+    /// Events of critical Xids.
+    pub fn critical(&self) -> u64 {
+        self.counts
+            .iter()
+            .filter(|(xid, _)| is_critical_xid(**xid))
+            .map(|(_, count)| count)
+            .sum()
+    }
 }
 
 /// NVML's clock event (throttle) reasons: each bit of `nvmlDeviceGetCurrentClocksEventReasons`

@@ -7,7 +7,7 @@
 //! parsed ([`limits`]) and checked before it becomes a [`Snapshot`].
 
 use std::marker::PhantomData;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::de::{Error as _, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -15,7 +15,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use super::{
     Bar1, Clocks, Container, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, HostStats, Memory,
     MigDevice, MigId, NvLink, PcieLink, PidMapping, PidNamespace, ProcessType, Reading, RemappedRows,
-    RetiredPages, Snapshot, Window,
+    RetiredPages, Snapshot, Window, XidErrors, XidEvent,
 };
 
 /// The wire form's version (the document's `version`).
@@ -156,6 +156,16 @@ pub struct WireDevice {
     pub retired_pages_double_bit: Option<u32>,
     #[serde(default, deserialize_with = "bounded_or_null::<{ limits::SHORT_LIST }, _, _>")]
     pub nvlinks: Option<Vec<WireNvLink>>,
+    /// Events per Xid while gputop watched the driver's events, by Xid; `null` when it did
+    /// not (a one-shot).
+    #[serde(default, deserialize_with = "bounded_or_null::<{ limits::SHORT_LIST }, _, _>")]
+    pub xid_errors: Option<Vec<WireXidCount>>,
+    /// The latest Xid error.
+    #[serde(default)]
+    pub last_xid: Option<WireXid>,
+    /// The latest critical one (an Xid applications do not cause).
+    #[serde(default)]
+    pub last_critical_xid: Option<WireXid>,
     pub compute_mode: Option<String>,
     pub persistence_mode: Option<bool>,
     pub mig_mode: Option<bool>,
@@ -402,6 +412,20 @@ impl WireDevice {
         for reason in self.throttle_reasons.iter().flatten() {
             text(&place("throttle_reasons"), Some(reason))?;
         }
+        for (field, xid) in [
+            ("last_xid", self.last_xid),
+            ("last_critical_xid", self.last_critical_xid),
+        ] {
+            if let Some(xid) = xid
+                && xid.time_unix_seconds > LATEST_TIME_UNIX_SECONDS
+            {
+                return Err(format!(
+                    "{}: {} is not a time between 1970 and 9999",
+                    place(&format!("{field}.time_unix_seconds")),
+                    xid.time_unix_seconds
+                ));
+            }
+        }
         for (field, value, max) in [
             ("utilization_gpu_percent", self.utilization_gpu_percent, 100),
             ("utilization_memory_percent", self.utilization_memory_percent, 100),
@@ -583,12 +607,65 @@ impl From<&Device> for WireDevice {
             retired_pages_single_bit: with(&d.retired_pages, |r| r.single_bit),
             retired_pages_double_bit: with(&d.retired_pages, |r| r.double_bit),
             nvlinks: with(&d.nvlinks, |links| links.iter().map(WireNvLink::from).collect()),
+            xid_errors: with(&d.xid_errors, |errors| {
+                errors
+                    .counts
+                    .iter()
+                    .map(|(&xid, &count)| WireXidCount { xid, count })
+                    .collect()
+            }),
+            last_xid: d
+                .xid_errors
+                .value()
+                .and_then(|e| e.last.as_ref())
+                .map(WireXid::from),
+            last_critical_xid: d
+                .xid_errors
+                .value()
+                .and_then(|e| e.last_critical.as_ref())
+                .map(WireXid::from),
             compute_mode: put(&d.compute_mode),
             persistence_mode: put(&d.persistence_mode),
             mig_mode: put(&d.mig_enabled),
             throttle_reasons: put(&d.throttle_reasons),
             mig_devices: d.mig_devices.iter().map(WireMig::from).collect(),
             process_list_error: d.processes_unlisted.clone(),
+        }
+    }
+}
+
+/// How many events of one Xid, on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireXidCount {
+    pub xid: u32,
+    pub count: u64,
+}
+
+/// One Xid error on the wire: its code and when gputop received it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireXid {
+    pub xid: u32,
+    pub time_unix_seconds: u64,
+}
+
+/// Latest time a reader accepts, in seconds since the epoch: the end of the year 9999.
+const LATEST_TIME_UNIX_SECONDS: u64 = 253_402_300_799;
+
+impl From<&XidEvent> for WireXid {
+    fn from(event: &XidEvent) -> Self {
+        Self {
+            xid: event.xid,
+            time_unix_seconds: event.at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        }
+    }
+}
+
+impl From<WireXid> for XidEvent {
+    fn from(xid: WireXid) -> Self {
+        Self {
+            xid: xid.xid,
+            // Checked before: at most the year 9999.
+            at: UNIX_EPOCH + Duration::from_secs(xid.time_unix_seconds.min(LATEST_TIME_UNIX_SECONDS)),
         }
     }
 }
@@ -725,6 +802,11 @@ impl From<WireDevice> for Device {
             nvlinks: get(d
                 .nvlinks
                 .map(|links| links.into_iter().map(NvLink::from).collect())),
+            xid_errors: get(d.xid_errors.map(|counts| XidErrors {
+                counts: counts.into_iter().map(|c| (c.xid, c.count)).collect(),
+                last: d.last_xid.map(XidEvent::from),
+                last_critical: d.last_critical_xid.map(XidEvent::from),
+            })),
             retired_pages: get((|| {
                 Some(RetiredPages {
                     single_bit: d.retired_pages_single_bit?,

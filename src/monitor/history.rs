@@ -408,16 +408,20 @@ pub enum DeviceMetric {
     Temperature,
     /// Watts; the interval mean where the driver offers power samples.
     Power,
+    /// Critical Xid errors (see [`crate::model::is_critical_xid`]) counted since gputop
+    /// began watching the GPU's events: a count that only grows.
+    CriticalXids,
 }
 
 impl DeviceMetric {
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Utilization,
         Self::MemoryBandwidth,
         Self::MemoryPercent,
         Self::MemoryMib,
         Self::Temperature,
         Self::Power,
+        Self::CriticalXids,
     ];
 
     /// The reading this metric records from a device.
@@ -443,6 +447,7 @@ impl DeviceMetric {
                 device.power_usage_mw.get().map(f64::from),
             )
             .map(|mw| mw / 1000.0),
+            Self::CriticalXids => device.xid_errors.value().map(|x| x.critical() as f64),
         }
     }
 }

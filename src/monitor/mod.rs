@@ -49,6 +49,7 @@ impl Monitor {
         self.history.record(snapshot);
         self.usage.record(snapshot);
         self.clock_events.record(snapshot);
+        self.alerts.note_xids(snapshot);
         self.alerts.evaluate(&self.history)
     }
 

@@ -129,7 +129,7 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
             };
             let mut source = open_source(cli)?;
             if let Source::Nvml(nvml) = &mut source {
-                nvml.start_pcie_thread(Duration::from_secs_f64(effective.settings.collect.pcie_interval));
+                nvml.start_threads(Duration::from_secs_f64(effective.settings.collect.pcie_interval));
             }
             let options = crate::output::export::metrics::Options {
                 processes: args.processes,
@@ -204,7 +204,7 @@ fn interactive_view(
     let opening = Opening::start(move || {
         let mut source = open_live(&options)?;
         if let Source::Nvml(nvml) = &mut source {
-            nvml.start_pcie_thread(pcie_interval);
+            nvml.start_threads(pcie_interval);
         }
         Ok(source)
     })

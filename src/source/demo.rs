@@ -4,7 +4,7 @@
 //! `libnvidia-ml.so.1` serves, so `gputop --demo` and gputop on the simulator show one machine.
 //! Its PIDs are invented, so host facts come from the scenario instead of /proc.
 
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
 use nvml_sim::codes::{self, Code};
 use nvml_sim::engine::{Sim, TimeBase, sampling, wall_now_us};
@@ -14,7 +14,7 @@ use super::Readout;
 use crate::host::containers::container_of;
 use crate::model::{
     Bar1, Clocks, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, Memory, MigDevice, MigId,
-    PcieLink, PidMapping, ProcessType, Reading, Window,
+    PcieLink, PidMapping, ProcessType, Reading, Window, XidErrors, XidEvent,
 };
 
 /// The demo machine and its clock.
@@ -22,6 +22,8 @@ use crate::model::{
 pub struct DemoSource {
     sim: Sim,
     time: TimeBase,
+    /// Scenario time when the demo began watching Xid errors.
+    watching_since: f64,
 }
 
 fn reading<T>(result: Result<T, Code>) -> Reading<T> {
@@ -40,6 +42,7 @@ impl DemoSource {
         let time = TimeBase::now(scenario.clock.start, scenario.clock.speed);
         Self {
             sim: Sim::new(scenario),
+            watching_since: time.scenario_t(wall_now_us()),
             time,
         }
     }
@@ -238,6 +241,19 @@ impl DemoSource {
                     pending: rows.pending,
                     failure: rows.failure,
                 })
+            }),
+            xid_errors: self.field(gpu, "events", t, || {
+                if !g.events {
+                    return Err(codes::NOT_SUPPORTED);
+                }
+                let mut errors = XidErrors::default();
+                for xid in sim.xids(gpu, self.watching_since, t) {
+                    errors.record(XidEvent {
+                        xid: u32::try_from(xid.xid).unwrap_or(u32::MAX),
+                        at: UNIX_EPOCH + Duration::from_micros(self.time.wall_us(xid.at)),
+                    });
+                }
+                Ok(errors)
             }),
             nvlinks: self.field(gpu, "nvlink", t, || {
                 let links = g.nvlink.as_ref().ok_or(codes::NOT_SUPPORTED)?;

@@ -19,7 +19,7 @@ use ratatui::widgets::{Paragraph, Widget};
 
 use crate::app::state::{App, ProcessKey};
 use crate::app::view::{LayoutMode, Screen};
-use crate::format::{human_bytes, human_duration, sanitize};
+use crate::format::{age, human_bytes, human_duration, sanitize};
 use crate::model::order::SortKey;
 use crate::model::{Device, DeviceStatus, GpuProcess, PidNamespace, Reading, Snapshot};
 use crate::monitor::alerts::rules::{Comparison, Metric, Severity, trim_number};
@@ -175,6 +175,24 @@ fn header_line(snapshot: &Snapshot, app: &App, theme: &Theme) -> Line<'static> {
     let pending = app.data.monitor.alerts.pending_count();
     if pending > 0 {
         spans.push(Span::styled(format!(" {pending} pending "), theme.alert()));
+    }
+    // A GPU whose Xid rule fires: the Xid, and how long before this snapshot it came.
+    for d in &snapshot.devices {
+        let alerts = &app.data.monitor.alerts;
+        let xid_rule_fires = alerts
+            .firing_rules(&Subject::Device(d.index))
+            .any(|rule| rule.metric == Metric::Device(DeviceMetric::CriticalXids));
+        if let (true, Some(event)) = (xid_rule_fires, d.xid_errors.value().and_then(|x| x.last_critical)) {
+            let ago = snapshot
+                .taken_at
+                .duration_since(event.at)
+                .map_or(0, |d| d.as_secs());
+            spans.push(Span::raw(" "));
+            spans.push(Span::styled(
+                format!(" Xid {} on GPU {} {} ago ", event.xid, d.index, age(ago)),
+                theme.severity(Severity::Critical),
+            ));
+        }
     }
     Line::from(spans)
 }

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use crate::format::sanitize;
 use crate::model::{ProcessKey, Snapshot};
-use crate::monitor::history::History;
-use rules::{Metric, Rule, Severity};
+use crate::monitor::history::{DeviceMetric, History};
+use rules::{Function, Metric, Rule, Severity};
 
 /// Transitions the in-memory log keeps for the alert log screen.
 pub const LOG_LENGTH: usize = 1000;
@@ -139,6 +139,9 @@ pub struct Engine {
     log: VecDeque<Transition>,
     /// Per rule, when it was last judged.
     evaluated: Vec<f64>,
+    /// Per GPU, its latest critical Xid in the latest snapshot: what an Xid rule's summary
+    /// names (the rule itself judges counts).
+    latest_xids: BTreeMap<u32, u32>,
 }
 
 impl Engine {
@@ -148,7 +151,17 @@ impl Engine {
             rules,
             states: BTreeMap::new(),
             log: VecDeque::new(),
+            latest_xids: BTreeMap::new(),
         }
+    }
+
+    /// Notes each GPU's latest critical Xid from `snapshot`, for the summaries that name it.
+    pub fn note_xids(&mut self, snapshot: &Snapshot) {
+        self.latest_xids = snapshot
+            .devices
+            .iter()
+            .filter_map(|d| Some((d.index, d.xid_errors.value()?.last_critical?.xid)))
+            .collect();
     }
 
     pub fn rules(&self) -> &[Rule] {
@@ -163,8 +176,13 @@ impl Engine {
         };
         let mut out = Vec::new();
         for (index, rule) in self.rules.iter().enumerate() {
-            // A long window changes slowly: it is judged every thirtieth of its length.
-            let cadence = rule.window / 30.0;
+            // A mean or an increase over a long window changes slowly: it is judged every
+            // thirtieth of its length. An extreme, a range or the last reading can change
+            // with one reading (an Xid error): judged at every one.
+            let cadence = match rule.function {
+                Function::Mean | Function::Increase | Function::SteadyIncrease => rule.window / 30.0,
+                Function::Min | Function::Max | Function::Last | Function::Range => 0.0,
+            };
             if now - self.evaluated[index] < cadence {
                 continue;
             }
@@ -178,7 +196,8 @@ impl Engine {
                     checked: now,
                 });
                 state.checked = now;
-                if let Some(t) = step(rule, state, value.ok(), admitted, now, subject) {
+                let xid = self.latest_xids.get(&subject_gpu(subject)).copied();
+                if let Some(t) = step(rule, state, value.ok(), admitted, now, subject, xid) {
                     out.push(t);
                 }
             }
@@ -196,7 +215,15 @@ impl Engine {
                 && state.phase == Phase::Firing
             {
                 let rule = &self.rules[key.0];
-                out.push(transition(rule, key.1, Phase::Firing, Phase::Resolved, None, now));
+                out.push(transition(
+                    rule,
+                    key.1,
+                    Phase::Firing,
+                    Phase::Resolved,
+                    None,
+                    now,
+                    None,
+                ));
             }
         }
         for t in &out {
@@ -223,7 +250,12 @@ impl Engine {
                     phase: state.phase,
                     since: state.since,
                     value: state.value,
-                    summary: summary(rule, *subject, state.value),
+                    summary: summary(
+                        rule,
+                        *subject,
+                        state.value,
+                        self.latest_xids.get(&subject_gpu(*subject)).copied(),
+                    ),
                 }
             })
             .collect();
@@ -271,6 +303,15 @@ impl Engine {
     }
 }
 
+/// The GPU a subject is on (`u32::MAX` for the host).
+fn subject_gpu(subject: Subject) -> u32 {
+    match subject {
+        Subject::Device(index) => index,
+        Subject::Process(key) => key.gpu_index,
+        Subject::Host => u32::MAX,
+    }
+}
+
 /// The subjects a rule applies to, each with its series and whether the rule admits it now.
 fn subjects<'h>(
     rule: &Rule,
@@ -299,6 +340,7 @@ fn step(
     admitted: bool,
     now: f64,
     subject: Subject,
+    xid: Option<u32>,
 ) -> Option<Transition> {
     let firing = state.phase == Phase::Firing;
     let next = match value {
@@ -336,7 +378,7 @@ fn step(
     if state.phase == Phase::Resolved {
         state.phase = Phase::Inactive;
     }
-    logged.then(|| transition(rule, subject, from, next, value, now))
+    logged.then(|| transition(rule, subject, from, next, value, now, xid))
 }
 
 fn transition(
@@ -346,6 +388,7 @@ fn transition(
     to: Phase,
     value: Option<f64>,
     at: f64,
+    xid: Option<u32>,
 ) -> Transition {
     Transition {
         at,
@@ -355,17 +398,21 @@ fn transition(
         from,
         to,
         value,
-        summary: summary(rule, subject, value),
+        summary: summary(rule, subject, value, xid),
     }
 }
 
-/// "GPU 0: GPU hotter than 85 °C (temperature 30 s mean > 85 °C: 87.2 °C)".
-pub fn summary(rule: &Rule, subject: Subject, value: Option<f64>) -> String {
+/// "GPU 0: GPU hotter than 85 °C (temperature 30 s mean > 85 °C: 87.2 °C)"; a rule on Xid
+/// errors also names the GPU's latest critical Xid (`xid`): "...: 1.0; last Xid 48)".
+pub fn summary(rule: &Rule, subject: Subject, value: Option<f64>, xid: Option<u32>) -> String {
     let what = rule
         .summary
         .clone()
         .unwrap_or_else(|| rule.name.replace('_', " "));
-    let now = value.map_or(String::new(), |v| format!(": {:.1}{}", v, rule.metric.unit()));
+    let mut now = value.map_or(String::new(), |v| format!(": {:.1}{}", v, rule.metric.unit()));
+    if let (Metric::Device(DeviceMetric::CriticalXids), Some(xid)) = (rule.metric, xid) {
+        now.push_str(&format!("; last Xid {xid}"));
+    }
     format!("{}: {what} ({}{now})", subject.label(), rule.condition())
 }
 

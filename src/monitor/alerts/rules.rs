@@ -69,6 +69,12 @@ pub const METRICS: &[(&str, &str, Metric, &str)] = &[
     ),
     ("device", "power", Metric::Device(DeviceMetric::Power), " W"),
     (
+        "device",
+        "critical_xids",
+        Metric::Device(DeviceMetric::CriticalXids),
+        "",
+    ),
+    (
         "process",
         "gpu_memory_mib",
         Metric::Process(ProcessMetric::GpuMemoryMib),
@@ -127,16 +133,20 @@ pub enum Function {
     /// The increase, when the window's ten slices rise steadily (never falling, rising in
     /// most steps); otherwise 0. Catches leaks, not one big allocation or noise.
     SteadyIncrease,
+    /// The highest reading minus the lowest: for a count that only grows (Xid errors), how
+    /// much it grew within the window.
+    Range,
 }
 
 impl Function {
-    pub const ALL: [(&'static str, Self); 6] = [
+    pub const ALL: [(&'static str, Self); 7] = [
         ("mean", Self::Mean),
         ("min", Self::Min),
         ("max", Self::Max),
         ("last", Self::Last),
         ("increase", Self::Increase),
         ("steady_increase", Self::SteadyIncrease),
+        ("range", Self::Range),
     ];
 
     pub fn name(self) -> &'static str {
@@ -152,7 +162,7 @@ impl Function {
 
     /// Whether the value needs a span of history (it cannot be judged from one reading).
     pub fn needs_history(self) -> bool {
-        matches!(self, Self::Increase | Self::SteadyIncrease)
+        matches!(self, Self::Increase | Self::SteadyIncrease | Self::Range)
     }
 }
 
@@ -260,6 +270,7 @@ impl Rule {
             Function::Min => Ok(whole.min),
             Function::Max => Ok(whole.max),
             Function::Last => Ok(whole.last),
+            Function::Range => Ok(whole.max - whole.min),
             Function::Increase | Function::SteadyIncrease => {
                 let slices = series.slices(from, now, 10);
                 let (Some(Some(first)), Some(Some(last))) = (slices.first(), slices.last()) else {
@@ -406,7 +417,7 @@ pub fn builtin(settings: &AlertSettings) -> Vec<Rule> {
         summary: None,
     };
     use Comparison::{Above, Below};
-    use Function::{Increase, Mean, SteadyIncrease};
+    use Function::{Increase, Mean, Range, SteadyIncrease};
     let device = Metric::Device;
     let memory = settings.memory_usage_threshold;
     let temperature = settings.temperature_threshold;
@@ -494,6 +505,23 @@ pub fn builtin(settings: &AlertSettings) -> Vec<Rule> {
                 Above,
                 85.0,
                 82.0,
+                Severity::Critical,
+            )
+        },
+        Rule {
+            window: 600.0,
+            // Judged from the first seconds on: an Xid soon after gputop starts counts too.
+            min_coverage: 0.01,
+            summary: Some(
+                "Critical Xid error (not one an application causes): the GPU needs attention".into(),
+            ),
+            ..rule(
+                "gpu_xid_error",
+                device(DeviceMetric::CriticalXids),
+                Range,
+                Above,
+                0.0,
+                0.0,
                 Severity::Critical,
             )
         },

@@ -315,6 +315,7 @@ pub fn exposition(snapshot: Option<(&Snapshot, &Monitor)>, options: Options) -> 
     clock_event_families(&ok, &monitor.clock_events, &mut out);
     memory_fault_families(&ok, &mut out);
     nvlink_families(&ok, &mut out);
+    xid_families(&ok, &mut out);
     mig_families(snapshot, &ok, &mut out);
     if options.processes {
         process_families(snapshot, options, &mut out);
@@ -404,6 +405,34 @@ fn nvlink_families(devices: &[&Device], out: &mut String) {
     }
     active.write(out);
     errors.write(out);
+}
+
+/// Xid errors since the exporter began watching each GPU's events, per Xid; and the critical
+/// ones together, present at 0 from the start so that a rule sees the first one arrive.
+/// Absent where the GPU's events are not watched.
+fn xid_families(devices: &[&Device], out: &mut String) {
+    let mut errors = Family::new(
+        "gputop_gpu_xid_errors_total",
+        "counter",
+        "Xid errors the driver reported since the exporter started watching, by Xid.",
+    );
+    let mut critical = Family::new(
+        "gputop_gpu_critical_xid_errors_total",
+        "counter",
+        "Critical Xid errors (every Xid but 13, 31, 43, 45, 68 and 109, which applications cause) since the exporter started watching.",
+    );
+    for d in devices {
+        let Some(xids) = d.xid_errors.value() else {
+            continue;
+        };
+        let labels = device_labels(d);
+        for (xid, count) in &xids.counts {
+            errors.add(&format!("{labels},xid=\"{xid}\""), Some(*count as f64));
+        }
+        critical.add(&labels, Some(xids.critical() as f64));
+    }
+    errors.write(out);
+    critical.write(out);
 }
 
 /// Each clock event reason of each GPU: whether it holds the clocks down now (1 or 0, every

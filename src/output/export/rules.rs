@@ -28,6 +28,7 @@ fn series(metric: Metric) -> Option<(&'static str, &'static str)> {
         Metric::Device(DeviceMetric::MemoryMib) => ("gputop_gpu_memory_used_bytes", " / 1048576"),
         Metric::Device(DeviceMetric::Temperature) => ("gputop_gpu_temperature_celsius", ""),
         Metric::Device(DeviceMetric::Power) => ("gputop_gpu_power_watts", ""),
+        Metric::Device(DeviceMetric::CriticalXids) => ("gputop_gpu_critical_xid_errors_total", ""),
         Metric::Process(ProcessMetric::GpuMemoryMib) => ("gputop_process_gpu_memory_bytes", " / 1048576"),
         Metric::Process(ProcessMetric::Sm) => ("gputop_process_sm_utilization_ratio", " * 100"),
         Metric::Process(ProcessMetric::Cpu) => ("gputop_process_cpu_ratio", " * 100"),
@@ -57,6 +58,12 @@ fn value(rule: &Rule, selector: &str, suffix: &str, window: f64) -> String {
         Function::Min => format!("min_over_time({selector}[{w}]){suffix}"),
         Function::Max => format!("max_over_time({selector}[{w}]){suffix}"),
         Function::Last => format!("{selector}{suffix}"),
+        // A counter (`_total`) falls to 0 when the exporter restarts: its growth is what
+        // `increase` measures, resets included; a gauge's range is its highest minus lowest.
+        Function::Range if selector.ends_with("_total") => format!("increase({selector}[{w}]){suffix}"),
+        Function::Range => {
+            format!("(max_over_time({selector}[{w}]) - min_over_time({selector}[{w}])){suffix}")
+        }
         Function::Increase | Function::SteadyIncrease => format!(
             "(avg_over_time({selector}[{tenth}]) - avg_over_time({selector}[{tenth}] offset {rest})){suffix}"
         ),

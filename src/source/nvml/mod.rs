@@ -6,6 +6,7 @@
 //! sample as the current value); PCIe throughput, which blocks in the driver, is read by its
 //! own thread on a slower cadence.
 
+mod events;
 mod raw;
 
 use std::cell::RefCell;
@@ -447,10 +448,12 @@ pub struct NvmlSource {
     /// Every device sample read, while `gputop capture` asks for them.
     sample_log: Option<RefCell<Vec<RawSample>>>,
     pcie: Option<Arc<Mutex<Vec<PcieThroughput>>>>,
+    /// Each GPU's Xid errors, while the event thread watches them.
+    xids: Option<events::XidLog>,
     /// Processes at the last read.
     process_count: usize,
-    /// Dropping it stops the PCIe thread.
-    _pcie_stop: Option<Sender<()>>,
+    /// Dropping them stops the PCIe and the event threads.
+    _stop: Vec<Sender<()>>,
 }
 
 impl std::fmt::Debug for NvmlSource {
@@ -556,8 +559,9 @@ impl NvmlSource {
             activity: Activity::default(),
             sample_log: None,
             pcie: None,
+            xids: None,
             process_count: 0,
-            _pcie_stop: None,
+            _stop: Vec::new(),
         })
     }
 
@@ -611,8 +615,10 @@ impl NvmlSource {
         self.activity.clone()
     }
 
-    /// Starts the thread that reads PCIe throughput every `interval`.
-    pub fn start_pcie_thread(&mut self, interval: Duration) {
+    /// Starts what a reader that runs for long watches beside its reads: a thread reading
+    /// PCIe throughput every `pcie_interval` (each read blocks about 20 ms), and one counting
+    /// Xid errors from the driver's events.
+    pub fn start_threads(&mut self, pcie_interval: Duration) {
         let shared = Arc::new(Mutex::new(Vec::new()));
         let (stop, stopped) = mpsc::channel();
         let nvml = Arc::clone(&self.nvml);
@@ -620,10 +626,14 @@ impl NvmlSource {
         let sink = Arc::clone(&shared);
         let spawned = thread::Builder::new()
             .name("gputop-pcie".into())
-            .spawn(move || pcie_loop(&nvml, count, &sink, interval, &stopped));
+            .spawn(move || pcie_loop(&nvml, count, &sink, pcie_interval, &stopped));
         if spawned.is_ok() {
             self.pcie = Some(shared);
-            self._pcie_stop = Some(stop);
+            self._stop.push(stop);
+        }
+        if let Some((log, stop)) = events::spawn(Arc::clone(&self.nvml), self.device_count) {
+            self.xids = Some(log);
+            self._stop.push(stop);
         }
     }
 
@@ -758,6 +768,14 @@ impl NvmlSource {
         }
         activity.clear();
         self.process_count = processes.len();
+        if let Some(log) = &self.xids {
+            let log = log.lock().unwrap_or_else(|e| e.into_inner());
+            for device in devices.iter_mut().filter(|d| d.status == DeviceStatus::Ok) {
+                if let Some(counted) = log.get(device.index as usize) {
+                    device.xid_errors = counted.clone();
+                }
+            }
+        }
         Readout {
             driver,
             devices,
@@ -766,6 +784,10 @@ impl NvmlSource {
         }
     }
 }
+
+/// Why a reader without the event thread (a one-shot, a single reading) has no Xid errors.
+const NOT_WATCHED: &str =
+    "Xid errors are counted only while gputop watches the driver's events (the view, the exporter)";
 
 /// What every device's read in one pass shares: how far back windows reach, and where
 /// the call under way is noted.
@@ -1095,6 +1117,8 @@ fn read_device(
         remapped_rows: slow.remapped_rows,
         retired_pages: slow.retired_pages,
         nvlinks: slow.nvlinks.1,
+        // Counted by the event thread, when one watches (see `start_threads`).
+        xid_errors: Reading::failed(NOT_WATCHED),
         compute_mode: slow.compute_mode,
         persistence_mode: slow.persistence_mode,
         mig_enabled: slow.mig_enabled,

@@ -9,6 +9,8 @@
 use std::ffi::c_uint;
 
 use nvml_wrapper::Device as NvmlDevice;
+use nvml_wrapper::EventSet;
+use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enum_wrappers::device::{SampleValueType, Sampling};
 use nvml_wrapper::error::{NvmlError, nvml_sym, nvml_try};
 use nvml_wrapper::struct_wrappers::device::{ProcessInfo, ProcessUtilizationSample, Sample};
@@ -51,6 +53,19 @@ fn handle(device: &NvmlDevice<'_>) -> nvmlDevice_t {
     // SAFETY: reading the raw handle has no preconditions; it is passed back to the same
     // library, still initialised, while `device` lives.
     unsafe { device.handle() }
+}
+
+/// Registers `device` for `events` on `set`. nvml-wrapper's own `register_events` frees the
+/// whole set when one GPU refuses (NOT_SUPPORTED on an old board or a virtual GPU), which
+/// would end every other GPU's events too; this leaves the set as it is.
+pub fn register_events(
+    device: &NvmlDevice<'_>,
+    events: EventTypes,
+    set: &EventSet<'_>,
+) -> Result<(), NvmlError> {
+    let sym = nvml_sym(device.nvml().lib().nvmlDeviceRegisterEvents.as_ref())?;
+    // SAFETY: the device and the set come from this library, still initialised.
+    nvml_try(unsafe { sym(handle(device), events.bits(), set.handle()) })
 }
 
 /// Samples of `sampling` newer than `since` (µs), oldest first.
