@@ -4,7 +4,8 @@
 //! Pure functions from a snapshot to text. Unknown values print as `N/A` (text) or `null`
 //! (JSON); text from processes is escaped so it can never drive the terminal.
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::format::{human_bytes, human_duration, rfc3339, sanitize, table};
 use crate::model::wire::WireSnapshot;
@@ -236,15 +237,42 @@ pub fn list(snapshot: &Snapshot) -> String {
         .collect()
 }
 
-/// The `--once --json` document (schema in README.md).
-/// `usage` covers the time gputop has run (one snapshot for `--once`: no time yet).
+/// The `--once --json` and `/snapshot` document (schema in README.md): the snapshot's wire
+/// form, then the alerts and the usage. Serialized as it stands, without building a JSON
+/// value tree first.
+#[derive(Debug, Serialize)]
+pub struct JsonReport {
+    #[serde(flatten)]
+    snapshot: WireSnapshot,
+    alerts: Vec<Value>,
+    usage: Value,
+}
+
+impl JsonReport {
+    /// The report without command lines, which may hold secrets.
+    pub fn without_commands(mut self) -> Self {
+        for process in &mut self.snapshot.processes {
+            process.command = None;
+        }
+        self
+    }
+}
+
+/// The document for `snapshot`; `usage` covers the time gputop has run (one snapshot for
+/// `--once`: no time yet).
 pub fn json_report(
     snapshot: &Snapshot,
     alerts: &[Active],
     usage: &crate::monitor::usage::Accounting,
-) -> Value {
-    let mut doc = serde_json::to_value(WireSnapshot::from(snapshot)).unwrap_or_else(|_| json!({}));
-    doc["alerts"] = alerts.iter().map(Active::to_json).collect();
-    doc["usage"] = usage.to_json();
-    doc
+) -> JsonReport {
+    json_report_with_usage(snapshot, alerts, usage.to_json())
+}
+
+/// [`json_report`] with the usage already in its JSON form.
+pub fn json_report_with_usage(snapshot: &Snapshot, alerts: &[Active], usage: Value) -> JsonReport {
+    JsonReport {
+        snapshot: WireSnapshot::from(snapshot),
+        alerts: alerts.iter().map(Active::to_json).collect(),
+        usage,
+    }
 }

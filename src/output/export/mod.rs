@@ -24,7 +24,7 @@ use crate::monitor::Monitor;
 use crate::monitor::alerts::sink::Sink;
 use crate::source::Source;
 use metrics::Options;
-use server::{Pages, SharedPages};
+use server::{Pages, SharedPages, SnapshotPage};
 use web_config::WebConfig;
 
 /// Port of `gputop export` by default: not Prometheus's 9090, node_exporter's 9100 or
@@ -66,7 +66,7 @@ pub fn run(
     let pages: SharedPages = Arc::new(RwLock::new(Arc::new(Pages {
         ready: false,
         metrics: metrics::exposition(None, options),
-        snapshot_json: String::new(),
+        snapshot: None,
         rendered_at: None,
     })));
     let interval = Duration::from_secs_f64(settings.display.refresh_interval);
@@ -128,20 +128,15 @@ pub fn run(
             for problem in sink.deliver(&transitions) {
                 eprintln!("gputop export: {}", crate::format::sanitize(&problem));
             }
-            let active = monitor.alerts.active();
-            let mut report = crate::output::report::json_report(&snapshot, &active, &monitor.usage);
-            if !options.commands {
-                // Command lines may hold secrets: served only with --process-commands, as
-                // on /metrics.
-                for process in report["processes"].as_array_mut().into_iter().flatten() {
-                    process["command"] = serde_json::Value::Null;
-                }
-            }
-            let json = report.to_string();
             let page = Pages {
                 ready: true,
                 metrics: metrics::exposition(Some((&snapshot, &monitor)), options),
-                snapshot_json: json,
+                snapshot: Some(SnapshotPage::new(
+                    Arc::clone(&snapshot),
+                    monitor.alerts.active(),
+                    monitor.usage.to_json(),
+                    options.commands,
+                )),
                 rendered_at: Some(std::time::Instant::now()),
             };
             *shared.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(page);

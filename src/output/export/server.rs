@@ -11,12 +11,14 @@
 use std::io::{Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use super::metrics::CONTENT_TYPE;
 use super::web_config::WebConfig;
+use crate::model::Snapshot;
+use crate::monitor::alerts::Active;
 use crate::source::Activity;
 
 const TEXT: &str = "text/plain; charset=utf-8";
@@ -41,9 +43,57 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Pages {
     pub ready: bool,
     pub metrics: String,
-    pub snapshot_json: String,
+    pub snapshot: Option<SnapshotPage>,
     /// When the collector delivered these pages (`None` before the first snapshot).
     pub rendered_at: Option<Instant>,
+}
+
+/// `/snapshot`, rendered by the first request for it: a Prometheus scrapes only
+/// `/metrics`, and rendering the JSON at every refresh was most of an idle exporter's
+/// work.
+#[derive(Debug, Clone)]
+pub struct SnapshotPage {
+    snapshot: Arc<Snapshot>,
+    alerts: Vec<Active>,
+    usage: serde_json::Value,
+    /// Whether command lines are served (`--process-commands`, as on `/metrics`).
+    commands: bool,
+    json: Arc<OnceLock<String>>,
+}
+
+impl SnapshotPage {
+    pub fn new(
+        snapshot: Arc<Snapshot>,
+        alerts: Vec<Active>,
+        usage: serde_json::Value,
+        commands: bool,
+    ) -> Self {
+        Self {
+            snapshot,
+            alerts,
+            usage,
+            commands,
+            json: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// The page, rendered once.
+    pub fn json(&self) -> &str {
+        self.json.get_or_init(|| {
+            let report = crate::output::report::json_report_with_usage(
+                &self.snapshot,
+                &self.alerts,
+                self.usage.clone(),
+            );
+            // Command lines may hold secrets: served only when asked for.
+            let report = if self.commands {
+                report
+            } else {
+                report.without_commands()
+            };
+            serde_json::to_string(&report).unwrap_or_default()
+        })
+    }
 }
 
 /// How the server tells pages the collector has stopped refreshing: older than two
@@ -332,13 +382,9 @@ fn answer(
         }
         "/-/ready" if pages.ready => respond(stream, 200, TEXT, b"ready\n", head_only),
         "/-/ready" => respond(stream, 503, TEXT, b"not ready\n", head_only),
-        "/snapshot" if pages.ready => respond(
-            stream,
-            200,
-            "application/json",
-            pages.snapshot_json.as_bytes(),
-            head_only,
-        ),
+        "/snapshot" if let Some(page) = &pages.snapshot => {
+            respond(stream, 200, "application/json", page.json().as_bytes(), head_only)
+        }
         "/snapshot" => respond(stream, 503, TEXT, b"not ready\n", head_only),
         "/" => respond(
             stream,
