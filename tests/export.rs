@@ -994,7 +994,9 @@ fn xid_errors_are_counted_per_xid_and_a_critical_one_fires_the_builtin_rule() {
     // (never the application's 31).
     let summary = line["summary"].as_str().unwrap();
     assert!(
-        ["48", "64", "94"].iter().any(|xid| summary.ends_with(&format!("last Xid {xid})"))),
+        ["48", "64", "94"]
+            .iter()
+            .any(|xid| summary.ends_with(&format!("last Xid {xid})"))),
         "{line}"
     );
 }
