@@ -22,12 +22,14 @@ fn assemble(source: &mut Source, host: &mut HostCollector, window: Duration) -> 
         host.fill(&mut processes);
         activity.clear();
     }
+    let mut devices = readout.devices;
+    host.name_pods(&mut devices, &mut processes);
     crate::model::order::by_gpu_memory(&mut processes);
     Snapshot {
         taken_at: SystemTime::now(),
         hostname: host.hostname().to_string(),
         driver: readout.driver,
-        devices: readout.devices,
+        devices,
         processes,
         host: host.stats(),
         pid_namespace: host.pid_namespace(),
@@ -69,6 +71,7 @@ impl Collector {
         let (publish, updates) = mpsc::channel();
         Self::spawn_inner(
             source,
+            HostCollector::new(),
             interval,
             Box::new(move |s| publish.send(s).is_ok()),
             Some(updates),
@@ -81,11 +84,23 @@ impl Collector {
         interval: Duration,
         publish: Box<dyn FnMut(Arc<Snapshot>) -> bool + Send>,
     ) -> std::io::Result<Self> {
-        Self::spawn_inner(source, interval, publish, None)
+        Self::spawn_inner(source, HostCollector::new(), interval, publish, None)
+    }
+
+    /// [`Collector::spawn_with`], reading the host with `host` (which may name pods, see
+    /// [`HostCollector::watch_pods`]).
+    pub fn spawn_with_host(
+        source: Source,
+        host: HostCollector,
+        interval: Duration,
+        publish: Box<dyn FnMut(Arc<Snapshot>) -> bool + Send>,
+    ) -> std::io::Result<Self> {
+        Self::spawn_inner(source, host, interval, publish, None)
     }
 
     fn spawn_inner(
         mut source: Source,
+        mut host: HostCollector,
         interval: Duration,
         mut publish: Box<dyn FnMut(Arc<Snapshot>) -> bool + Send>,
         updates: Option<Receiver<Arc<Snapshot>>>,
@@ -99,7 +114,6 @@ impl Collector {
             .name("gputop-collect".into())
             .spawn(move || {
                 let _finishing = finishing;
-                let mut host = HostCollector::new();
                 let mut heap = crate::heap::Releaser::default();
                 #[cfg(debug_assertions)]
                 let mut published = 0_u32;

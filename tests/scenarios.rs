@@ -504,7 +504,7 @@ fn json_keys_are_exactly_the_documented_schema() {
          decoder_utilization_percent ecc_enabled ecc_uncorrected_volatile_errors remapped_rows_correctable \
          remapped_rows_uncorrectable remapped_rows_pending remapped_rows_failure retired_pages_single_bit \
          retired_pages_double_bit nvlinks xid_errors last_xid last_critical_xid compute_mode \
-         persistence_mode mig_mode throttle_reasons mig_devices process_list_error"
+         persistence_mode mig_mode throttle_reasons mig_devices pods process_list_error"
     );
     assert_eq!(
         keys(&doc["processes"][0]),

@@ -219,6 +219,7 @@ mod tests {
             uuid: Reading::Value(uuid.into()),
             memory: Reading::NotSupported,
             utilization_gpu: Reading::NotSupported,
+            pods: Vec::new(),
         })
         .collect();
         vec![plain, split]

@@ -234,6 +234,8 @@ mod tests {
             runtime: crate::model::Runtime::Docker,
             id: "3f2a1b9c0d12".into(),
             pod: None,
+            names: None,
+            user: None,
         });
         let b = process(200, 1, "bob", "jupyter-lab", 2, 5);
         let check = |text: &str| matching(&[&a, &b], text);

@@ -73,6 +73,8 @@ pub struct SignalSettings {
 pub struct CollectSettings {
     /// Seconds between PCIe throughput reads (each blocks in the driver).
     pub pcie_interval: f64,
+    /// The kubelet's PodResources socket, asked which pods hold the GPUs; empty: never.
+    pub pod_resources_socket: String,
 }
 
 /// The validated, typed settings every other module reads.
@@ -175,6 +177,7 @@ impl Settings {
             },
             collect: CollectSettings {
                 pcie_interval: float("collect.pcie_interval"),
+                pod_resources_socket: text("collect.pod_resources_socket"),
             },
             signals: SignalSettings {
                 readonly: boolean("signals.readonly"),

@@ -372,6 +372,13 @@ pub const KEYS: &[Key] = &[
         unit: " seconds",
     },
     Key {
+        section: "collect",
+        name: "pod_resources_socket",
+        kind: Kind::Text,
+        default: Default::Text("/var/lib/kubelet/pod-resources/kubelet.sock"),
+        unit: "",
+    },
+    Key {
         section: "signals",
         name: "readonly",
         kind: Kind::Bool,

@@ -50,13 +50,7 @@ fn hex_id(segment: &str, prefixes: &[&str]) -> Option<String> {
 /// A container runtime's cgroup layout, systemd or cgroupfs driver, v1 or v2.
 fn runtime_container(path: &str) -> Option<Container> {
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let make = |runtime, id: String| {
-        Some(Container {
-            runtime,
-            id,
-            pod: None,
-        })
-    };
+    let make = |runtime, id: String| Some(Container::new(runtime, id));
     if segments.iter().any(|s| s.starts_with("kubepods")) {
         // `pod<uid>` (cgroupfs) or `kubepods-burstable-pod<uid with _>.slice` (systemd).
         let pod = segments.iter().find_map(|s| {
@@ -72,9 +66,8 @@ fn runtime_container(path: &str) -> Option<Container> {
             hex_id(s, &["cri-containerd-", "crio-", "docker-", "containerd-"]).or_else(|| hex_id(s, &[]))
         });
         return Some(Container {
-            runtime: Runtime::Kubernetes,
-            id: id.unwrap_or_else(|| "-".into()),
             pod,
+            ..Container::new(Runtime::Kubernetes, id.unwrap_or_else(|| "-".into()))
         });
     }
     for (i, segment) in segments.iter().enumerate().rev() {
@@ -129,11 +122,17 @@ fn systemd_unit(path: &str) -> Option<Container> {
         (None, Some(service)) => service.to_string(),
         (None, None) => segments.first().filter(|s| s.ends_with(".scope"))?.to_string(),
     };
-    Some(Container {
-        runtime: Runtime::Systemd,
-        id,
-        pod: None,
-    })
+    Some(Container::new(Runtime::Systemd, id))
+}
+
+/// The user a Slurm job's cgroup path names: `slurm/uid_1000/job_77` (cgroup v1); `None`
+/// where it names none (cgroup v2's `slurmstepd.scope/job_77`).
+pub fn slurm_uid(cgroup: &str) -> Option<u32> {
+    cgroup
+        .lines()
+        .filter_map(|line| line.splitn(3, ':').nth(2))
+        .flat_map(|path| path.split('/'))
+        .find_map(|segment| segment.strip_prefix("uid_")?.parse().ok())
 }
 
 /// The PIDs of `/proc/PID/status`'s `NSpid:` line: the process's PID in the namespace of
@@ -330,6 +329,15 @@ mod tests {
         assert_eq!(
             label("4:cpuset:/slurm/uid_1000/job_77/step_batch").as_deref(),
             Some("slurm:77")
+        );
+        assert_eq!(
+            slurm_uid("4:cpuset:/slurm/uid_1000/job_77/step_batch"),
+            Some(1000)
+        );
+        assert_eq!(
+            slurm_uid("0::/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0"),
+            None,
+            "cgroup v2 names no user: the process's owner stands in"
         );
         assert_eq!(label("0::/lxc.payload.trainbox").as_deref(), Some("lxc:trainbox"));
         assert_eq!(

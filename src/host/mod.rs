@@ -16,9 +16,10 @@ use sysinfo::System;
 
 pub mod containers;
 mod machine;
+pub mod pods;
 mod users;
 
-use crate::model::{Container, GpuProcess, HostFacts, HostStats, PidMapping, PidNamespace, Reading};
+use crate::model::{Container, GpuProcess, HostFacts, HostStats, PidMapping, PidNamespace, Reading, Runtime};
 use containers::{self as container, Namespaces};
 use machine::MachineReader;
 use users::UserNames;
@@ -159,6 +160,8 @@ pub struct HostCollector {
     ticks_per_second: u64,
     page_size: u64,
     buffer: Vec<u8>,
+    /// The kubelet's device allocations, when gputop asks it (see [`pods`]).
+    pods: Option<pods::PodWatcher>,
 }
 
 impl std::fmt::Debug for HostCollector {
@@ -194,6 +197,21 @@ impl HostCollector {
             ticks_per_second: ticks.max(1) as u64,
             page_size: page.max(1) as u64,
             buffer: Vec::with_capacity(1024),
+            pods: None,
+        }
+    }
+
+    /// Asks the kubelet at `socket` which pods hold the GPUs, from now on (see [`pods`]).
+    pub fn watch_pods(&mut self, socket: std::path::PathBuf) -> std::io::Result<()> {
+        self.pods = Some(pods::PodWatcher::start(socket)?);
+        Ok(())
+    }
+
+    /// Names the pods holding `devices` and the pods `processes` run in, as the kubelet
+    /// last said; nothing when gputop does not ask it.
+    pub fn name_pods(&self, devices: &mut [crate::model::Device], processes: &mut [GpuProcess]) {
+        if let Some(watcher) = &self.pods {
+            pods::attribute(devices, processes, &watcher.allocations());
         }
     }
 
@@ -325,13 +343,22 @@ impl HostCollector {
             0.0
         };
         let user = self.users.name(uid);
+        let mut container = first.container;
+        if let Some(job) = container.as_mut().filter(|c| c.runtime == Runtime::Slurm) {
+            // The job's user: the one its cgroup path names, else the process's owner.
+            job.user = Some(
+                first
+                    .slurm_uid
+                    .map_or_else(|| user.clone(), |uid| self.users.name(uid)),
+            );
+        }
         let entry = Known {
             start_ticks: stat.start_ticks,
             uid,
             user,
             command: first.command.unwrap_or_else(|| "?".into()),
             stat_file,
-            container: first.container,
+            container,
             namespace_pid: first.namespace_pid,
             mapping: first.mapping,
             cpu_ticks: stat.cpu_ticks,
@@ -387,6 +414,8 @@ struct FirstSight {
     /// threads, zombies); `None` when neither could be read (the process is gone).
     command: Option<String>,
     container: Option<Container>,
+    /// A Slurm job's user, as its cgroup path names them (cgroup v1).
+    slurm_uid: Option<u32>,
     namespace_pid: Option<u32>,
 }
 
@@ -443,6 +472,10 @@ impl FirstSight {
         let container = read_small(&format!("/proc/{pid}/cgroup"), &mut batch.buffer, PROC_FILE_BYTES)
             .ok()
             .and_then(|_| batch.container());
+        let slurm_uid = container
+            .as_ref()
+            .filter(|c| c.runtime == Runtime::Slurm)
+            .and_then(|_| container::slurm_uid(&String::from_utf8_lossy(&batch.buffer)));
         // In a PID namespace of its own the process has its own number too (NSpid's last).
         let namespace_pid = container
             .as_ref()
@@ -478,6 +511,7 @@ impl FirstSight {
                 Some(args.join(" "))
             },
             container,
+            slurm_uid,
             namespace_pid,
         }
     }

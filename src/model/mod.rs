@@ -117,6 +117,8 @@ pub struct MigDevice {
     pub memory: Reading<Memory>,
     /// Most drivers do not report utilization per MIG device.
     pub utilization_gpu: Reading<u32>,
+    /// The pods' containers the kubelet allocated this MIG device to.
+    pub pods: Vec<PodContainer>,
 }
 
 /// One GPU at one instant.
@@ -171,6 +173,9 @@ pub struct Device {
     pub throttle_reasons: Reading<Vec<String>>,
     /// With MIG enabled: its MIG devices, by GPU and compute instance.
     pub mig_devices: Vec<MigDevice>,
+    /// The pods' containers the kubelet allocated this GPU to (its PodResources API):
+    /// several when the GPU is shared; empty when none, or when gputop cannot ask.
+    pub pods: Vec<PodContainer>,
     /// Why this GPU's processes could not be listed (the driver refused or failed), so an
     /// empty process table is not mistaken for an idle GPU.
     pub processes_unlisted: Option<String>,
@@ -230,6 +235,7 @@ impl Device {
             mig_enabled: Reading::failed(reason),
             throttle_reasons: Reading::failed(reason),
             mig_devices: Vec::new(),
+            pods: Vec::new(),
             processes_unlisted: None,
         }
     }
@@ -325,12 +331,34 @@ pub struct Container {
     /// Kubernetes: the pod's UID.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
+    /// Kubernetes: the pod's namespace and name and the container's, where the kubelet
+    /// told them (see [`PodContainer`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub names: Option<PodContainer>,
+    /// Slurm: the job's user (the `uid_N` of its cgroup path, else the process's owner).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 impl Container {
+    /// A container of `runtime` known by `id` alone.
+    pub fn new(runtime: Runtime, id: impl Into<String>) -> Self {
+        Self {
+            runtime,
+            id: id.into(),
+            pod: None,
+            names: None,
+            user: None,
+        }
+    }
+
     /// How the CONTAINER column, filters and groups name it: `docker:3f2a1b9c0d12`,
-    /// `pod:1a2b3c4d/3f2a1b9c0d12`, `slurm:4242`, `user-1000.slice`.
+    /// `team-a/trainer-0/pytorch` (a pod by name), `pod:1a2b3c4d/3f2a1b9c0d12` (by UID),
+    /// `slurm:4242`, `user-1000.slice`.
     pub fn label(&self) -> String {
+        if let Some(names) = &self.names {
+            return names.label();
+        }
         match (&self.runtime, &self.pod) {
             (Runtime::Systemd, _) => self.id.clone(),
             (Runtime::Kubernetes, Some(pod)) => {
@@ -343,6 +371,27 @@ impl Container {
     /// The CONTAINER label of a process in `container`, `-` for one on the host.
     pub fn label_of(container: Option<&Self>) -> String {
         container.map_or_else(|| "-".to_string(), Self::label)
+    }
+}
+
+/// A Kubernetes pod's container by name, as the kubelet's PodResources API names the holder
+/// of a device.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PodContainer {
+    pub namespace: String,
+    pub pod: String,
+    /// Empty when only the pod is known.
+    pub container: String,
+}
+
+impl PodContainer {
+    /// `namespace/pod/container` (`namespace/pod` without a container).
+    pub fn label(&self) -> String {
+        if self.container.is_empty() {
+            format!("{}/{}", self.namespace, self.pod)
+        } else {
+            format!("{}/{}/{}", self.namespace, self.pod, self.container)
+        }
     }
 }
 
@@ -696,5 +745,28 @@ pub mod testing {
             },
             pid_namespace: PidNamespace::Host,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_container_is_labelled_by_its_pod_names_when_the_kubelet_gave_them() {
+        let mut pod = Container {
+            pod: Some("5e1f0000-aaaa-4bbb-8ccc-000000000001".into()),
+            ..Container::new(Runtime::Kubernetes, "a1a1a1a1a1a1")
+        };
+        assert_eq!(pod.label(), "pod:5e1f0000/a1a1a1a1a1a1");
+        pod.names = Some(PodContainer {
+            namespace: "ml".into(),
+            pod: "trainer-0".into(),
+            container: "pytorch".into(),
+        });
+        assert_eq!(pod.label(), "ml/trainer-0/pytorch");
+        let names = pod.names.as_mut().unwrap();
+        names.container.clear();
+        assert_eq!(pod.label(), "ml/trainer-0", "only the pod known");
     }
 }

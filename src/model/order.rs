@@ -252,6 +252,8 @@ mod tests {
                 runtime: crate::model::Runtime::Docker,
                 id: id.into(),
                 pod: None,
+                names: None,
+                user: None,
             });
             p
         };

@@ -14,8 +14,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::{
     Bar1, Clocks, Container, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, HostStats, Memory,
-    MigDevice, MigId, NvLink, PcieLink, PidMapping, PidNamespace, ProcessType, Reading, RemappedRows,
-    RetiredPages, Snapshot, Window, XidErrors, XidEvent,
+    MigDevice, MigId, NvLink, PcieLink, PidMapping, PidNamespace, PodContainer, ProcessType, Reading,
+    RemappedRows, RetiredPages, Snapshot, Window, XidErrors, XidEvent,
 };
 
 /// The wire form's version (the document's `version`).
@@ -173,6 +173,9 @@ pub struct WireDevice {
     pub throttle_reasons: Option<Vec<String>>,
     #[serde(default, deserialize_with = "bounded::<{ limits::MIG_DEVICES }, _, _>")]
     pub mig_devices: Vec<WireMig>,
+    /// The pods' containers the kubelet allocated the GPU to (Kubernetes).
+    #[serde(default, deserialize_with = "bounded::<{ limits::SHORT_LIST }, _, _>")]
+    pub pods: Vec<PodContainer>,
     /// Why this GPU's processes could not be listed.
     pub process_list_error: Option<String>,
 }
@@ -188,6 +191,9 @@ pub struct WireMig {
     pub memory_used_bytes: Option<u64>,
     pub memory_free_bytes: Option<u64>,
     pub utilization_gpu_percent: Option<u32>,
+    /// The pods' containers the kubelet allocated the MIG device to.
+    #[serde(default, deserialize_with = "bounded::<{ limits::SHORT_LIST }, _, _>")]
+    pub pods: Vec<PodContainer>,
 }
 
 /// A process on one GPU, on the wire.
@@ -230,6 +236,12 @@ pub struct WireContainer {
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
+    /// Kubernetes: the pod's namespace and name and the container's, from the kubelet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub names: Option<PodContainer>,
+    /// Slurm: the job's user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     #[serde(default)]
     pub label: String,
 }
@@ -367,6 +379,18 @@ impl WireSnapshot {
     }
 }
 
+/// A pod's names, each a string of at most [`limits::TEXT_BYTES`].
+fn pod_names(place: &str, names: &PodContainer) -> Result<(), String> {
+    for (field, value) in [
+        ("namespace", &names.namespace),
+        ("pod", &names.pod),
+        ("container", &names.container),
+    ] {
+        text(&format!("{place}.{field}"), Some(value))?;
+    }
+    Ok(())
+}
+
 /// A string of at most [`limits::TEXT_BYTES`].
 fn text(place: &str, value: Option<&String>) -> Result<(), String> {
     match value {
@@ -411,6 +435,9 @@ impl WireDevice {
         }
         for reason in self.throttle_reasons.iter().flatten() {
             text(&place("throttle_reasons"), Some(reason))?;
+        }
+        for (i, pod) in self.pods.iter().enumerate() {
+            pod_names(&place(&format!("pods[{i}]")), pod)?;
         }
         for (field, xid) in [
             ("last_xid", self.last_xid),
@@ -496,6 +523,9 @@ impl WireDevice {
             text(&field("profile"), m.profile.as_ref())?;
             text(&field("uuid"), m.uuid.as_ref())?;
             at_most(&field("utilization_gpu_percent"), m.utilization_gpu_percent, 100)?;
+            for (j, pod) in m.pods.iter().enumerate() {
+                pod_names(&field(&format!("pods[{j}]")), pod)?;
+            }
         }
         Ok(())
     }
@@ -525,6 +555,10 @@ impl WireProcess {
             text(&place("container.id"), Some(&c.id))?;
             text(&place("container.pod"), c.pod.as_ref())?;
             text(&place("container.label"), Some(&c.label))?;
+            text(&place("container.user"), c.user.as_ref())?;
+            if let Some(names) = &c.names {
+                pod_names(&place("container.names"), names)?;
+            }
         }
         for (field, value) in [
             ("sm_percent", self.sm_percent),
@@ -629,6 +663,7 @@ impl From<&Device> for WireDevice {
             mig_mode: put(&d.mig_enabled),
             throttle_reasons: put(&d.throttle_reasons),
             mig_devices: d.mig_devices.iter().map(WireMig::from).collect(),
+            pods: d.pods.clone(),
             process_list_error: d.processes_unlisted.clone(),
         }
     }
@@ -819,6 +854,7 @@ impl From<WireDevice> for Device {
             throttle_reasons: get(d.throttle_reasons),
             mig_devices: d.mig_devices.into_iter().map(MigDevice::from).collect(),
             processes_unlisted: d.process_list_error,
+            pods: d.pods,
         }
     }
 }
@@ -835,6 +871,7 @@ impl From<&MigDevice> for WireMig {
             memory_used_bytes: memory.map(|m| m.used),
             memory_free_bytes: memory.map(|m| m.free),
             utilization_gpu_percent: put(&m.utilization_gpu),
+            pods: m.pods.clone(),
         }
     }
 }
@@ -856,6 +893,7 @@ impl From<WireMig> for MigDevice {
             uuid: get(m.uuid),
             memory: get(memory),
             utilization_gpu: get(m.utilization_gpu_percent),
+            pods: m.pods,
         }
     }
 }
@@ -890,6 +928,8 @@ impl From<&GpuProcess> for WireProcess {
                 runtime: c.runtime,
                 id: c.id.clone(),
                 pod: c.pod.clone(),
+                names: c.names.clone(),
+                user: c.user.clone(),
                 label: c.label(),
             }),
             container_pid: h.namespace_pid,
@@ -951,6 +991,8 @@ impl From<WireProcess> for GpuProcess {
                     runtime: c.runtime,
                     id: c.id,
                     pod: c.pod,
+                    names: c.names,
+                    user: c.user,
                 }),
                 namespace_pid: p.container_pid,
                 mapping,
@@ -1029,6 +1071,7 @@ mod tests {
             uuid: Reading::failed("timeout"),
             memory: Reading::NotSupported,
             utilization_gpu: Reading::NotSupported,
+            pods: Vec::new(),
         }];
         d.processes_unlisted = Some("process list needs root on MIG GPUs".into());
         d

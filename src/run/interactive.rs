@@ -19,6 +19,7 @@ use crate::app::state::{Action, App, Effect, Stale};
 use crate::app::view::Screen;
 use crate::collector::Collector;
 use crate::config::Settings;
+use crate::host::HostCollector;
 use crate::model::Snapshot;
 use crate::monitor::alerts::sink::Sink;
 use crate::signal;
@@ -155,13 +156,17 @@ pub fn run(
     // snapshot, never from /proc.
     let real_host = matches!(feed, Feed::Live(Source::Nvml(_)) | Feed::Opening(_));
     let interval = Duration::from_secs_f64(settings.display.refresh_interval);
+    let pods_socket = settings.collect.pod_resources_socket.as_str();
     let (events, inbox) = mpsc::channel();
     let (snapshots, replayed, polled) = (events.clone(), events.clone(), events.clone());
     let mut poller = None;
     let remote = matches!(feed, Feed::Remote(_));
     let started = std::time::Instant::now();
     let (mut collector, player) = match feed {
-        Feed::Live(source) => (Some(spawn_collector(source, interval, snapshots.clone())?), None),
+        Feed::Live(source) => (
+            Some(spawn_collector(source, interval, pods_socket, snapshots.clone())?),
+            None,
+        ),
         Feed::Opening(opening) => {
             let opened = events.clone();
             thread::Builder::new()
@@ -226,7 +231,7 @@ pub fn run(
             }
             Event::Opened(Ok(source)) => {
                 opening = false;
-                collector = Some(spawn_collector(source, interval, snapshots.clone())?);
+                collector = Some(spawn_collector(source, interval, pods_socket, snapshots.clone())?);
                 vec![Action::Stale(None)]
             }
             Event::Opened(Err(why)) => break Ending::Failed(why),
@@ -313,9 +318,22 @@ pub fn run(
 /// What the view says while NVML opens.
 const OPENING: &str = "opening NVML (nvmlInit)";
 
-fn spawn_collector(source: Source, interval: Duration, events: Sender<Event>) -> std::io::Result<Collector> {
-    Collector::spawn_with(
+/// The collector of a live view; it names the pods holding the GPUs where the kubelet's
+/// PodResources socket (`pods_socket`) exists.
+fn spawn_collector(
+    source: Source,
+    interval: Duration,
+    pods_socket: &str,
+    events: Sender<Event>,
+) -> std::io::Result<Collector> {
+    let mut host = HostCollector::new();
+    let socket = std::path::Path::new(pods_socket);
+    if !pods_socket.is_empty() && std::fs::symlink_metadata(socket).is_ok() {
+        host.watch_pods(socket.to_path_buf())?;
+    }
+    Collector::spawn_with_host(
         source,
+        host,
         interval,
         Box::new(move |snapshot| events.send(Event::Snapshot(snapshot)).is_ok()),
     )

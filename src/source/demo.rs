@@ -317,10 +317,13 @@ impl DemoSource {
                             reserved: memory.reserved,
                         }),
                         utilization_gpu: Reading::NotSupported,
+                        pods: Vec::new(),
                     }
                 })
                 .collect(),
             processes_unlisted: None,
+            // The kubelet's, where there is one: the collector asks it.
+            pods: Vec::new(),
         }
     }
 

@@ -526,6 +526,7 @@ fn mig_devices_are_child_rows_and_processes_name_theirs() {
                 reserved: 0,
             }),
             utilization_gpu: Reading::NotSupported,
+            pods: Vec::new(),
         })
         .collect();
     snap.processes[1].mig = Some(id(1));

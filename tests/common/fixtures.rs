@@ -75,6 +75,8 @@ pub fn process(pid: u32, gpu: u32, uid: u32, user: &str, command: &str, mem_gib:
                 runtime: Runtime::Docker,
                 id: "3f2a1b9c0d12".into(),
                 pod: None,
+                names: None,
+                user: None,
             }),
             namespace_pid: (pid == 5200).then_some(7),
             mapping: PidMapping::Same,

@@ -5,7 +5,10 @@
 use std::fmt::Write;
 
 use crate::format::sanitize;
-use crate::model::{CLOCK_EVENT_REASONS, Device, DeviceStatus, GpuProcess, Reading, Snapshot};
+use crate::model::{
+    CLOCK_EVENT_REASONS, Container, Device, DeviceStatus, GpuProcess, PodContainer, Reading, Runtime,
+    Snapshot,
+};
 use crate::monitor::Monitor;
 use crate::monitor::clock_events::ClockEvents;
 use crate::monitor::usage::{Accounting, Usage};
@@ -93,12 +96,28 @@ fn get<T: Copy + Into<f64>>(reading: &Reading<T>) -> Option<f64> {
     reading.get().map(Into::into)
 }
 
+/// A GPU's labels: `gpu`, `uuid`, `name`, and `pod`, `namespace` and `container` while one
+/// pod's container holds it (as dcgm-exporter labels them).
 fn device_labels(d: &Device) -> String {
-    format!(
+    let mut labels = format!(
         "gpu=\"{}\",uuid=\"{}\",name=\"{}\"",
         d.index,
         label_value(d.uuid.value().map_or("", String::as_str)),
         label_value(d.name.value().map_or("", String::as_str))
+    );
+    if let [holder] = d.pods.as_slice() {
+        labels.push_str(&pod_labels(holder));
+    }
+    labels
+}
+
+/// `,pod="...",namespace="...",container="..."` of a pod's container.
+fn pod_labels(holder: &PodContainer) -> String {
+    format!(
+        ",pod=\"{}\",namespace=\"{}\",container=\"{}\"",
+        label_value(&holder.pod),
+        label_value(&holder.namespace),
+        label_value(&holder.container)
     )
 }
 
@@ -543,7 +562,7 @@ fn mig_families(snapshot: &Snapshot, devices: &[&Device], out: &mut String) {
     let mut processes = Family::new("gputop_mig_processes", "gauge", "Processes on a MIG device.");
     for d in devices {
         for m in &d.mig_devices {
-            let labels = format!(
+            let mut labels = format!(
                 "{},gpu_instance=\"{}\",compute_instance=\"{}\",profile=\"{}\",mig_uuid=\"{}\"",
                 device_labels(d),
                 m.id.gpu_instance,
@@ -551,6 +570,10 @@ fn mig_families(snapshot: &Snapshot, devices: &[&Device], out: &mut String) {
                 label_value(m.profile.value().map_or("", String::as_str)),
                 label_value(m.uuid.value().map_or("", String::as_str)),
             );
+            // The MIG device's own holder (a whole GPU's already labels all of it).
+            if let ([], [holder]) = (d.pods.as_slice(), m.pods.as_slice()) {
+                labels.push_str(&pod_labels(holder));
+            }
             total.add(&labels, m.memory.value().map(|mem| mem.total as f64));
             used.add(&labels, m.memory.value().map(|mem| mem.used as f64));
             let held = snapshot
@@ -568,14 +591,33 @@ fn mig_families(snapshot: &Snapshot, devices: &[&Device], out: &mut String) {
 
 fn process_families(snapshot: &Snapshot, options: Options, out: &mut String) {
     let labels = |p: &GpuProcess| {
+        let container = p.host.container.as_ref();
         let mut text = format!(
-            "gpu=\"{}\",uuid=\"{}\",pid=\"{}\",user=\"{}\",container=\"{}\"",
+            "gpu=\"{}\",uuid=\"{}\",pid=\"{}\",user=\"{}\"",
             p.gpu_index,
             label_value(p.gpu_uuid.value().map_or("", String::as_str)),
             p.pid,
             label_value(p.host.user.value().map_or("", String::as_str)),
-            label_value(&p.host.container.as_ref().map(|c| c.label()).unwrap_or_default()),
         );
+        // A pod's process by the kubelet's names (as dcgm-exporter labels them), else the
+        // container as the CONTAINER column shows it; a Slurm job's number and user.
+        match container {
+            Some(Container {
+                names: Some(names), ..
+            }) => text.push_str(&pod_labels(names)),
+            _ => {
+                let label = container.map(|c| c.label()).unwrap_or_default();
+                let _ = write!(text, ",container=\"{}\"", label_value(&label));
+            }
+        }
+        if let Some(job) = container.filter(|c| c.runtime == Runtime::Slurm) {
+            let _ = write!(
+                text,
+                ",slurm_job=\"{}\",slurm_user=\"{}\"",
+                label_value(&job.id),
+                label_value(job.user.as_deref().unwrap_or(""))
+            );
+        }
         if let Some(id) = p.mig {
             let _ = write!(text, ",mig=\"{}/{}\"", id.gpu_instance, id.compute_instance);
         }

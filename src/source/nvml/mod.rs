@@ -321,6 +321,7 @@ fn read_mig_devices(device: &NvmlDevice<'_>, found: &[MigHandle]) -> Vec<MigDevi
                     reserved: memory.reserved,
                 })),
                 utilization_gpu: reading(mig.utilization_rates().map(|u| u.gpu)),
+                pods: Vec::new(),
             }
         })
         .collect()
@@ -1130,6 +1131,8 @@ fn read_device(
         ),
         mig_devices: read_mig_devices(device, &slow.mig_devices),
         processes_unlisted: None,
+        // The kubelet's, where there is one: the collector asks it.
+        pods: Vec::new(),
     })
 }
 
