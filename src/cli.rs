@@ -159,6 +159,10 @@ pub struct RulesArgs {
     /// Prometheus's scrape interval for gputop, in seconds: windows are at least four of them
     #[arg(long, value_name = "SECS", default_value_t = 15.0, value_parser = positive)]
     pub scrape_interval: f64,
+
+    /// Write them as a prometheus-operator PrometheusRule for Kubernetes (namespace gputop)
+    #[arg(long)]
+    pub kubernetes: bool,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -116,10 +116,12 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
         Some(Command::Man) => return emit(&manual::page()),
         Some(Command::Rules(args)) => {
             let rules = effective.settings.alert.effective_rules();
-            return emit(&crate::output::export::rules::prometheus_rules(
-                &rules,
-                args.scrape_interval,
-            ));
+            let text = crate::output::export::rules::prometheus_rules(&rules, args.scrape_interval);
+            return emit(&if args.kubernetes {
+                crate::output::export::rules::prometheus_rule_manifest(&text)
+            } else {
+                text
+            });
         }
         Some(Command::Export(args)) => {
             let web = match &args.web_config_file {
