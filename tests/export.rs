@@ -12,22 +12,14 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Sleepers, gputop, scenario};
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use common::{Killed, Sleepers, free_port, get, gputop, request, scenario};
 
 /// Fails a test that needs the Prometheus tools when they are missing, saying how to get them.
 fn require_prometheus_tools() {
@@ -40,58 +32,6 @@ fn require_prometheus_tools() {
             found,
             "{tool} is missing: install the Debian package `prometheus` (`bash .ci/all-tests` does)"
         );
-    }
-}
-
-/// A GET (or any raw request) and its status, headers and body.
-fn request(port: u16, raw: &str) -> (u16, String, String) {
-    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
-        return (0, String::new(), String::new());
-    };
-    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    stream.write_all(raw.as_bytes()).unwrap();
-    let mut response = Vec::new();
-    let _ = stream.read_to_end(&mut response);
-    let text = String::from_utf8_lossy(&response).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-        dechunk(body)
-    } else {
-        body.to_string()
-    };
-    (status, head.to_string(), body)
-}
-
-/// The body of a chunked response (Prometheus's API answers so).
-fn dechunk(mut rest: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if size == 0 || after.len() < size {
-            break;
-        }
-        out.push_str(&after[..size]);
-        rest = after[size..].trim_start_matches("\r\n");
-    }
-    out
-}
-
-fn get(port: u16, path: &str) -> (u16, String, String) {
-    request(
-        port,
-        &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"),
-    )
-}
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

@@ -5,7 +5,7 @@
 //! labelled from their cgroup paths.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use gputop_podresources::ListPodResourcesResponse;
@@ -16,7 +16,7 @@ use gputop_podresources::server::{
 
 mod common;
 
-use common::{Sleepers, gputop, sim_lib};
+use common::{Killed, Sleepers, free_port, get, gputop, sim_lib};
 
 const GPU0: &str = "GPU-7e1d0000-0000-4000-8000-000000000000";
 const GPU1: &str = "GPU-7e1d0000-0001-4000-8000-000000000001";
@@ -148,54 +148,27 @@ fn exporter(home: &Path, scenario: &Path, pids: &str, socket: &Path) -> (Killed,
         .unwrap();
     let exporter = Killed(child);
     let deadline = Instant::now() + Duration::from_secs(20);
-    while get(port, "/-/ready").is_none_or(|body| body != "ready\n") {
+    while page(port, "/-/ready").is_none_or(|body| body != "ready\n") {
         assert!(Instant::now() < deadline, "the exporter never got ready");
         std::thread::sleep(Duration::from_millis(50));
     }
     (exporter, port)
 }
 
-struct Killed(Child);
-
-impl Killed {
-    /// What the exporter wrote to stderr, once it is stopped.
-    fn stderr(mut self) -> String {
-        let _ = self.0.kill();
-        let output = std::mem::replace(&mut self.0, std::process::Command::new("true").spawn().unwrap())
-            .wait_with_output()
-            .unwrap();
-        String::from_utf8_lossy(&output.stderr).into_owned()
+/// What `exporter` wrote to stderr, once it is stopped.
+fn stderr_of(mut exporter: Killed) -> String {
+    let _ = exporter.0.kill();
+    let mut text = String::new();
+    if let Some(mut stderr) = exporter.0.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
     }
-}
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    text
 }
 
 /// The body of `path` on the exporter, `None` when it does not answer 200.
-fn get(port: u16, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+fn page(port: u16, path: &str) -> Option<String> {
+    let (status, _, body) = get(port, path);
+    (status == 200).then_some(body)
 }
 
 /// The label sets of `family`'s samples, as `name=value` pairs joined by spaces (sorted).
@@ -222,7 +195,7 @@ fn series(metrics: &str, family: &str) -> Vec<String> {
 fn metrics_until(port: u16, done: impl Fn(&str) -> bool) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let body = get(port, "/metrics").unwrap_or_default();
+        let body = page(port, "/metrics").unwrap_or_default();
         if done(&body) || Instant::now() > deadline {
             return body;
         }
@@ -251,7 +224,7 @@ fn gpus_held_by_a_pod_carry_its_names_on_every_series_and_in_the_snapshot() {
         "container=pytorch gpu=0 namespace=ml pod=trainer-0",
         "every GPU series"
     );
-    let snapshot: serde_json::Value = serde_json::from_str(&get(port, "/snapshot").unwrap()).unwrap();
+    let snapshot: serde_json::Value = serde_json::from_str(&page(port, "/snapshot").unwrap()).unwrap();
     common::assert_matches_schema(&snapshot, "/snapshot with pods");
     assert_eq!(
         snapshot["devices"][0]["pods"],
@@ -265,7 +238,7 @@ fn gpus_held_by_a_pod_carry_its_names_on_every_series_and_in_the_snapshot() {
         ]),
         "time-slicing replicas name their GPU"
     );
-    let stderr = exporter.stderr();
+    let stderr = stderr_of(exporter);
     let said: Vec<&str> = stderr.lines().filter(|l| l.contains("pod labels")).collect();
     assert_eq!(said.len(), 1, "{stderr}");
     assert!(
@@ -290,9 +263,9 @@ fn without_a_kubelet_the_labels_are_absent_and_one_line_says_why() {
         (not_a_socket, "no pod labels for now"),
     ] {
         let (exporter, port) = exporter(home.path(), &scenario, &sleepers.env(), &socket);
-        let body = get(port, "/metrics").unwrap();
+        let body = page(port, "/metrics").unwrap();
         assert_eq!(series(&body, "gputop_gpu_memory_used_bytes"), ["gpu=0", "gpu=1"]);
-        let stderr = exporter.stderr();
+        let stderr = stderr_of(exporter);
         let said: Vec<&str> = stderr.lines().filter(|l| l.contains("pod labels")).collect();
         assert_eq!(said.len(), 1, "{stderr}");
         assert!(said[0].contains(why), "{stderr}");
@@ -398,7 +371,7 @@ fn processes_in_pod_and_slurm_cgroups_carry_their_names() {
     ];
     expected.sort();
     assert_eq!(by_process, expected);
-    let snapshot: serde_json::Value = serde_json::from_str(&get(port, "/snapshot").unwrap()).unwrap();
+    let snapshot: serde_json::Value = serde_json::from_str(&page(port, "/snapshot").unwrap()).unwrap();
     common::assert_matches_schema(&snapshot, "/snapshot with pod processes");
     let container_of = |pid: u32| {
         snapshot["processes"]
