@@ -1,7 +1,7 @@
 //! The kubelet's PodResources API (v1): which pod and container each device was allocated
 //! to, asked over the kubelet's Unix socket (`/var/lib/kubelet/pod-resources/kubelet.sock`).
 //! [`list`] makes one `List` call and waits for it, on a runtime of its own; with the
-//! `server` feature, [`serve`] answers as a kubelet does, for tests.
+//! `server` feature, `serve` answers as a kubelet does, for tests.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
