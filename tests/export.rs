@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Killed, Sleepers, free_port, get, gputop, request, scenario};
+use common::{Killed, Sleepers, free_port, get, gputop, request, scenario, wait_ready};
 
 /// Fails a test that needs the Prometheus tools when they are missing, saying how to get them.
 fn require_prometheus_tools() {
@@ -76,14 +76,6 @@ fn ready_exporter(home: &Path, scenario_path: &Path, pids: &str, extra: &[&str])
     let (exporter, port) = exporter(home, scenario_path, pids, extra);
     wait_ready(port);
     (exporter, port)
-}
-
-fn wait_ready(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while get(port, "/-/ready").0 != 200 {
-        assert!(Instant::now() < deadline, "never ready");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Metric names in an exposition.

@@ -16,7 +16,7 @@ use gputop_podresources::server::{
 
 mod common;
 
-use common::{Killed, Sleepers, free_port, get, gputop, sim_lib};
+use common::{Killed, Sleepers, free_port, get, gputop, sim_lib, wait_ready};
 
 const GPU0: &str = "GPU-7e1d0000-0000-4000-8000-000000000000";
 const GPU1: &str = "GPU-7e1d0000-0001-4000-8000-000000000001";
@@ -147,11 +147,7 @@ fn exporter(home: &Path, scenario: &Path, pids: &str, socket: &Path) -> (Killed,
         .spawn()
         .unwrap();
     let exporter = Killed(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while page(port, "/-/ready").is_none_or(|body| body != "ready\n") {
-        assert!(Instant::now() < deadline, "the exporter never got ready");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_ready(port);
     (exporter, port)
 }
 

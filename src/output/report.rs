@@ -265,14 +265,9 @@ pub fn json_report(
     alerts: &[Active],
     usage: &crate::monitor::usage::Accounting,
 ) -> JsonReport {
-    json_report_with_usage(snapshot, alerts, usage.to_json())
-}
-
-/// [`json_report`] with the usage already in its JSON form.
-pub fn json_report_with_usage(snapshot: &Snapshot, alerts: &[Active], usage: Value) -> JsonReport {
     JsonReport {
         snapshot: WireSnapshot::from(snapshot),
         alerts: alerts.iter().map(Active::to_json).collect(),
-        usage,
+        usage: usage.to_json(),
     }
 }

@@ -292,6 +292,18 @@ pub fn get(port: u16, path: &str) -> (u16, String, String) {
     )
 }
 
+/// Waits (up to 20 s) until the exporter on `port` has a snapshot to serve.
+pub fn wait_ready(port: u16) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while get(port, "/-/ready").0 != 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the exporter never got ready"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// A child process killed (and reaped) when dropped.
 pub struct Killed(pub Child);
 

@@ -9,7 +9,6 @@ use crate::model::{
     CLOCK_EVENT_REASONS, Container, Device, DeviceStatus, GpuProcess, PodContainer, Reading, Runtime,
     Snapshot,
 };
-use crate::monitor::Monitor;
 use crate::monitor::clock_events::ClockEvents;
 use crate::monitor::usage::{Accounting, Usage};
 
@@ -221,7 +220,7 @@ const DEVICE_GAUGES: &[DeviceGauge] = &[
 ];
 
 /// The exposition of `snapshot`; `None` before the first collection (`gputop_up 0`).
-pub fn exposition(snapshot: Option<(&Snapshot, &Monitor)>, options: Options) -> String {
+pub fn exposition(snapshot: Option<(&Snapshot, &Accounting, &ClockEvents)>, options: Options) -> String {
     let mut out = String::with_capacity(16 * 1024);
     let mut up = Family::new("gputop_up", "gauge", "1 once gputop has collected a snapshot.");
     up.add("", Some(if snapshot.is_some() { 1.0 } else { 0.0 }));
@@ -233,10 +232,9 @@ pub fn exposition(snapshot: Option<(&Snapshot, &Monitor)>, options: Options) -> 
     );
     build.add(&format!("version=\"{}\"", env!("CARGO_PKG_VERSION")), Some(1.0));
     build.write(&mut out);
-    let Some((snapshot, monitor)) = snapshot else {
+    let Some((snapshot, usage, clock_events)) = snapshot else {
         return out;
     };
-    let usage = &monitor.usage;
 
     let mut collected = Family::new(
         "gputop_last_collect_timestamp_seconds",
@@ -331,7 +329,7 @@ pub fn exposition(snapshot: Option<(&Snapshot, &Monitor)>, options: Options) -> 
     energy.write(&mut out);
     ecc.write(&mut out);
     count.write(&mut out);
-    clock_event_families(&ok, &monitor.clock_events, &mut out);
+    clock_event_families(&ok, clock_events, &mut out);
     memory_fault_families(&ok, &mut out);
     nvlink_families(&ok, &mut out);
     xid_families(&ok, &mut out);

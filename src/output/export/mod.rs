@@ -25,7 +25,7 @@ use crate::monitor::Monitor;
 use crate::monitor::alerts::sink::Sink;
 use crate::source::Source;
 use metrics::Options;
-use server::{Pages, SharedPages, SnapshotPage};
+use server::{Pages, SharedPages, SnapshotPages};
 use web_config::WebConfig;
 
 /// Port of `gputop export` by default: not Prometheus's 9090, node_exporter's 9100 or
@@ -96,12 +96,7 @@ pub fn run(
         ""
     };
     eprintln!("gputop export: serving {scheme}://{bound}/metrics{auth}");
-    let pages: SharedPages = Arc::new(RwLock::new(Arc::new(Pages {
-        ready: false,
-        metrics: metrics::exposition(None, options),
-        snapshot: None,
-        rendered_at: None,
-    })));
+    let pages: SharedPages = Arc::new(RwLock::new(Arc::new(Pages::default())));
     let interval = Duration::from_secs_f64(settings.display.refresh_interval);
     let freshness = server::Freshness {
         interval,
@@ -163,14 +158,7 @@ pub fn run(
                 eprintln!("gputop export: {}", crate::format::sanitize(&problem));
             }
             let page = Pages {
-                ready: true,
-                metrics: metrics::exposition(Some((&snapshot, &monitor)), options),
-                snapshot: Some(SnapshotPage::new(
-                    Arc::clone(&snapshot),
-                    monitor.alerts.active(),
-                    monitor.usage.to_json(),
-                    options.commands,
-                )),
+                latest: Some(SnapshotPages::new(Arc::clone(&snapshot), &monitor, options)),
                 rendered_at: Some(std::time::Instant::now()),
             };
             *shared.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(page);

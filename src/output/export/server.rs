@@ -1,6 +1,6 @@
 //! A small HTTP/1.1 server for the exporter: GET (and HEAD) of `/metrics`, `/-/ready` and
-//! `/snapshot`, answered from pages rendered once per snapshot, so a scrape never calls
-//! NVML. Each connection has its own small thread, up to [`MAX_CONNECTIONS`] at once. A
+//! `/snapshot`, answered from a snapshot's pages, each rendered at most once, so a scrape
+//! never calls NVML. Each connection has its own small thread, up to [`MAX_CONNECTIONS`] at once. A
 //! request head must arrive whole within [`HEAD_DEADLINE`] and 8 KiB. A connection still
 //! sending its head after a second is slow: one address keeps at most
 //! [`MAX_SLOW_PER_PEER`] slow connections, and a full server closes the connection that has
@@ -15,10 +15,14 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::metrics::CONTENT_TYPE;
+use super::metrics::{CONTENT_TYPE, Options, exposition};
 use super::web_config::WebConfig;
 use crate::model::Snapshot;
+use crate::monitor::Monitor;
 use crate::monitor::alerts::Active;
+use crate::monitor::clock_events::ClockEvents;
+use crate::monitor::usage::Accounting;
+use crate::output::report::json_report;
 use crate::source::Activity;
 
 const TEXT: &str = "text/plain; charset=utf-8";
@@ -39,54 +43,59 @@ pub const HEAD_MAX: usize = 8 * 1024;
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the server answers with, replaced whole on every snapshot.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Pages {
-    pub ready: bool,
-    pub metrics: String,
-    pub snapshot: Option<SnapshotPage>,
-    /// When the collector delivered these pages (`None` before the first snapshot).
+    /// The latest snapshot's pages (`None` before the first snapshot).
+    pub latest: Option<SnapshotPages>,
+    /// When the collector delivered them.
     pub rendered_at: Option<Instant>,
 }
 
-/// `/snapshot`, rendered by the first request for it: a Prometheus scrapes only
-/// `/metrics`, and rendering the JSON at every refresh was most of an idle exporter's
-/// work.
-#[derive(Debug, Clone)]
-pub struct SnapshotPage {
+/// One snapshot's `/metrics` and `/snapshot`, each rendered by the first request for it:
+/// the collector refreshes every second or two while a Prometheus scrapes every 15 to 60 s
+/// (and only `/metrics`), and rendering both pages at every refresh was most of an
+/// exporter's work. What they are made of is copied from the monitor when the snapshot is
+/// delivered, so a page rendered later shows the same as one rendered then.
+#[derive(Debug)]
+pub struct SnapshotPages {
     snapshot: Arc<Snapshot>,
     alerts: Vec<Active>,
-    usage: serde_json::Value,
-    /// Whether command lines are served (`--process-commands`, as on `/metrics`).
-    commands: bool,
-    json: Arc<OnceLock<String>>,
+    usage: Accounting,
+    clock_events: ClockEvents,
+    options: Options,
+    metrics: OnceLock<String>,
+    json: OnceLock<String>,
 }
 
-impl SnapshotPage {
-    pub fn new(
-        snapshot: Arc<Snapshot>,
-        alerts: Vec<Active>,
-        usage: serde_json::Value,
-        commands: bool,
-    ) -> Self {
+impl SnapshotPages {
+    pub fn new(snapshot: Arc<Snapshot>, monitor: &Monitor, options: Options) -> Self {
         Self {
             snapshot,
-            alerts,
-            usage,
-            commands,
-            json: Arc::new(OnceLock::new()),
+            alerts: monitor.alerts.active(),
+            usage: monitor.usage.clone(),
+            clock_events: monitor.clock_events.clone(),
+            options,
+            metrics: OnceLock::new(),
+            json: OnceLock::new(),
         }
     }
 
-    /// The page, rendered once.
+    /// `/metrics`, rendered once.
+    pub fn metrics(&self) -> &str {
+        self.metrics.get_or_init(|| {
+            exposition(
+                Some((&self.snapshot, &self.usage, &self.clock_events)),
+                self.options,
+            )
+        })
+    }
+
+    /// `/snapshot`, rendered once.
     pub fn json(&self) -> &str {
         self.json.get_or_init(|| {
-            let report = crate::output::report::json_report_with_usage(
-                &self.snapshot,
-                &self.alerts,
-                self.usage.clone(),
-            );
+            let report = json_report(&self.snapshot, &self.alerts, &self.usage);
             // Command lines may hold secrets: served only when asked for.
-            let report = if self.commands {
+            let report = if self.options.commands {
                 report
             } else {
                 report.without_commands()
@@ -368,7 +377,15 @@ fn answer(
                      gputop_collector_stale_seconds {seconds:.3}\n"
                 )
             });
-            let body = [pages.metrics.as_bytes(), stale.as_bytes()];
+            let waiting;
+            let page = match &pages.latest {
+                Some(latest) => latest.metrics(),
+                None => {
+                    waiting = exposition(None, Options::default());
+                    &waiting
+                }
+            };
+            let body = [page.as_bytes(), stale.as_bytes()];
             respond_parts(stream, 200, CONTENT_TYPE, &body, head_only)
         }
         "/-/ready" if matches!(age, Some((_, true))) => {
@@ -380,9 +397,9 @@ fn answer(
             let body = format!("stale: the data is {seconds:.0} s old{waiting}\n");
             respond(stream, 503, TEXT, body.as_bytes(), head_only)
         }
-        "/-/ready" if pages.ready => respond(stream, 200, TEXT, b"ready\n", head_only),
+        "/-/ready" if pages.latest.is_some() => respond(stream, 200, TEXT, b"ready\n", head_only),
         "/-/ready" => respond(stream, 503, TEXT, b"not ready\n", head_only),
-        "/snapshot" if let Some(page) = &pages.snapshot => {
+        "/snapshot" if let Some(page) = &pages.latest => {
             respond(stream, 200, "application/json", page.json().as_bytes(), head_only)
         }
         "/snapshot" => respond(stream, 503, TEXT, b"not ready\n", head_only),
