@@ -1,6 +1,6 @@
-//! `gputop export`: the collector thread renders each snapshot once into the pages the
-//! HTTP server answers with (`/metrics`, `/-/ready`, `/snapshot`), so scrapes never touch
-//! NVML and never wait for it. The alert rules are judged over the exporter's own history
+//! `gputop export`: the collector thread hands each snapshot to the HTTP server, which
+//! answers `/metrics`, `/-/ready` and `/snapshot` from it (each page rendered by the first
+//! request for it), so scrapes never touch NVML and never wait for it. The alert rules are judged over the exporter's own history
 //! (for `/snapshot`, the alert log and notifications); [`rules`] turns the same rules into
 //! Prometheus rules.
 
@@ -25,7 +25,7 @@ use crate::monitor::Monitor;
 use crate::monitor::alerts::sink::Sink;
 use crate::source::Source;
 use metrics::Options;
-use server::{Pages, SharedPages, SnapshotPages};
+use server::{SharedPages, SnapshotPages};
 use web_config::WebConfig;
 
 /// Port of `gputop export` by default: not Prometheus's 9090, node_exporter's 9100 or
@@ -96,7 +96,7 @@ pub fn run(
         ""
     };
     eprintln!("gputop export: serving {scheme}://{bound}/metrics{auth}");
-    let pages: SharedPages = Arc::new(RwLock::new(Arc::new(Pages::default())));
+    let pages: SharedPages = Arc::new(RwLock::new(None));
     let interval = Duration::from_secs_f64(settings.display.refresh_interval);
     let freshness = server::Freshness {
         interval,
@@ -157,11 +157,8 @@ pub fn run(
             for problem in sink.deliver(&transitions) {
                 eprintln!("gputop export: {}", crate::format::sanitize(&problem));
             }
-            let page = Pages {
-                latest: Some(SnapshotPages::new(Arc::clone(&snapshot), &monitor, options)),
-                rendered_at: Some(std::time::Instant::now()),
-            };
-            *shared.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(page);
+            let page = SnapshotPages::new(Arc::clone(&snapshot), &monitor, options);
+            *shared.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(page));
             true
         }),
     )

@@ -1,7 +1,7 @@
 //! A small HTTP/1.1 server for the exporter: GET (and HEAD) of `/metrics`, `/-/ready` and
 //! `/snapshot`, answered from a snapshot's pages, each rendered at most once, so a scrape
-//! never calls NVML. Each connection has its own small thread, up to [`MAX_CONNECTIONS`] at once. A
-//! request head must arrive whole within [`HEAD_DEADLINE`] and 8 KiB. A connection still
+//! never calls NVML. Each connection has its own small thread, up to [`MAX_CONNECTIONS`]
+//! at once. A request head must arrive whole within [`HEAD_DEADLINE`] and 8 KiB. A connection still
 //! sending its head after a second is slow: one address keeps at most
 //! [`MAX_SLOW_PER_PEER`] slow connections, and a full server closes the connection that has
 //! waited longest for its head to make room, so clients trickling bytes (slowloris) cannot
@@ -36,20 +36,11 @@ pub const MAX_SLOW_PER_PEER: usize = 16;
 pub const SLOW_AFTER: Duration = Duration::from_secs(1);
 /// The most a client may take to send its whole request head.
 pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
-/// Stack of a connection's thread: it only copies a page out.
+/// Stack of a connection's thread: it renders a page at most, with shallow calls.
 const STACK: usize = 128 * 1024;
 /// Longest request head read.
 pub const HEAD_MAX: usize = 8 * 1024;
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What the server answers with, replaced whole on every snapshot.
-#[derive(Debug, Default)]
-pub struct Pages {
-    /// The latest snapshot's pages (`None` before the first snapshot).
-    pub latest: Option<SnapshotPages>,
-    /// When the collector delivered them.
-    pub rendered_at: Option<Instant>,
-}
 
 /// One snapshot's `/metrics` and `/snapshot`, each rendered by the first request for it:
 /// the collector refreshes every second or two while a Prometheus scrapes every 15 to 60 s
@@ -65,6 +56,8 @@ pub struct SnapshotPages {
     options: Options,
     metrics: OnceLock<String>,
     json: OnceLock<String>,
+    /// When the collector delivered the snapshot.
+    delivered_at: Instant,
 }
 
 impl SnapshotPages {
@@ -77,6 +70,7 @@ impl SnapshotPages {
             options,
             metrics: OnceLock::new(),
             json: OnceLock::new(),
+            delivered_at: Instant::now(),
         }
     }
 
@@ -115,14 +109,15 @@ pub struct Freshness {
 }
 
 impl Freshness {
-    /// Seconds since the pages were rendered, and whether that is stale.
-    fn age(&self, pages: &Pages) -> Option<(f64, bool)> {
-        let age = pages.rendered_at?.elapsed();
-        Some((age.as_secs_f64(), age > 2 * self.interval))
+    /// Seconds since `pages` were delivered, and whether that is stale.
+    fn age(&self, pages: &SnapshotPages) -> (f64, bool) {
+        let age = pages.delivered_at.elapsed();
+        (age.as_secs_f64(), age > 2 * self.interval)
     }
 }
 
-pub type SharedPages = Arc<RwLock<Arc<Pages>>>;
+/// The latest snapshot's pages (`None` before the first), replaced whole on every snapshot.
+pub type SharedPages = Arc<RwLock<Option<Arc<SnapshotPages>>>>;
 
 /// The open connections, for making room: which peer, since when, and whether it is still
 /// sending its request head.
@@ -365,8 +360,8 @@ fn answer(
         }
     }
     let path = target.split('?').next().unwrap_or("");
-    let pages = Arc::clone(&pages.read().unwrap_or_else(|e| e.into_inner()));
-    let age = freshness.age(&pages);
+    let latest = pages.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let age = latest.as_deref().map(|pages| freshness.age(pages));
     let _ = match path {
         "/metrics" => {
             // The page as rendered, then its age: the only part a scrape computes.
@@ -378,8 +373,8 @@ fn answer(
                 )
             });
             let waiting;
-            let page = match &pages.latest {
-                Some(latest) => latest.metrics(),
+            let page = match &latest {
+                Some(pages) => pages.metrics(),
                 None => {
                     waiting = exposition(None, Options::default());
                     &waiting
@@ -397,9 +392,9 @@ fn answer(
             let body = format!("stale: the data is {seconds:.0} s old{waiting}\n");
             respond(stream, 503, TEXT, body.as_bytes(), head_only)
         }
-        "/-/ready" if pages.latest.is_some() => respond(stream, 200, TEXT, b"ready\n", head_only),
+        "/-/ready" if latest.is_some() => respond(stream, 200, TEXT, b"ready\n", head_only),
         "/-/ready" => respond(stream, 503, TEXT, b"not ready\n", head_only),
-        "/snapshot" if let Some(page) = &pages.latest => {
+        "/snapshot" if let Some(page) = &latest => {
             respond(stream, 200, "application/json", page.json().as_bytes(), head_only)
         }
         "/snapshot" => respond(stream, 503, TEXT, b"not ready\n", head_only),
