@@ -133,12 +133,15 @@ impl Term {
             restore();
             return Err(e);
         }
-        let backend = Quiet {
-            inner: CrosstermBackend::new(Gathered(Vec::new())),
-            cursor_hidden: true,
-            cursor: Position::ORIGIN,
-        };
-        match Terminal::new(backend) {
+        let terminal = terminal_size().and_then(|size| {
+            Terminal::new(Quiet {
+                inner: CrosstermBackend::new(Gathered(Vec::new())),
+                cursor_hidden: true,
+                cursor: Position::ORIGIN,
+                size,
+            })
+        });
+        match terminal {
             Ok(terminal) => Ok(Self { terminal }),
             Err(e) => {
                 restore();
@@ -163,8 +166,15 @@ impl Term {
         // SAFETY: raising a signal at ourselves.
         unsafe { libc::raise(libc::SIGSTOP) };
         enter()?;
-        self.terminal.backend_mut().cursor_hidden = true;
+        let backend = self.terminal.backend_mut();
+        backend.cursor_hidden = true;
+        backend.size = terminal_size()?;
         self.clear()
+    }
+
+    /// The terminal's new size, from its resize event; the next frame is drawn to fit it.
+    pub fn resize(&mut self, cols: u16, rows: u16) {
+        self.terminal.backend_mut().size = Size::new(cols, rows);
     }
 
     /// Clears the screen and forgets what was drawn, so the next frame is drawn whole.
@@ -206,10 +216,20 @@ impl Write for Gathered {
 ///
 /// The cursor stays hidden, and its position is never asked of the terminal: ratatui asks it
 /// to clear the screen, and the answer would race the input thread for stdin.
+///
+/// The size is read once and then kept from resize events: ratatui asks it every frame, and
+/// crossterm answers by opening /dev/tty for an ioctl each time (3% of live CPU at 1 s).
 struct Quiet {
     inner: CrosstermBackend<Gathered>,
     cursor_hidden: bool,
     cursor: Position,
+    size: Size,
+}
+
+/// The terminal's size as the kernel reports it now.
+fn terminal_size() -> io::Result<Size> {
+    let (cols, rows) = ratatui_crossterm::crossterm::terminal::size()?;
+    Ok(Size::new(cols, rows))
 }
 
 impl Backend for Quiet {
@@ -259,7 +279,7 @@ impl Backend for Quiet {
     }
 
     fn size(&self) -> io::Result<Size> {
-        self.inner.size()
+        Ok(self.size)
     }
 
     fn window_size(&mut self) -> io::Result<WindowSize> {

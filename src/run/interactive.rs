@@ -254,7 +254,10 @@ pub fn run(
                     .into_iter()
                     .collect()
             }
-            Event::Terminal(TermEvent::Resize(..)) => Vec::new(),
+            Event::Terminal(TermEvent::Resize(cols, rows)) => {
+                tui.resize(cols, rows);
+                Vec::new()
+            }
             Event::Terminal(_) => continue,
             Event::TerminalClosed => break Ending::TerminalClosed,
             Event::Signal(signal) => break Ending::Signal(signal),
