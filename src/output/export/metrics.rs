@@ -609,11 +609,13 @@ fn process_families(snapshot: &Snapshot, options: Options, out: &mut String) {
             }
         }
         if let Some(job) = container.filter(|c| c.runtime == Runtime::Slurm) {
+            // The job's user where its cgroup path names one, else the process's owner.
+            let user = job.user.as_deref().or(p.host.user.value().map(String::as_str));
             let _ = write!(
                 text,
                 ",slurm_job=\"{}\",slurm_user=\"{}\"",
                 label_value(&job.id),
-                label_value(job.user.as_deref().unwrap_or(""))
+                label_value(user.unwrap_or(""))
             );
         }
         if let Some(id) = p.mig {
@@ -665,6 +667,30 @@ mod tests {
         );
         assert!(!label_value("evil\u{1b}[2J").contains('\u{1b}'));
         assert!(label_value(&"é".repeat(300)).len() <= LABEL_MAX);
+    }
+
+    #[test]
+    fn a_slurm_job_without_a_user_in_its_cgroup_is_labelled_with_the_owner() {
+        use crate::model::testing::{process, snapshot};
+        use std::time::{Duration, SystemTime};
+        let mut named = process(10, 0, "alice", 1 << 30);
+        named.host.container = Some(Container {
+            user: Some("bob".into()),
+            ..Container::new(Runtime::Slurm, "77")
+        });
+        let mut unnamed = process(11, 0, "carol", 1 << 30);
+        unnamed.host.container = Some(Container::new(Runtime::Slurm, "78"));
+        let snapshot = snapshot(SystemTime::UNIX_EPOCH, Vec::new(), vec![named, unnamed]);
+        let interval = Duration::from_secs(1);
+        let (usage, clocks) = (Accounting::new(interval), ClockEvents::new(interval));
+        let options = Options {
+            processes: true,
+            commands: false,
+        };
+        let text = exposition(Some((&snapshot, &usage, &clocks)), options);
+        assert!(text.contains("slurm_job=\"77\",slurm_user=\"bob\""), "{text}");
+        assert!(text.contains("slurm_job=\"78\",slurm_user=\"carol\""), "{text}");
+        assert!(!text.contains("slurm_user=\"\""), "{text}");
     }
 
     #[test]
