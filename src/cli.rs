@@ -21,7 +21,7 @@ pub struct Cli {
     pub once: bool,
 
     /// With --once: print the report as JSON (implies --once)
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["list", "dump_config"])]
     pub json: bool,
 
     /// List the GPUs, one per line, and exit
@@ -36,8 +36,8 @@ pub struct Cli {
     #[arg(long, value_name = "PATH", global = true)]
     pub config: Option<PathBuf>,
 
-    /// Seconds between refreshes (overrides display.refresh_interval)
-    #[arg(long, value_name = "SECS", global = true)]
+    /// Seconds between refreshes, 0.1 to 3600 (overrides display.refresh_interval)
+    #[arg(long, value_name = "SECS", global = true, allow_negative_numbers = true, value_parser = interval)]
     pub interval: Option<f64>,
 
     /// Show only these GPUs or MIG devices, named as CUDA_VISIBLE_DEVICES names them: index,
@@ -54,7 +54,7 @@ pub struct Cli {
     pub user: Vec<String>,
 
     /// Show only these processes
-    #[arg(long, value_name = "PID", num_args = 1.., value_delimiter = ',')]
+    #[arg(long, value_name = "PID", num_args = 1.., value_delimiter = ',', allow_negative_numbers = true, value_parser = pid)]
     pub pid: Vec<u32>,
 
     /// Show only compute processes (C and C+G)
@@ -131,14 +131,14 @@ pub struct CaptureArgs {
     pub file: PathBuf,
 
     /// Seconds to capture, one refresh a second
-    #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = positive)]
+    #[arg(long, value_name = "SECS", default_value_t = 5.0, allow_negative_numbers = true, value_parser = positive)]
     pub duration: f64,
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct ExportArgs {
     /// Address to listen on (loopback by default; 0.0.0.0:PORT to serve every interface)
-    #[arg(long, value_name = "ADDR:PORT", default_value = crate::output::export::DEFAULT_ADDRESS)]
+    #[arg(long, value_name = "ADDR:PORT", default_value = crate::output::export::DEFAULT_ADDRESS, value_parser = listen_address)]
     pub web_listen_address: String,
 
     /// TLS and basic auth, as Prometheus exporters read them (exporter-toolkit's YAML)
@@ -157,7 +157,7 @@ pub struct ExportArgs {
 #[derive(Debug, Clone, Args)]
 pub struct RulesArgs {
     /// Prometheus's scrape interval for gputop, in seconds: windows are at least four of them
-    #[arg(long, value_name = "SECS", default_value_t = 15.0, value_parser = positive)]
+    #[arg(long, value_name = "SECS", default_value_t = 15.0, allow_negative_numbers = true, value_parser = positive)]
     pub scrape_interval: f64,
 
     /// Write them as a prometheus-operator PrometheusRule for Kubernetes (namespace gputop)
@@ -176,11 +176,11 @@ pub struct RecordArgs {
     pub max_size: u64,
 
     /// Oldest data kept, in seconds (FILE and FILE.1 together)
-    #[arg(long, value_name = "SECS", default_value_t = 604_800.0, value_parser = positive)]
+    #[arg(long, value_name = "SECS", default_value_t = 604_800.0, allow_negative_numbers = true, value_parser = positive)]
     pub max_age: f64,
 
     /// Stop after this many seconds (default: until SIGINT or SIGTERM)
-    #[arg(long, value_name = "SECS", value_parser = positive)]
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = positive)]
     pub duration: Option<f64>,
 }
 
@@ -191,7 +191,7 @@ pub struct ReplayArgs {
     pub file: PathBuf,
 
     /// Playback speed (0.125 to 64)
-    #[arg(long, value_name = "X", default_value_t = 1.0, value_parser = positive)]
+    #[arg(long, value_name = "X", default_value_t = 1.0, allow_negative_numbers = true, value_parser = speed)]
     pub speed: f64,
 
     /// Print the frame at --at (default: the last) instead of playing
@@ -203,7 +203,7 @@ pub struct ReplayArgs {
     pub json: bool,
 
     /// With --once: seconds from the start of the recording
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = seconds_from_start)]
     pub at: Option<f64>,
 
     /// Print the number of frames, the time span and skipped lines, and exit
@@ -215,6 +215,48 @@ fn positive(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
         _ => Err("expected a number above 0".into()),
+    }
+}
+
+/// `--interval`: the range `display.refresh_interval` allows, checked where the flag is read
+/// so that a bad value is a usage error like any other.
+fn interval(text: &str) -> Result<f64, String> {
+    let key = crate::config::schema::find("display", "refresh_interval").expect("a key of the schema");
+    let number: f64 = text.parse().map_err(|_| "expected a number of seconds from 0.1 to 3600")?;
+    key.check(&toml::Value::Float(number))?;
+    Ok(number)
+}
+
+fn speed(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if (0.125..=64.0).contains(&v) => Ok(v),
+        _ => Err("expected a speed from 0.125 to 64".into()),
+    }
+}
+
+fn seconds_from_start(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
+        _ => Err("expected seconds from the start of the recording, 0 or more".into()),
+    }
+}
+
+fn pid(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(v) if v > 0 => Ok(v),
+        _ => Err("expected a process ID (a whole number above 0)".into()),
+    }
+}
+
+/// `HOST:PORT` as the exporter binds it: `127.0.0.1:9835`, `[::]:9835`, `localhost:9835`.
+fn listen_address(text: &str) -> Result<String, String> {
+    let valid = text
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+    if valid {
+        Ok(text.to_string())
+    } else {
+        Err("expected HOST:PORT, such as 127.0.0.1:9835, 0.0.0.0:9835 or [::]:9835".into())
     }
 }
 
@@ -245,11 +287,11 @@ fn size(text: &str) -> Result<u64, String> {
 #[derive(Debug, Clone, Args)]
 pub struct ValidateArgs {
     /// Seconds to sample for; one round per second (0: a single round)
-    #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = non_negative)]
+    #[arg(long, value_name = "SECS", default_value_t = 5.0, allow_negative_numbers = true, value_parser = non_negative)]
     pub duration: f64,
 
     /// Allowed difference: percent of nvidia-smi's value, or percentage points for % metrics
-    #[arg(long, value_name = "PCT", default_value_t = 5.0, value_parser = non_negative)]
+    #[arg(long, value_name = "PCT", default_value_t = 5.0, allow_negative_numbers = true, value_parser = non_negative)]
     pub tolerance: f64,
 
     /// Print the report as JSON
@@ -309,18 +351,46 @@ fn parse_device_spec(text: &str) -> Result<DeviceSpec, String> {
     })
 }
 
+/// Ends gputop on a bad command line: clap's message as one line (what, where, and the tip
+/// when it has one), exit status 2; help and the version print as clap prints them.
+fn usage_error(error: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        error.exit();
+    }
+    eprintln!("gputop: {}", one_line(&error.render().to_string()));
+    std::process::exit(2);
+}
+
+/// clap's rendered error as one line: its paragraphs but the usage and the pointer to
+/// `--help`, joined.
+fn one_line(rendered: &str) -> String {
+    let parts: Vec<String> = rendered
+        .split("\n\n")
+        .map(|paragraph| paragraph.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|p| !p.is_empty() && !p.starts_with("Usage:") && !p.starts_with("For more information"))
+        .collect();
+    let line = parts.join("; ");
+    let line = line.strip_prefix("error: ").unwrap_or(&line);
+    format!("{line} (gputop --help lists the options)")
+}
+
 impl Cli {
     /// Parses the command line; exits with a usage error (status 2) on a bad one.
     pub fn parse_checked() -> Self {
-        let matches = Self::command().after_help(help_tail()).get_matches();
-        let cli = Self::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        let matches = Self::command()
+            .after_help(help_tail())
+            .try_get_matches()
+            .unwrap_or_else(|e| usage_error(e));
+        let cli = Self::from_arg_matches(&matches).unwrap_or_else(|e| usage_error(e));
         if cli.demo && matches!(cli.command, Some(Command::Validate(_) | Command::Replay(_))) {
-            Self::command()
-                .error(
-                    clap::error::ErrorKind::ArgumentConflict,
-                    "--demo cannot be used with validate (it compares real NVML readings) or replay (it plays a file)",
-                )
-                .exit();
+            usage_error(Self::command().error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "--demo cannot be used with validate (it compares real NVML readings) or replay (it plays a file)",
+            ));
         }
         cli
     }

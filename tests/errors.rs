@@ -138,6 +138,46 @@ fn usage_errors_are_exit_2() {
 }
 
 #[test]
+fn every_bad_flag_value_is_one_line_naming_the_flag_the_value_and_what_is_allowed() {
+    let home = tempfile::tempdir().unwrap();
+    // (arguments, the flag the line must name, the value it must quote, what it must allow)
+    let cases: &[(&[&str], &str, &str, &str)] = &[
+        (&["--interval", "-1"], "--interval", "-1", "0.1 to 3600"),
+        (&["--interval", "0"], "--interval", "0", "0.1 to 3600"),
+        (&["--interval", "abc"], "--interval", "abc", "0.1 to 3600"),
+        (&["--interval", "1e9", "--demo", "--once"], "--interval", "1e9", "0.1 to 3600"),
+        (&["--pid", "abc"], "--pid", "abc", "process ID"),
+        (&["--pid", "-3"], "--pid", "-3", "process ID"),
+        (&["--only", "gpu0"], "--only", "gpu0", "GPU index"),
+        (&["record", "x.rec", "--max-size", "1Q"], "--max-size", "1Q", "K, M or G"),
+        (&["record", "x.rec", "--duration", "-5"], "--duration", "-5", "above 0"),
+        (&["replay", "x.rec", "--speed", "100"], "--speed", "100", "0.125 to 64"),
+        (&["replay", "x.rec", "--once", "--at", "-1"], "--at", "-1", "0 or more"),
+        (&["capture", "x.toml", "--duration", "0"], "--duration", "0", "above 0"),
+        (&["rules", "--scrape-interval", "-15"], "--scrape-interval", "-15", "above 0"),
+        (&["validate", "--tolerance", "-1"], "--tolerance", "-1", "0 to 86400"),
+        (&["export", "--web-listen-address", "abc"], "--web-listen-address", "abc", "HOST:PORT"),
+        (&["--json", "--list"], "--json", "--list", "cannot be used with"),
+        (&["--bogus"], "--bogus", "--bogus", "unexpected argument"),
+    ];
+    for (args, flag, value, allowed) in cases {
+        let output = gputop(home.path()).args(*args).output().unwrap();
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {err}");
+        assert!(stdout(&output).is_empty(), "{args:?}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line, not:\n{err}");
+        assert!(err.starts_with("gputop: "), "{args:?}: {err}");
+        for needle in [flag, value, allowed] {
+            assert!(err.contains(needle), "{args:?}: {needle:?} missing from: {err}");
+        }
+    }
+    // Help and the version still print in full, to stdout, with success.
+    let help = gputop(home.path()).arg("--help").output().unwrap();
+    assert!(help.status.success());
+    assert!(stdout(&help).contains("Exit codes:"));
+}
+
+#[test]
 fn broken_pipe_is_not_an_error() {
     let home = tempfile::tempdir().unwrap();
     let mut child = gputop(home.path())
