@@ -222,7 +222,9 @@ fn positive(text: &str) -> Result<f64, String> {
 /// so that a bad value is a usage error like any other.
 fn interval(text: &str) -> Result<f64, String> {
     let key = crate::config::schema::find("display", "refresh_interval").expect("a key of the schema");
-    let number: f64 = text.parse().map_err(|_| "expected a number of seconds from 0.1 to 3600")?;
+    let number: f64 = text
+        .parse()
+        .map_err(|_| "expected a number of seconds from 0.1 to 3600")?;
     key.check(&toml::Value::Float(number))?;
     Ok(number)
 }
@@ -357,7 +359,9 @@ fn usage_error(error: clap::Error) -> ! {
     use clap::error::ErrorKind;
     if matches!(
         error.kind(),
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
     ) {
         error.exit();
     }

@@ -1602,12 +1602,18 @@ fn the_snapshot_page_serves_command_lines_only_when_asked_like_metrics() {
     }
 }
 
-/// `gputop --demo export`, its state under `home`'s `~/.local/state`, once it is ready.
-fn demo_exporter(home: &Path) -> (Killed, u16) {
-    let port = free_port();
-    let child = gputop(home)
+/// `gputop export` on the simulated two-GPU machine running `sleepers`, its state under
+/// `home`'s `~/.local/state` (or the demo machine's with `--demo` in `source`).
+fn state_exporter(home: &Path, sleepers: &Sleepers, source: &[&str], port: u16) -> std::process::Child {
+    gputop(home)
+        .args(if source.is_empty() {
+            vec!["--nvml-lib".to_string(), common::sim_lib().display().to_string()]
+        } else {
+            source.iter().map(|s| s.to_string()).collect()
+        })
+        .env("GPUTOP_SIM_SCENARIO", scenario("two-gpus-training"))
+        .env("GPUTOP_SIM_PIDS", sleepers.env())
         .args([
-            "--demo",
             "export",
             "--processes",
             "--interval",
@@ -1617,7 +1623,13 @@ fn demo_exporter(home: &Path) -> (Killed, u16) {
         .arg(format!("127.0.0.1:{port}"))
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// [`state_exporter`] once it serves a snapshot.
+fn ready_state_exporter(home: &Path, sleepers: &Sleepers, source: &[&str]) -> (Killed, u16) {
+    let port = free_port();
+    let child = state_exporter(home, sleepers, source, port);
     let (exporter, port) = listening(Killed(child), port);
     wait_ready(port);
     (exporter, port)
@@ -1666,13 +1678,16 @@ fn terminate(exporter: &mut Killed) -> (std::process::ExitStatus, String) {
 fn usage_totals_survive_a_restart_and_a_corrupt_file_is_set_aside() {
     let home = tempfile::tempdir().unwrap();
     let state = home.path().join(".local/state/gputop/usage.json");
-    let (mut first, port) = demo_exporter(home.path());
+    let sleepers = Sleepers::spawn(3);
+    let (mut first, port) = ready_state_exporter(home.path(), &sleepers, &[]);
     let deadline = Instant::now() + Duration::from_secs(20);
     while gpu_seconds_by_user(port).values().all(|s| *s < 1.0) {
         assert!(Instant::now() < deadline, "no GPU-seconds counted");
         std::thread::sleep(Duration::from_millis(100));
     }
     let before = gpu_seconds_by_user(port);
+    // The sleepers' owner: whoever runs the test.
+    let owner = before.keys().next().expect("a user counted").clone();
     let (status, stderr) = terminate(&mut first);
     assert!(status.success(), "SIGTERM ends it cleanly: {status:?} {stderr}");
     assert!(stderr.contains(&state.display().to_string()), "{stderr}");
@@ -1684,7 +1699,7 @@ fn usage_totals_survive_a_restart_and_a_corrupt_file_is_set_aside() {
     );
 
     // The next exporter starts from the saved totals: at least what the first had served.
-    let (mut second, port) = demo_exporter(home.path());
+    let (mut second, port) = ready_state_exporter(home.path(), &sleepers, &[]);
     let restored = gpu_seconds_by_user(port);
     for (user, seconds) in &before {
         let saved_seconds = saved["users"][user]["gpu_seconds"].as_f64().unwrap();
@@ -1702,20 +1717,21 @@ fn usage_totals_survive_a_restart_and_a_corrupt_file_is_set_aside() {
     let metrics = get(port, "/metrics").2;
     let counter = metrics
         .lines()
-        .find(|l| l.starts_with("gputop_user_gpu_seconds_total{user=\"alice\"}"))
+        .find(|l| l.starts_with(&format!("gputop_user_gpu_seconds_total{{user=\"{owner}\"}}")))
         .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .expect("alice's GPU-seconds counter");
-    assert!(counter >= before["alice"], "the counter goes on from {counter}");
+        .expect("the owner's GPU-seconds counter");
+    assert!(counter >= before[&owner], "the counter goes on from {counter}");
     terminate(&mut second);
 
     // A damaged file: reported in one line, set aside, and counting starts from zero.
     std::fs::write(
         &state,
-        "{\"version\":1,\"users\":{\"alice\":{\"gpu_seconds\":\"lots\"",
+        format!("{{\"version\":1,\"users\":{{\"{owner}\":{{\"gpu_seconds\":\"lots\""),
     )
     .unwrap();
-    let (mut third, port) = demo_exporter(home.path());
-    assert!(gpu_seconds_by_user(port)["alice"] < before["alice"], "from zero");
+    let (mut third, port) = ready_state_exporter(home.path(), &sleepers, &[]);
+    let counted = gpu_seconds_by_user(port).get(&owner).copied().unwrap_or(0.0);
+    assert!(counted < before[&owner], "from zero");
     let (status, stderr) = terminate(&mut third);
     assert!(status.success());
     let problem: Vec<&str> = stderr.lines().filter(|l| l.contains("set aside")).collect();
@@ -1726,6 +1742,58 @@ fn usage_totals_survive_a_restart_and_a_corrupt_file_is_set_aside() {
     );
     assert!(state.with_extension("json.corrupt").exists());
     assert!(state.exists(), "the new totals were written at the stop");
+}
+
+#[test]
+fn the_demo_keeps_no_usage_totals_and_a_second_exporter_is_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let directory = home.path().join(".local/state/gputop");
+    let sleepers = Sleepers::spawn(3);
+
+    // The demo counts its users for /snapshot, and writes none of them down.
+    let (mut demo, port) = ready_state_exporter(home.path(), &sleepers, &["--demo"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while gpu_seconds_by_user(port).values().all(|s| *s < 1.0) {
+        assert!(Instant::now() < deadline, "no GPU-seconds counted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (status, stderr) = terminate(&mut demo);
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("demo's usage totals are not kept"), "{stderr}");
+    assert!(!directory.exists(), "the demo wrote state: {directory:?}");
+
+    // A real exporter holds the totals; a second on the same machine and user is refused
+    // with one line naming the first, and the first's totals go on.
+    let (mut first, port) = ready_state_exporter(home.path(), &sleepers, &[]);
+    let second = state_exporter(home.path(), &sleepers, &[], free_port());
+    let output = second.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    let refusal: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("another gputop export"))
+        .collect();
+    assert_eq!(refusal.len(), 1, "{err}");
+    assert!(
+        refusal[0].contains(&format!("(PID {})", first.0.id()))
+            && refusal[0].contains(&directory.display().to_string()),
+        "{err}"
+    );
+    assert!(!err.contains("serving"), "refused before listening: {err}");
+    assert_eq!(get(port, "/-/ready").0, 200, "the first still serves");
+    let (status, stderr) = terminate(&mut first);
+    assert!(status.success(), "{stderr}");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(directory.join("usage.json")).unwrap()).unwrap();
+    assert!(
+        saved["users"].as_object().is_some_and(|u| !u.is_empty()),
+        "{saved}"
+    );
+
+    // Once the first has stopped, the lock is free again.
+    let (mut third, _) = ready_state_exporter(home.path(), &sleepers, &[]);
+    let (status, stderr) = terminate(&mut third);
+    assert!(status.success(), "{stderr}");
 }
 
 /// `gputop export` with `alert.log_file` at `log`: how it ended within 10 s.

@@ -80,6 +80,33 @@ pub fn run(
     mut sink: Sink,
     serving: Serving,
 ) -> Result<(), String> {
+    // The exporter keeps history and judges the alert rules as the view does: /snapshot
+    // lists the pending and firing alerts, and the alert log and notifications work
+    // without a terminal.
+    let mut monitor = Monitor::new(
+        &settings.history,
+        &settings.alert,
+        settings.display.refresh_interval,
+    );
+    // Only a real machine's usage is kept: the demo's users would land in the totals that
+    // billing reads.
+    let state_path = match source {
+        Source::Demo(_) => {
+            eprintln!("gputop export: the demo's usage totals are not kept (only a real machine's are)");
+            None
+        }
+        Source::Nvml(_) => usage_state::default_path(),
+    };
+    let mut state = match state_path {
+        Some(path) => {
+            let (state, problem) = usage_state::UsageState::open(path, &mut monitor.usage)?;
+            if let Some(problem) = problem {
+                eprintln!("gputop export: {problem}");
+            }
+            Some(state)
+        }
+        None => None,
+    };
     let address = &serving.address;
     let listener = TcpListener::bind(address).map_err(|e| format!("cannot listen on {address}: {e}"))?;
     let bound = listener
@@ -103,21 +130,6 @@ pub fn run(
         activity: source.activity(),
     };
     let shared = Arc::clone(&pages);
-    // The exporter keeps history and judges the alert rules as the view does: /snapshot
-    // lists the pending and firing alerts, and the alert log and notifications work
-    // without a terminal.
-    let mut monitor = Monitor::new(
-        &settings.history,
-        &settings.alert,
-        settings.display.refresh_interval,
-    );
-    let mut state = usage_state::default_path().map(|path| {
-        let (state, problem) = usage_state::UsageState::open(path, &mut monitor.usage);
-        if let Some(problem) = problem {
-            eprintln!("gputop export: {problem}");
-        }
-        state
-    });
     if let Some(state) = &state {
         eprintln!("gputop export: usage totals kept in {}", state.path().display());
     }

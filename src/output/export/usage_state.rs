@@ -3,9 +3,13 @@
 //! `StateDirectory=`), else `$XDG_STATE_HOME/gputop`, else `~/.local/state/gputop`. Written
 //! atomically (a new file renamed over the old) every [`SAVE_EVERY`] and when the exporter
 //! is stopped; read at start, at most [`MAX_BYTES`]. A file that cannot be read is reported
-//! in one line and set aside as `usage.json.corrupt`; counting then starts from zero.
+//! in one line and set aside as `usage.json.corrupt`; counting then starts from zero. One
+//! exporter at a time keeps a directory's totals: it holds a lock on `usage.json.lock` (with
+//! its PID in it) while it runs, and a second is refused with a line naming the first.
 
-use std::io::Write;
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -33,17 +37,69 @@ pub fn default_path() -> Option<PathBuf> {
     Some(directory.join("usage.json"))
 }
 
-/// The totals file and when it was last written.
+/// The totals file, when it was last written, and the lock that keeps it this exporter's.
 #[derive(Debug)]
 pub struct UsageState {
     path: PathBuf,
     saved_at: Instant,
+    /// Held (flock) until the exporter ends; the kernel lets go of it however it ends.
+    _lock: File,
+}
+
+/// Takes the lock on `path`'s totals for this process, creating the directory (0700) and the
+/// lock file (0600); `Err` names the exporter that holds it.
+fn lock(path: &Path) -> Result<File, String> {
+    let directory = path.parent().unwrap_or(Path::new("."));
+    let lock_path = path.with_extension("json.lock");
+    let fail = |e: std::io::Error| format!("cannot lock the usage totals at {}: {e}", lock_path.display());
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(directory)
+        .map_err(fail)?;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&lock_path)
+        .map_err(fail)?;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let error = std::io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(fail(error));
+        }
+        let mut holder = String::new();
+        let _ = (&file).take(32).read_to_string(&mut holder);
+        let holder = holder.trim();
+        let who = if holder.is_empty() {
+            String::new()
+        } else {
+            format!(" (PID {holder})")
+        };
+        return Err(format!(
+            "another gputop export{who} keeps the usage totals in {}: stop it first, or give \
+             this one a state directory of its own (STATE_DIRECTORY or XDG_STATE_HOME)",
+            directory.display()
+        ));
+    }
+    file.set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| writeln!(file, "{}", std::process::id()))
+        .map_err(fail)?;
+    Ok(file)
 }
 
 impl UsageState {
-    /// Adds the totals saved at `path` to `accounting`. The message, if any, says what was
-    /// wrong with the file and where it was set aside.
-    pub fn open(path: PathBuf, accounting: &mut Accounting) -> (Self, Option<String>) {
+    /// Locks the totals at `path` for this exporter and adds those saved there to
+    /// `accounting`. `Err`: another exporter holds them, or the lock could not be made. The
+    /// message beside `Ok`, if any, says what was wrong with the file and where it was set
+    /// aside.
+    pub fn open(path: PathBuf, accounting: &mut Accounting) -> Result<(Self, Option<String>), String> {
+        let lock = lock(&path)?;
         let problem = match crate::files::read_text(&path, MAX_BYTES) {
             Err(_) if !path.exists() => None,
             Err(e) => Some(e),
@@ -66,8 +122,9 @@ impl UsageState {
         let state = Self {
             path,
             saved_at: Instant::now(),
+            _lock: lock,
         };
-        (state, message)
+        Ok((state, message))
     }
 
     pub fn path(&self) -> &Path {
