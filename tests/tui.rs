@@ -102,6 +102,20 @@ impl Pty {
         None
     }
 
+    /// Scrolls a text screen down a line at a time until `needle` shows; panics at its end.
+    fn scroll_to(&mut self, needle: &str) -> String {
+        for _ in 0..80 {
+            let screen = self.screen();
+            if screen.contains(needle) {
+                return screen;
+            }
+            self.writer.write_all(b"j").unwrap();
+            self.writer.flush().unwrap();
+            std::thread::sleep(Duration::from_millis(40));
+        }
+        panic!("{needle:?} never showed: {}", self.screen());
+    }
+
     fn tty_path(&self) -> String {
         self.master
             .as_ref()
@@ -357,8 +371,10 @@ fn readonly_offers_no_signal_at_all() {
     let screen = pty.screen();
     assert!(!screen.contains("Send SIGKILL"), "no dialog: {screen}");
     pty.keys("h");
-    let help = pty.wait_for("gputop help");
-    assert!(!help.contains("SIGKILL"), "signals are not in the help: {help}");
+    pty.wait_for("gputop help");
+    // The signal keys are in the help, marked off, and the help says why.
+    pty.scroll_to("send SIGKILL (asks first) (off here)");
+    pty.scroll_to("Read-only: signals are disabled.");
     assert!((0..3).all(|i| sleepers.alive(i)));
 }
 
@@ -763,6 +779,16 @@ fn replay_position(screen: &str) -> Option<u64> {
 /// Records the fixture machine as `hostname` once a second for `seconds` into `file`, in the
 /// documented recording format (a header line, then one whole frame a line).
 fn record_fixture(file: &Path, hostname: &str, seconds: u64) {
+    record_fixture_with(file, hostname, seconds, |_| {});
+}
+
+/// [`record_fixture`] with each frame changed by `edit` first.
+fn record_fixture_with(
+    file: &Path,
+    hostname: &str,
+    seconds: u64,
+    edit: impl Fn(&mut gputop::model::Snapshot),
+) {
     use gputop::model::recording::{FORMAT_VERSION, to_stored};
     let header = serde_json::json!({
         "gputop_recording": FORMAT_VERSION,
@@ -777,6 +803,7 @@ fn record_fixture(file: &Path, hostname: &str, seconds: u64) {
         let mut frame = base.clone();
         frame.taken_at = base.taken_at + Duration::from_secs(second);
         frame.hostname = hostname.into();
+        edit(&mut frame);
         let t = frame
             .taken_at
             .duration_since(std::time::UNIX_EPOCH)
@@ -806,7 +833,7 @@ fn a_recording_replays_with_pause_seek_and_speed_and_no_signals() {
         "{screen}"
     );
     assert!(
-        screen.contains("read-only"),
+        screen.contains("(replay: no signals)"),
         "signals are off in a replay: {screen}"
     );
     pty.keys("p");
@@ -839,6 +866,57 @@ fn a_recording_replays_with_pause_seek_and_speed_and_no_signals() {
     );
     pty.keys("q");
     assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
+}
+
+#[test]
+fn a_recorded_process_never_shows_a_local_process_that_has_its_pid() {
+    let home = tempfile::tempdir().unwrap();
+    // A local process holding a secret, whose PID the recording's first row carries.
+    let mut local = Command::new("sleep")
+        .arg("600")
+        .env("MY_SECRET_TOKEN", "hunter2")
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = local.id();
+    let file = home.path().join("secret.rec");
+    record_fixture_with(&file, "recorded-host", 30, |frame| {
+        frame.processes[0].pid = pid;
+    });
+    let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_gputop"));
+    command.env("HOME", home.path());
+    command.env("TERM", "xterm-256color");
+    command.arg("replay");
+    command.arg(&file);
+    let mut pty = Pty::spawn(command, 120, 30);
+    let screen = pty.wait_for("train.py");
+    assert!(screen.contains(&pid.to_string()), "{screen}");
+    // The first row is the largest: the recorded process with the local PID.
+    pty.keys("\x1b[B");
+    pty.keys("e");
+    let said = pty.wait_for("its environment is not recorded");
+    assert!(!said.contains("hunter2") && !said.contains("MY_SECRET"), "{said}");
+    assert!(
+        !said.contains("environment of PID"),
+        "no environment screen: {said}"
+    );
+    pty.keys("K");
+    pty.wait_for("A recorded process: signals reach only live ones");
+    assert!(!pty.screen().contains("Send SIGKILL"), "{}", pty.screen());
+    // The message goes after a few seconds, and the key hints come back.
+    pty.wait_until("the hints back", 15, |s| {
+        s.contains("q quit") && !s.contains("signals reach")
+    });
+    pty.keys("h");
+    pty.wait_for("gputop help");
+    let help = pty.scroll_to("send SIGKILL (asks first) (off here)");
+    assert!(!help.contains("hunter2"), "{help}");
+    pty.keys("q");
+    pty.keys("q");
+    assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
+    assert!(alive(&mut local), "the local process lives");
+    let _ = local.kill();
+    let _ = local.wait();
 }
 
 #[test]

@@ -235,34 +235,80 @@ pub const MAIN: &[Binding] = &[
     bind(&[Ctrl('z')], "suspend (fg resumes)", || Action::Suspend),
 ];
 
-/// The help screen: it scrolls, and any other key goes back.
-pub const HELP: &[Binding] = &[
-    bind(&[Code(KeyCode::Down), Char('j')], "scroll down", || {
-        Action::Scroll(1)
-    }),
-    bind(&[Code(KeyCode::Up), Char('k')], "scroll up", || {
-        Action::Scroll(-1)
-    }),
+/// Every text screen (help, alerts, users, environment): scrolling down, up and sideways.
+/// On the help screen any other key goes back.
+pub const SCROLLING: &[Binding] = &[
+    bind(&[Code(KeyCode::Down), Char('j')], "scroll down", || Action::Down),
+    bind(&[Code(KeyCode::Up), Char('k')], "scroll up", || Action::Up),
     bind(&[Code(KeyCode::PageDown), Char(' ')], "a page down", || {
-        Action::Scroll(10)
+        Action::PageDown
     }),
-    bind(&[Code(KeyCode::PageUp)], "a page up", || Action::Scroll(-10)),
+    bind(&[Code(KeyCode::PageUp)], "a page up", || Action::PageUp),
+    bind(&[Code(KeyCode::Home)], "the top", || Action::Home),
+    bind(&[Code(KeyCode::End)], "the end", || Action::End),
+    bind(
+        &[Code(KeyCode::Right), Char('l')],
+        "scroll right (long lines end in …)",
+        || Action::ScrollCommand(Some(8)),
+    ),
+    bind(&[Code(KeyCode::Left)], "scroll left", || {
+        Action::ScrollCommand(Some(-8))
+    }),
 ];
 
-/// The footer's hints on the main screen: the first key and hint of each binding that has
-/// one (quit last), signals left out in read-only mode.
-pub fn footer_hints(readonly: bool) -> String {
-    let mut shown: Vec<&Binding> = MAIN
-        .iter()
-        .filter(|b| !b.hint.is_empty() && (!readonly || !b.signal))
-        .collect();
-    // Quit last, as top and htop show it.
-    shown.sort_by_key(|b| (b.action)() == Action::Quit);
-    let hints: Vec<String> = shown
-        .iter()
-        .map(|b| format!("{} {}", b.keys[0].name(), b.hint))
-        .collect();
-    hints.join("  ")
+/// The footer's hints on the main screen in at most `width` columns: the first key and hint
+/// of each binding that has one, in the table's order as far as they fit, always with help
+/// first and quit last (as top and htop show it); signals left out where they are off.
+pub fn footer_hints(signals: bool, width: usize) -> String {
+    const GAP: &str = "  ";
+    let hint = |b: &Binding| format!("{} {}", b.keys[0].name(), b.hint);
+    let is = |b: &Binding, action: &Action| (b.action)() == *action;
+    let named = |action: Action| MAIN.iter().find(|b| is(b, &action)).map(hint).unwrap_or_default();
+    let (help, quit) = (named(Action::Help), named(Action::Quit));
+    let mut room = width.saturating_sub(help.len() + GAP.len() + quit.len());
+    let mut hints = vec![help];
+    let middle = MAIN.iter().filter(|b| {
+        !b.hint.is_empty() && (signals || !b.signal) && !is(b, &Action::Help) && !is(b, &Action::Quit)
+    });
+    for binding in middle {
+        let text = hint(binding);
+        if text.len() + GAP.len() <= room {
+            room -= text.len() + GAP.len();
+            hints.push(text);
+        }
+    }
+    hints.push(quit);
+    hints.join(GAP)
+}
+
+/// What the footer shows after `o` or `O`, in at most `width` columns: the letters and the
+/// columns they sort by, the most used first.
+pub fn sort_prompt(reverse: bool, width: usize) -> String {
+    use SortKey::*;
+    let order = [
+        GpuMemory,
+        Sm,
+        Cpu,
+        HostMemory,
+        Time,
+        Pid,
+        User,
+        MemoryBandwidth,
+        Container,
+        Natural,
+    ];
+    let mut text = format!("Sort{}:", if reverse { " reversed" } else { "" });
+    for key in order {
+        let item = format!(" {} {}", key.letter(), key.name());
+        if text.len() + item.len() > width {
+            break;
+        }
+        text.push_str(&item);
+    }
+    if text.len() + " (Esc)".len() <= width {
+        text.push_str(" (Esc)");
+    }
+    text
 }
 
 /// The main screen's keys, a line each (`--help` ends with them, the man page lists them).
@@ -364,33 +410,23 @@ pub const CHARTS: &[Binding] = &[
     bind(&[Char('h'), Char('?')], "help", || Action::Help),
 ];
 
-/// The alerts screen.
+/// The alerts screen (it scrolls as every text screen does).
 pub const ALERTS: &[Binding] = &[
     bind(&[Char('A'), Code(KeyCode::Esc), Char('q')], "back", || {
         Action::Back
     }),
-    bind(&[Code(KeyCode::Down), Char('j')], "scroll down", || {
-        Action::Scroll(1)
-    }),
-    bind(&[Code(KeyCode::Up)], "scroll up", || Action::Scroll(-1)),
-    bind(&[Code(KeyCode::PageDown)], "a page down", || Action::Scroll(10)),
-    bind(&[Code(KeyCode::PageUp)], "a page up", || Action::Scroll(-10)),
     bind(&[Char('h'), Char('?')], "help", || Action::Help),
 ];
 
-/// The users and containers screen.
+/// The users and containers screen (it scrolls as every text screen does).
 pub const USERS: &[Binding] = &[
     bind(&[Char('u'), Code(KeyCode::Esc), Char('q')], "back", || {
         Action::Users
     }),
-    bind(&[Code(KeyCode::Down), Char('j')], "scroll down", || {
-        Action::Scroll(1)
-    }),
-    bind(&[Code(KeyCode::Up)], "scroll up", || Action::Scroll(-1)),
     bind(&[Char('h'), Char('?')], "help", || Action::Help),
 ];
 
-/// The environment screen.
+/// The environment screen (it scrolls as every text screen does).
 pub const ENVIRONMENT: &[Binding] = &[
     bind(&[Char('e'), Code(KeyCode::Esc), Char('q')], "back", || {
         Action::Back
@@ -436,12 +472,12 @@ pub fn decode(app: &App, event: &KeyEvent) -> Option<Action> {
         };
     }
     match app.view.screen {
-        Screen::Help => Some(lookup(HELP, event).unwrap_or(Action::Back)),
+        Screen::Help => Some(lookup(SCROLLING, event).unwrap_or(Action::Back)),
         Screen::Details => lookup(DETAILS, event),
-        Screen::Environment => lookup(ENVIRONMENT, event),
+        Screen::Environment => lookup(ENVIRONMENT, event).or_else(|| lookup(SCROLLING, event)),
         Screen::Charts => replay_key(app, event).or_else(|| lookup(CHARTS, event)),
-        Screen::Alerts => lookup(ALERTS, event),
-        Screen::Users => lookup(USERS, event),
+        Screen::Alerts => lookup(ALERTS, event).or_else(|| lookup(SCROLLING, event)),
+        Screen::Users => lookup(USERS, event).or_else(|| lookup(SCROLLING, event)),
         Screen::Cluster => lookup(CLUSTER, event),
         Screen::Main | Screen::Tree => {
             if event.code == KeyCode::Esc && !app.view.filter.is_empty() {
@@ -533,7 +569,7 @@ mod tests {
     fn no_key_is_bound_twice_in_a_table() {
         for table in [
             MAIN,
-            HELP,
+            SCROLLING,
             DIALOG,
             DETAILS,
             ENVIRONMENT,

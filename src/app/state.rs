@@ -19,6 +19,42 @@ use crate::source::replay::{PlayerCommand, ReplayStatus};
 use crate::app::view::{CHART_SPANS, Confirmation, LayoutMode, Screen, View};
 pub use crate::model::ProcessKey;
 
+/// Where the rows come from. Only this machine's live processes are read from /proc (their
+/// environment) or signalled; the others say why not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// This machine's GPUs, now.
+    Live,
+    /// The built-in simulated machine: its processes are invented.
+    Demo,
+    /// A recording played back.
+    Recording,
+    /// Another machine's exporter.
+    Remote,
+}
+
+impl Origin {
+    /// Why a row's environment cannot be shown; `None` for this machine's live processes.
+    pub fn no_environment(self) -> Option<&'static str> {
+        match self {
+            Self::Live => None,
+            Self::Demo => Some("A demo process: it is invented and has no environment"),
+            Self::Recording => Some("A recorded process: its environment is not recorded"),
+            Self::Remote => Some("A remote process: its environment stays on its node"),
+        }
+    }
+
+    /// Why a row cannot be signalled; `None` for this machine's live processes.
+    pub fn no_signals(self) -> Option<&'static str> {
+        match self {
+            Self::Live => None,
+            Self::Demo => Some("Demo: its processes are invented, so signals are off"),
+            Self::Recording => Some("A recorded process: signals reach only live ones"),
+            Self::Remote => Some("A remote process: signals reach only this machine's"),
+        }
+    }
+}
+
 /// The signals gputop sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signal {
@@ -109,6 +145,11 @@ pub enum Action {
     Stale(Option<Stale>),
     /// The process table was drawn with this many rows.
     TableRows(usize),
+    /// The text screen was drawn with `page` rows; `last_top` is the last first line.
+    TextRows {
+        page: usize,
+        last_top: usize,
+    },
     EnvironmentRead(Result<Vec<String>, String>),
     ProcessTableRead(Vec<crate::host::ProcessEntry>),
     SignalsSent(Vec<String>),
@@ -130,6 +171,8 @@ pub enum Action {
     Cluster(Arc<Cluster>),
     /// Problems delivering alerts (log file, notification command), for the status line.
     AlertDeliveryFailed(Vec<String>),
+    /// The status line's message has been read: the key hints come back.
+    StatusExpired,
 }
 
 /// Work for the runtime.
@@ -175,6 +218,8 @@ pub struct Observed {
     pub process_table: Vec<crate::host::ProcessEntry>,
     /// Set while the live data is older than two refreshes, or not there yet.
     pub stale: Option<Stale>,
+    /// Whose processes the rows are.
+    pub origin: Origin,
 }
 
 /// Live data the collector has not refreshed: how old it is and what it waits on.
@@ -201,6 +246,7 @@ impl App {
                 cluster: None,
                 process_table: Vec::new(),
                 stale: None,
+                origin: Origin::Live,
             },
             view: View::new(selection, readonly, my_uid),
         }
@@ -342,7 +388,11 @@ impl App {
         // `o`/`O` waits for exactly one more key.
         if !matches!(
             action,
-            Action::SortPrefix { .. } | Action::Snapshot(_) | Action::TableRows(_)
+            Action::SortPrefix { .. }
+                | Action::Snapshot(_)
+                | Action::TableRows(_)
+                | Action::TextRows { .. }
+                | Action::StatusExpired
         ) {
             self.view.sort_prefix = None;
         }
@@ -387,6 +437,7 @@ impl App {
             // silently ignored.
             Action::Stale(_)
             | Action::TableRows(_)
+            | Action::TextRows { .. }
             | Action::Snapshot(_)
             | Action::ProcessTableRead(_)
             | Action::EnvironmentRead(_)
@@ -394,6 +445,7 @@ impl App {
             | Action::AlertDeliveryFailed(_)
             | Action::ReplayStatus(_)
             | Action::HistoryRestart
+            | Action::StatusExpired
             | Action::Cluster(_) => self.receive(action),
         }
     }
@@ -408,6 +460,7 @@ impl App {
                 self.view.previous = self.view.screen;
                 self.view.screen = Screen::Help;
                 self.view.text_scroll = 0;
+                self.view.text_offset = 0;
             }
             Action::Back
                 if self.data.cluster.is_some() && matches!(self.view.screen, Screen::Main | Screen::Tree) =>
@@ -438,12 +491,16 @@ impl App {
             }
             Action::Details if self.selected_process().is_some() => self.view.screen = Screen::Details,
             Action::Environment => {
-                if let Some(p) = self.selected_process() {
+                if let Some(why) = self.data.origin.no_environment() {
+                    self.view.status = Some(why.into());
+                } else if let Some(p) = self.selected_process() {
                     let (pid, local) = (p.pid, p.local_pid());
                     self.view.previous = self.view.screen;
                     self.view.screen = Screen::Environment;
                     self.view.environment = None;
                     self.view.text_scroll = 0;
+                    self.view.text_offset = 0;
+                    self.view.text_offset = 0;
                     if local.is_none() {
                         // Never the environment of a local process that shares the number.
                         let why = "not readable: the process is outside gputop's PID namespace";
@@ -488,6 +545,10 @@ impl App {
 
     /// Moving the selection and scrolling.
     fn navigate(&mut self, action: Action) -> Vec<Effect> {
+        if self.view.screen.is_overlay() {
+            self.scroll_text(action);
+            return Vec::new();
+        }
         match action {
             Action::Up | Action::Down if self.view.screen == Screen::Cluster => {
                 let count = self.data.cluster.as_ref().map_or(0, |c| c.nodes.len());
@@ -510,9 +571,6 @@ impl App {
                 let keys = self.row_keys();
                 self.select_index(&keys, usize::MAX);
             }
-            Action::Scroll(delta) if self.view.screen.is_overlay() => {
-                self.view.text_scroll = self.view.text_scroll.saturating_add_signed(delta as isize);
-            }
             Action::Scroll(delta) => self.move_selection(delta as isize),
             Action::ClickRow(offset) => {
                 let keys = self.row_keys();
@@ -527,6 +585,27 @@ impl App {
             _ => {}
         }
         Vec::new()
+    }
+
+    /// Scrolling a text screen: never past its end, a page being the rows it shows.
+    fn scroll_text(&mut self, action: Action) {
+        let view = &mut self.view;
+        let (page, last) = (view.text_page.max(1), view.text_last_top);
+        let top = view.text_scroll.min(last);
+        view.text_scroll = match action {
+            Action::Up => top.saturating_sub(1),
+            Action::Down => top + 1,
+            Action::PageUp => top.saturating_sub(page),
+            Action::PageDown => top + page,
+            Action::Home => 0,
+            Action::End => last,
+            Action::Scroll(delta) => top.saturating_add_signed(delta as isize),
+            _ => top,
+        }
+        .min(last);
+        if let Action::ScrollCommand(delta) = action {
+            view.text_offset = delta.map_or(0, |d| view.text_offset.saturating_add_signed(d as isize));
+        }
     }
 
     /// Sorting and filtering the process table.
@@ -588,7 +667,9 @@ impl App {
                 self.view.selected = None;
             }
             Action::AskSignal(signal) => {
-                if self.view.readonly {
+                if let Some(why) = self.data.origin.no_signals() {
+                    self.view.status = Some(why.into());
+                } else if self.view.readonly {
                     self.view.status = Some("Read-only: signals are disabled".into());
                 } else {
                     let targets = self.targets();
@@ -605,13 +686,14 @@ impl App {
             Action::Confirm => {
                 if let Some(Confirmation { signal, targets }) = self.view.confirmation.take()
                     && !self.view.readonly
+                    && self.data.origin == Origin::Live
                 {
                     self.view.tagged.clear();
                     return vec![Effect::Send { signal, targets }];
                 }
             }
-            Action::Cancel => {
-                self.view.confirmation = None;
+            // Esc on the confirmation says so; on the sort prompt it just closes it.
+            Action::Cancel if self.view.confirmation.take().is_some() => {
                 self.view.status = Some("Cancelled".into());
             }
             _ => {}
@@ -624,6 +706,11 @@ impl App {
         match action {
             Action::Stale(stale) => self.data.stale = stale,
             Action::TableRows(rows) => self.view.table_rows = rows,
+            Action::TextRows { page, last_top } => {
+                self.view.text_page = page;
+                self.view.text_last_top = last_top;
+                self.view.text_scroll = self.view.text_scroll.min(last_top);
+            }
             Action::Snapshot(snapshot) => {
                 self.data.stale = None;
                 let transitions = self.accept_snapshot(snapshot);
@@ -646,6 +733,7 @@ impl App {
             Action::AlertDeliveryFailed(problems) => self.view.status = Some(problems.join("; ")),
             Action::ReplayStatus(status) => self.data.replay = Some(status),
             Action::HistoryRestart => self.restart_history(),
+            Action::StatusExpired => self.view.status = None,
             Action::Cluster(cluster) => {
                 let shown = self
                     .view
@@ -676,6 +764,7 @@ impl App {
             self.view.previous = self.view.screen;
             self.view.screen = screen;
             self.view.text_scroll = 0;
+            self.view.text_offset = 0;
         }
     }
 

@@ -80,8 +80,14 @@ pub struct View {
     pub status: Option<String>,
     /// The environment screen's process and what reading its environment gave.
     pub environment: Option<(u32, Result<Vec<String>, String>)>,
-    /// First line shown on the help and environment screens.
+    /// First line shown on the text screens (help, alerts, users, environment).
     pub text_scroll: usize,
+    /// Columns the text screens' lines are shifted left by (Right and Left scroll them).
+    pub text_offset: usize,
+    /// The text screen's rows and the last first line it can scroll to, as last drawn
+    /// (Action::TextRows).
+    pub text_page: usize,
+    pub text_last_top: usize,
     /// First character of the COMMAND column shown (long command lines).
     pub command_offset: usize,
     /// The GPU the charts screen shows, and the index into [`CHART_SPANS`].
@@ -115,6 +121,9 @@ impl View {
             status: None,
             environment: None,
             text_scroll: 0,
+            text_offset: 0,
+            text_page: 10,
+            text_last_top: 0,
             command_offset: 0,
             chart_device: 0,
             chart_span: 0,

@@ -15,7 +15,7 @@ use signal_hook::iterator::Signals;
 
 use crate::app::filter::Selection;
 use crate::app::keymap;
-use crate::app::state::{Action, App, Effect, Stale};
+use crate::app::state::{Action, App, Effect, Origin, Stale};
 use crate::app::view::Screen;
 use crate::collector::Collector;
 use crate::config::Settings;
@@ -72,6 +72,28 @@ pub enum Ending {
 /// How often the view looks whether the data has grown old.
 const STALE_CHECK: Duration = Duration::from_secs(1);
 
+/// How long a status line message stays before the key hints come back.
+const MESSAGE_SHOWN: Duration = Duration::from_secs(5);
+
+/// The status line's message and since when it has been shown.
+struct MessageClock {
+    shown: Option<String>,
+    since: std::time::Instant,
+}
+
+impl MessageClock {
+    /// Whether the app's message has been on screen for [`MESSAGE_SHOWN`]; a new message
+    /// starts the clock again.
+    fn expired(&mut self, app: &App) -> bool {
+        if app.view.status != self.shown {
+            self.shown.clone_from(&app.view.status);
+            self.since = std::time::Instant::now();
+            return false;
+        }
+        self.shown.is_some() && self.since.elapsed() >= MESSAGE_SHOWN
+    }
+}
+
 fn spawn_input(events: Sender<Event>) {
     let _ = thread::Builder::new().name("gputop-input".into()).spawn(move || {
         loop {
@@ -107,6 +129,14 @@ fn draw(tui: &mut Term, app: &mut App, theme: &Theme) -> std::io::Result<TableGe
     let geometry = tui.draw(|buffer| ui::draw(buffer, app, theme))?;
     if geometry.rows > 0 && usize::from(geometry.rows) != app.view.table_rows {
         app.update(Action::TableRows(usize::from(geometry.rows)));
+    }
+    if let Some(text) = geometry.text
+        && (text.page, text.last_top) != (app.view.text_page, app.view.text_last_top)
+    {
+        app.update(Action::TextRows {
+            page: text.page,
+            last_top: text.last_top,
+        });
     }
     Ok(geometry)
 }
@@ -152,9 +182,15 @@ pub fn run(
     theme: Theme,
     mut sink: Sink,
 ) -> std::io::Result<Ending> {
-    // The demo's (and a recording's) PIDs are not this host's: their tree comes from the
-    // snapshot, never from /proc.
-    let real_host = matches!(feed, Feed::Live(Source::Nvml(_)) | Feed::Opening(_));
+    // The demo's (and a recording's, and a node's) PIDs are not this host's: their tree
+    // comes from the snapshot, never from /proc, and they are never signalled.
+    let origin = match &feed {
+        Feed::Live(Source::Nvml(_)) | Feed::Opening(_) => Origin::Live,
+        Feed::Live(Source::Demo(_)) => Origin::Demo,
+        Feed::Replay(..) => Origin::Recording,
+        Feed::Remote(_) => Origin::Remote,
+    };
+    let real_host = origin == Origin::Live;
     let interval = Duration::from_secs_f64(settings.display.refresh_interval);
     let pods_socket = settings.collect.pod_resources_socket.as_str();
     let (events, inbox) = mpsc::channel();
@@ -199,6 +235,7 @@ pub fn run(
     // SAFETY: getuid has no preconditions.
     let my_uid = Some(unsafe { libc::getuid() });
     let mut app = App::new(settings.clone(), selection, readonly, my_uid);
+    app.data.origin = origin;
     if remote {
         app.view.screen = Screen::Cluster;
     }
@@ -210,12 +247,20 @@ pub fn run(
         ))));
     }
     let mut geometry = draw(&mut tui, &mut app, &theme)?;
+    let mut message = MessageClock {
+        shown: None,
+        since: started,
+    };
     let ending = 'events: loop {
         let event = match inbox.recv_timeout(STALE_CHECK) {
             Ok(event) => event,
             Err(mpsc::RecvTimeoutError::Timeout) => Event::Tick,
             Err(mpsc::RecvTimeoutError::Disconnected) => break Ending::TerminalClosed,
         };
+        let read = message.expired(&app);
+        if read {
+            app.update(Action::StatusExpired);
+        }
         let actions: Vec<Action> = match event {
             Event::Tick => {
                 // Nothing arrived: say so if the data has grown old, else draw nothing.
@@ -224,10 +269,11 @@ pub fn run(
                 } else {
                     staleness(&app, collector.as_ref(), interval)
                 };
-                if now == app.data.stale {
-                    continue;
+                match (now == app.data.stale, read) {
+                    (true, false) => continue,
+                    (true, true) => Vec::new(),
+                    (false, _) => vec![Action::Stale(now)],
                 }
-                vec![Action::Stale(now)]
             }
             Event::Opened(Ok(source)) => {
                 opening = false;

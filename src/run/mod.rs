@@ -217,8 +217,8 @@ fn interactive_view(
         Err(still_opening) => Feed::Opening(still_opening),
     };
     let theme = theme_of(cli, env);
-    // The demo's PIDs are invented: never signal them.
-    let readonly = cli.readonly || cli.demo || effective.settings.signals.readonly;
+    // The demo's PIDs are invented: the view never signals them (see `Origin`).
+    let readonly = cli.readonly || effective.settings.signals.readonly;
     let selection = cli.selection(env("CUDA_VISIBLE_DEVICES").as_deref());
     view(feed, &effective.settings, selection, readonly, theme)
 }
@@ -421,12 +421,12 @@ fn run_replay(
     // History expects snapshots at the recording's own interval.
     let mut settings = effective.settings.clone();
     settings.display.refresh_interval = recording.interval;
-    // A recording's processes are not this machine's: signals are always off.
+    // A recording's processes are not this machine's: the view never signals them.
     view(
         Feed::Replay(recording, args.speed),
         &settings,
         cli.selection(env("CUDA_VISIBLE_DEVICES").as_deref()),
-        true,
+        cli.readonly || settings.signals.readonly,
         theme_of(cli, env),
     )
 }
@@ -461,12 +461,12 @@ fn run_remote(cli: &Cli, effective: &Effective, env: &dyn Fn(&str) -> Option<Str
                 .into(),
         ));
     }
-    // Remote processes are not this machine's: signals are always off.
+    // Remote processes are not this machine's: the view never signals them.
     view(
         Feed::Remote(nodes),
         &effective.settings,
         cli.selection(env("CUDA_VISIBLE_DEVICES").as_deref()),
-        true,
+        cli.readonly || effective.settings.signals.readonly,
         theme_of(cli, env),
     )
 }

@@ -40,6 +40,8 @@ pub struct TableGeometry {
     pub header_y: u16,
     /// Column spans of the header: (x start, x end, sort key).
     pub columns: Vec<(u16, u16, SortKey)>,
+    /// Where a text screen (help, alerts, users, environment) landed, when one is open.
+    pub text: Option<screens::TextGeometry>,
 }
 
 /// Draws the current screen; writes nothing but the buffer. Returns where the main
@@ -63,10 +65,12 @@ pub fn draw(buffer: &mut Buffer, app: &App, theme: &Theme) -> TableGeometry {
     {
         if app.view.screen == Screen::Cluster {
             screens::cluster(buffer, area, app, theme);
-        } else {
-            screens::help(buffer, area, app, theme);
+            return TableGeometry::default();
         }
-        return TableGeometry::default();
+        return TableGeometry {
+            text: Some(screens::help(buffer, area, app, theme)),
+            ..TableGeometry::default()
+        };
     }
     let Some(snapshot) = app.data.snapshot.clone() else {
         let text = match &app.data.stale {
@@ -86,13 +90,13 @@ pub fn draw(buffer: &mut Buffer, app: &App, theme: &Theme) -> TableGeometry {
     let mut geometry = TableGeometry::default();
     match app.view.screen {
         Screen::Main => geometry = main_screen(buffer, area, app, &snapshot, theme),
-        Screen::Help => screens::help(buffer, area, app, theme),
+        Screen::Help => geometry.text = Some(screens::help(buffer, area, app, theme)),
         Screen::Details => screens::details(buffer, area, app, theme),
-        Screen::Environment => screens::environment(buffer, area, app, theme),
+        Screen::Environment => geometry.text = Some(screens::environment(buffer, area, app, theme)),
         Screen::Tree => screens::tree(buffer, area, app, theme),
         Screen::Charts => screens::charts(buffer, area, app, theme),
-        Screen::Alerts => screens::alerts(buffer, area, app, theme),
-        Screen::Users => screens::users(buffer, area, app, theme),
+        Screen::Alerts => geometry.text = Some(screens::alerts(buffer, area, app, theme)),
+        Screen::Users => geometry.text = Some(screens::users(buffer, area, app, theme)),
         Screen::Cluster => screens::cluster(buffer, area, app, theme),
     }
     if let Some(confirmation) = &app.view.confirmation {
@@ -635,13 +639,14 @@ fn main_screen(
         };
         paint::lines(buffer, below, &lines, theme.dim());
     }
-    let (footer_text, footer_style) = footer_line(app, rows.len(), theme);
-    paint::lines(buffer, footer, &[footer_text], footer_style);
+    let footer_text = footer_line(app, rows.len(), theme, footer.width);
+    paint::lines(buffer, footer, &[footer_text], Style::default());
     TableGeometry {
         first_row_y: table_area.y + 1,
         rows: visible as u16,
         header_y: table_area.y,
         columns,
+        text: None,
     }
 }
 
@@ -680,32 +685,70 @@ fn alert_panel(app: &App, theme: &Theme, height: u16) -> Vec<Line<'static>> {
     lines
 }
 
-/// The bottom line and the style under it.
-fn footer_line(app: &App, shown: usize, theme: &Theme) -> (Line<'static>, Style) {
+/// The bottom line, `width` columns wide: the sort prompt after `o`; else the filter while
+/// one is set, then the latest message (a kill's result, a refusal), then as many key hints
+/// as fit. A message is never hidden by the filter.
+fn footer_line(app: &App, shown: usize, theme: &Theme, width: u16) -> Line<'static> {
+    use crate::app::state::Origin;
+    if let Some(reverse) = app.view.sort_prefix {
+        return Line::from(Span::styled(
+            crate::app::keymap::sort_prompt(reverse, usize::from(width)),
+            theme.header(),
+        ));
+    }
+    let mut spans = Vec::new();
     if app.view.filter_editing || !app.view.filter.is_empty() {
-        let mut spans = vec![
+        spans.extend([
             Span::styled("Filter: ", theme.header()),
             Span::raw(sanitize(&app.view.filter)),
             Span::styled(
                 if app.view.filter_editing { "_" } else { "" },
                 Style::new().add_modifier(Modifier::SLOW_BLINK),
             ),
-            Span::raw(format!("  ({shown} shown; Esc clears)")),
-        ];
+            Span::raw(if app.view.status.is_some() {
+                format!(" ({shown} shown)")
+            } else {
+                format!("  ({shown} shown; Esc clears)")
+            }),
+        ]);
         if let Some(error) = &app.view.filter_error {
             spans.push(Span::styled(format!("  {}", sanitize(error)), theme.error()));
         }
-        return (Line::from(spans), Style::default());
     }
     if let Some(status) = &app.view.status {
-        return (
-            Line::from(Span::styled(sanitize(status), theme.header())),
-            Style::default(),
-        );
+        if !spans.is_empty() {
+            spans.push(Span::styled("  | ", theme.dim()));
+        }
+        spans.push(Span::styled(sanitize(status), theme.header()));
     }
-    let mut hint = crate::app::keymap::footer_hints(app.view.readonly);
-    if app.view.readonly {
-        hint.push_str("  (read-only)");
+    if app.view.filter_editing {
+        return Line::from(spans);
     }
-    (Line::from(hint), theme.dim())
+    let used: usize = spans.iter().map(|s| s.content.chars().count()).sum();
+    let note = match app.data.origin {
+        _ if app.view.readonly => "(read-only)",
+        Origin::Live => "",
+        Origin::Demo => "(demo: no signals)",
+        Origin::Recording => "(replay: no signals)",
+        Origin::Remote => "(remote: no signals)",
+    };
+    let signals = note.is_empty();
+    let gap = if used == 0 { 0 } else { 3 };
+    let room = usize::from(width).saturating_sub(used + gap);
+    let room_for_hints = if signals {
+        room
+    } else {
+        room.saturating_sub(note.len() + 2)
+    };
+    let hints = crate::app::keymap::footer_hints(signals, room_for_hints);
+    if hints.len() <= room_for_hints {
+        if used > 0 {
+            spans.push(Span::raw(" ".repeat(gap)));
+        }
+        spans.push(Span::styled(hints, theme.dim()));
+        if !signals {
+            spans.push(Span::styled(format!("  {note}"), theme.dim()));
+        }
+    }
+    Line::from(spans)
 }

@@ -38,8 +38,131 @@ fn block<'a>(title: &str, theme: &Theme) -> Block<'a> {
     }
 }
 
+/// How a text screen landed: the rows it shows and the last first line scrolling reaches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TextGeometry {
+    pub page: usize,
+    pub last_top: usize,
+}
+
+/// A scrolling text screen: `lines` in a block titled `title`, from the view's first line,
+/// never scrolled past the end. Wrapped to the width with `wrap`; otherwise each line is
+/// shifted left by the view's sideways offset and a line cut at either edge shows `…` there.
+fn text_screen(
+    buffer: &mut Buffer,
+    area: Rect,
+    title: &str,
+    lines: Vec<Line<'static>>,
+    wrap: bool,
+    app: &App,
+    theme: &Theme,
+) -> TextGeometry {
+    let outer = block(title, theme);
+    let inner = outer.inner(area);
+    Widget::render(outer, area, buffer);
+    let lines = if wrap {
+        lines
+            .into_iter()
+            .flat_map(|l| wrapped(l, usize::from(inner.width)))
+            .collect()
+    } else {
+        lines
+    };
+    let page = usize::from(inner.height);
+    let last_top = lines.len().saturating_sub(page);
+    let top = app.view.text_scroll.min(last_top);
+    let offset = if wrap { 0 } else { app.view.text_offset };
+    let ellipsis = if theme.ascii { "~" } else { "…" };
+    for (y, line) in (inner.top()..inner.bottom()).zip(&lines[top..]) {
+        let row = Rect {
+            y,
+            height: 1,
+            ..inner
+        };
+        let length: usize = line.spans.iter().map(|s| s.content.chars().count()).sum();
+        let shifted = shifted(line, offset);
+        super::paint::line(buffer, row, &shifted);
+        if offset > 0 && length > 0 {
+            buffer.set_string(row.x, y, ellipsis, line.style);
+        }
+        if length > offset + usize::from(row.width) {
+            buffer.set_string(row.right() - 1, y, ellipsis, line.style);
+        }
+    }
+    TextGeometry { page, last_top }
+}
+
+/// `line` without its first `offset` characters.
+fn shifted(line: &Line<'static>, offset: usize) -> Line<'static> {
+    if offset == 0 {
+        return line.clone();
+    }
+    let mut skip = offset;
+    let spans = line.spans.iter().filter_map(|span| {
+        let count = span.content.chars().count();
+        if skip >= count {
+            skip -= count;
+            return None;
+        }
+        let rest: String = span.content.chars().skip(skip).collect();
+        skip = 0;
+        Some(Span::styled(rest, span.style))
+    });
+    Line::from(spans.collect::<Vec<_>>()).style(line.style)
+}
+
+/// `line` as rows of at most `width` characters, broken at spaces where it can be;
+/// continuation rows are indented to where the line's text starts after its first column
+/// (the help's key column). A line of several spans takes its first span's style.
+fn wrapped(line: Line<'static>, width: usize) -> Vec<Line<'static>> {
+    let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() <= width || width < 8 {
+        return vec![line];
+    }
+    let style = line
+        .spans
+        .first()
+        .map_or(line.style, |s| line.style.patch(s.style));
+    let lead = chars.iter().take_while(|c| **c == ' ').count();
+    let indent = text[lead..]
+        .find("  ")
+        .map(|i| lead + i + 2 + text[lead + i..].chars().skip(2).take_while(|c| *c == ' ').count())
+        .filter(|i| *i < width / 2)
+        .unwrap_or(lead + 2);
+    let mut rows = Vec::new();
+    let mut start = 0;
+    while start < chars.len() {
+        let room = if rows.is_empty() { width } else { width - indent };
+        let mut end = (start + room).min(chars.len());
+        if end < chars.len()
+            && let Some(space) = chars[start..end]
+                .iter()
+                .rposition(|c| *c == ' ')
+                .filter(|i| *i > 0)
+        {
+            end = start + space;
+        }
+        let piece: String = chars[start..end].iter().collect();
+        let prefix = if rows.is_empty() {
+            String::new()
+        } else {
+            " ".repeat(indent)
+        };
+        rows.push(Line::from(Span::styled(
+            format!("{prefix}{}", piece.trim_end()),
+            style,
+        )));
+        start = end;
+        while start < chars.len() && chars[start] == ' ' {
+            start += 1;
+        }
+    }
+    rows
+}
+
 /// Help, generated from the key tables the event loop decodes with; it scrolls.
-pub fn help(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
+pub fn help(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextGeometry {
     let mut sections: Vec<(&str, &[Binding])> = Vec::new();
     if app.data.replay.is_some() {
         sections.push(("Replay", keymap::REPLAY));
@@ -55,17 +178,30 @@ pub fn help(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
         ("GPU history charts", keymap::CHARTS),
         ("Alerts", keymap::ALERTS),
         ("Users and containers", keymap::USERS),
-        ("This help (any other key goes back)", keymap::HELP),
+        (
+            "Text screens: help, alerts, users, environment (in help any other key goes back)",
+            keymap::SCROLLING,
+        ),
     ]);
-    let shown = |b: &&Binding| !(app.view.readonly && b.signal);
-    let labels = sections.iter().flat_map(|(_, table)| table.iter().filter(shown));
+    // Signal keys are listed where they are off too, so that the demo teaches them.
+    let signals_off = if app.view.readonly {
+        Some("Read-only: signals are disabled")
+    } else {
+        app.data.origin.no_signals()
+    };
+    let labels = sections.iter().flat_map(|(_, table)| table.iter());
     let width = labels.map(|b| b.label().len()).max().unwrap_or(0);
     let mut lines = Vec::new();
     for (title, table) in &sections {
         lines.push(Line::from(Span::styled(title.to_string(), theme.header())));
-        for binding in table.iter().filter(shown) {
+        for binding in table.iter() {
+            let off = if binding.signal && signals_off.is_some() {
+                " (off here)"
+            } else {
+                ""
+            };
             lines.push(Line::from(format!(
-                "  {:<width$}  {}",
+                "  {:<width$}  {}{off}",
                 binding.label(),
                 binding.help
             )));
@@ -75,22 +211,14 @@ pub fn help(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     lines.push(Line::from(
         "Mouse: click selects a process, the wheel moves the selection, a click on a header sorts.",
     ));
-    if app.view.readonly {
-        lines.push(Line::from("Read-only: signals are disabled."));
+    if let Some(why) = signals_off {
+        lines.push(Line::from(format!("{why}.")));
     }
     lines.push(Line::from(Span::styled(
         "Press any other key to go back.",
         theme.dim(),
     )));
-    let top = app.view.text_scroll.min(lines.len().saturating_sub(1));
-    Widget::render(
-        Paragraph::new(lines)
-            .block(block("gputop help", theme))
-            .wrap(Wrap { trim: false })
-            .scroll((u16::try_from(top).unwrap_or(u16::MAX), 0)),
-        area,
-        buffer,
-    );
+    text_screen(buffer, area, "gputop help", lines, true, app, theme)
 }
 
 /// Identity, figures and history of the selected process.
@@ -287,7 +415,7 @@ pub fn charts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
 }
 
 /// Active alerts, the log of transitions (newest first) and the rules in force.
-pub fn alerts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
+pub fn alerts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextGeometry {
     let now = app.data.monitor.history.now().unwrap_or(0.0);
     let ago = |at: f64| format!("{} ago", human_duration((now - at).max(0.0) as u64));
     let mut lines = vec![Line::from(Span::styled("Active", theme.header()))];
@@ -340,14 +468,15 @@ pub fn alerts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
             rule.condition()
         )));
     }
-    let scroll = app.view.text_scroll.min(lines.len().saturating_sub(1)) as u16;
-    Widget::render(
-        Paragraph::new(lines)
-            .block(block("alerts (A or Esc: back)", theme))
-            .scroll((scroll, 0)),
-        area,
+    text_screen(
         buffer,
-    );
+        area,
+        "alerts (A or Esc: back; arrows scroll)",
+        lines,
+        false,
+        app,
+        theme,
+    )
 }
 
 /// GPU-time as hours:minutes:seconds of one GPU (`2:03:10`).
@@ -358,7 +487,7 @@ fn gpu_time(seconds: f64) -> String {
 
 /// Who uses what: per user, then per container, the GPUs and memory they hold now, their
 /// processes, and GPU-time and memory-time since the view started.
-pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
+pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextGeometry {
     let usage = &app.data.monitor.usage;
     let header = |first: &str| {
         Line::from(Span::styled(
@@ -411,15 +540,15 @@ pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     for (container, u) in crate::monitor::usage::Accounting::ranked(&usage.containers) {
         lines.push(row(container, u));
     }
-    let scroll = app.view.text_scroll.min(lines.len().saturating_sub(1)) as u16;
-    Widget::render(
-        Paragraph::new(lines)
-            .block(block("users and containers (u or Esc: back)", theme))
-            .wrap(Wrap { trim: false })
-            .scroll((scroll, 0)),
-        area,
+    text_screen(
         buffer,
-    );
+        area,
+        "users and containers (u or Esc: back)",
+        lines,
+        true,
+        app,
+        theme,
+    )
 }
 
 /// The remote view: every node with its state and load, then GPU use per user across nodes.
@@ -643,7 +772,7 @@ fn user_totals(nodes: &[crate::source::remote::NodeState]) -> Vec<(String, UserT
 }
 
 /// The environment of the selected process.
-pub fn environment(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
+pub fn environment(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextGeometry {
     let (title, lines): (String, Vec<Line>) = match &app.view.environment {
         None => ("environment".into(), vec![Line::from("Reading...")]),
         Some((pid, Ok(vars))) => (
@@ -658,14 +787,7 @@ pub fn environment(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
             vec![Line::from(Span::styled(sanitize(reason), theme.error()))],
         ),
     };
-    let scroll = app.view.text_scroll.min(lines.len().saturating_sub(1)) as u16;
-    Widget::render(
-        Paragraph::new(lines)
-            .block(block(&title, theme))
-            .scroll((scroll, 0)),
-        area,
-        buffer,
-    );
+    text_screen(buffer, area, &title, lines, false, app, theme)
 }
 
 /// GPU processes with their ancestors and children.

@@ -71,11 +71,19 @@ fn app() -> App {
 
 fn render(app: &mut App, theme: &Theme, width: u16, height: u16) -> String {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    let mut geometry = ui::TableGeometry::default();
     terminal
         .draw(|frame| {
-            ui::draw(frame.buffer_mut(), app, theme);
+            geometry = ui::draw(frame.buffer_mut(), app, theme);
         })
         .unwrap();
+    // What the runtime does after a frame: tell the view how the text screen landed.
+    if let Some(text) = geometry.text {
+        app.update(Action::TextRows {
+            page: text.page,
+            last_top: text.last_top,
+        });
+    }
     // Text only: styles are checked by the assertions that need them. (TestBackend cannot
     // print a zero-width buffer; drawing into it is what must not panic.)
     if width == 0 {
@@ -187,13 +195,18 @@ fn the_help_scrolls_to_its_last_line_and_the_footer_comes_from_the_key_table() {
     assert_eq!(app.view.screen, crate::app::view::Screen::Help);
     assert!(render(&mut app, &DARK, 160, 45).contains(last));
     app.update(Action::Back);
-    let footer = crate::app::keymap::footer_hints(false);
+    let footer = crate::app::keymap::footer_hints(true, 200);
     assert!(
         footer.starts_with("h help") && footer.ends_with("q quit"),
         "{footer}"
     );
     assert!(footer.contains("K SIGKILL"));
-    assert!(!crate::app::keymap::footer_hints(true).contains("SIGKILL"));
+    assert!(!crate::app::keymap::footer_hints(false, 200).contains("SIGKILL"));
+    let narrow = crate::app::keymap::footer_hints(true, 78);
+    assert!(
+        narrow.len() <= 78 && narrow.starts_with("h help") && narrow.ends_with("q quit"),
+        "{narrow}"
+    );
     assert!(render(&mut app, &DARK, 200, 50).contains(&footer));
 }
 
@@ -597,4 +610,40 @@ fn every_sortable_column_shows_its_arrow_when_sorted() {
             );
         }
     }
+}
+
+/// The alerts screen at 80x24: long lines end in `…`, Right shifts them (a `…` then marks
+/// the cut start), and no key scrolls past the last line.
+#[test]
+fn the_alerts_screen_scrolls_sideways_and_never_past_its_end() {
+    let mut app = app_with_history();
+    app.update(Action::AlertLog);
+    let first = render(&mut app, &DARK, 80, 24);
+    let cut = first
+        .lines()
+        .find(|l| l.contains("GPU hotter than 85"))
+        .unwrap()
+        .to_string();
+    assert!(cut.ends_with("…│\""), "{cut}");
+    app.update(Action::ScrollCommand(Some(8)));
+    let shifted = render(&mut app, &DARK, 80, 24);
+    assert!(
+        shifted
+            .lines()
+            .any(|l| l.starts_with("\"│…") && l.contains("hotter than 85")),
+        "{shifted}"
+    );
+    app.update(Action::ScrollCommand(None));
+    app.update(Action::End);
+    let end = render(&mut app, &DARK, 80, 24);
+    let last_top = app.view.text_scroll;
+    assert!(last_top > 0, "the screen is longer than 22 rows");
+    for _ in 0..5 {
+        app.update(Action::Down);
+        app.update(Action::PageDown);
+    }
+    assert_eq!(app.view.text_scroll, last_top, "not past the end");
+    assert_eq!(render(&mut app, &DARK, 80, 24), end);
+    app.update(Action::Home);
+    assert_eq!(app.view.text_scroll, 0);
 }
