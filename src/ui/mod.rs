@@ -202,7 +202,14 @@ fn header_line(snapshot: &Snapshot, app: &App, theme: &Theme) -> Line<'static> {
 }
 
 /// The lines of one GPU in the device panel.
-fn device_lines(d: &Device, app: &App, theme: &Theme, full: bool, width: u16) -> Vec<Line<'static>> {
+fn device_lines(
+    d: &Device,
+    app: &App,
+    theme: &Theme,
+    full: bool,
+    width: u16,
+    layout: &DeviceLayout,
+) -> Vec<Line<'static>> {
     let name = na(&d.name, |n| sanitize(n));
     if let DeviceStatus::Lost(reason) | DeviceStatus::Failed(reason) = &d.status {
         let label = if matches!(d.status, DeviceStatus::Lost(_)) {
@@ -217,14 +224,13 @@ fn device_lines(d: &Device, app: &App, theme: &Theme, full: bool, width: u16) ->
     }
     let display = &app.settings.display;
     let mem_pct = d.memory_percent();
-    let util = d.utilization_gpu.get().map(f64::from);
-    let bar_width = if width >= 140 {
-        20
-    } else if width >= 100 {
-        12
-    } else {
-        6
-    };
+    // The bar and its figure are the mean since the last refresh (the driver's samples), the
+    // peak beside it, as `--once` and the alerts reason: a burst between two refreshes is not
+    // missed, and an idle GPU reads idle. The momentary reading follows where there is room.
+    let window = d.utilization_gpu_window.value();
+    let util = window
+        .map(|w| w.mean)
+        .or_else(|| d.utilization_gpu.get().map(f64::from));
     // Marks come from the alert engine: `!` while a rule about a reading above its threshold
     // fires for this GPU (an idle GPU's alerts colour only its index), and the temperature
     // in red while a temperature rule fires.
@@ -246,24 +252,19 @@ fn device_lines(d: &Device, app: &App, theme: &Theme, full: bool, width: u16) ->
     let memory = na(&d.memory, |m| {
         format!("{}/{}", human_bytes(m.used), human_bytes(m.total))
     });
-    // The bar and its figure are the reading now; the peak is over the last refresh
-    // interval (the driver's samples). Alerts name their own windows ("30 s mean").
-    let interval = trim_number(display.refresh_interval);
-    let peak = d.utilization_gpu_window.value().map_or(" now".to_string(), |w| {
-        format!(" now, {interval}s peak {:.0}%", w.peak)
-    });
     let temp_style = if over_temp { theme.error() } else { Style::new() };
-    let fan = format!("FAN {:>4} ", na(&d.fan_speed(), |f| format!("{f}%")));
-    let wide = width >= 110;
+    let fan = format!("FAN {:>4}", na(&d.fan_speed(), |f| format!("{f}%")));
+    let pstate = format!("P{:<2}", na(&d.performance_state, u32::to_string));
+    let now = format!("{} now", na(&d.utilization_gpu, |u| format!("{u}%")));
     let power = format!(
         "{}/{}",
         na(&d.power_usage_mw, |mw| format!("{:.0}", f64::from(*mw) / 1000.0)),
         na(&d.power_limit_mw, |mw| format!("{:.0}W", f64::from(*mw) / 1000.0))
     );
-    let name_cell = if wide {
-        format!(" {:<22.22} ", name)
-    } else {
-        format!(" {:<15.15} ", name)
+    let mean_peak = match (window, util) {
+        (Some(w), _) => format!(" {:>3.0}% mean {:>3.0}% peak", w.mean, w.peak),
+        (None, Some(u)) => format!(" {u:>3.0}%"),
+        (None, None) => "  N/A".into(),
     };
     // A GPU with a firing alert: its index in the alert's colours.
     let index_style = app
@@ -272,64 +273,153 @@ fn device_lines(d: &Device, app: &App, theme: &Theme, full: bool, width: u16) ->
         .alerts
         .severity_of(&subject)
         .map_or(Style::new(), |severity| theme.severity(severity));
-    let mut first = vec![
-        Span::styled(mark.to_string(), theme.error()),
-        Span::styled(format!("{:>2}", d.index), index_style),
-        Span::raw(name_cell),
-        Span::raw(if wide { fan.clone() } else { String::new() }),
-        Span::styled(
+    // What the first line leaves out goes to the second.
+    let first = {
+        let name = if layout.name_width < 22 {
+            name.strip_prefix("NVIDIA ").unwrap_or(&name)
+        } else {
+            &name
+        };
+        let mut spans = vec![
+            Span::styled(mark.to_string(), theme.error()),
+            Span::styled(format!("{:>2}", d.index), index_style),
+            Span::raw(format!(" {name:<w$.w$} ", w = layout.name_width)),
+        ];
+        if layout.fan {
+            spans.push(Span::raw(format!("{fan} ")));
+        }
+        spans.push(Span::styled(
             format!("{:>4} ", na(&d.temperature, |t| format!("{t}C"))),
             temp_style,
-        ),
-        Span::raw(format!("P{:<2} ", na(&d.performance_state, u32::to_string))),
-        Span::raw(format!("{power:>10} ")),
-        Span::raw("MEM "),
-        Span::styled(theme.bar(mem_pct.unwrap_or(0.0), bar_width), mem_style),
-        Span::styled(
-            format!(" {:>4} ", mem_pct.map_or("N/A".into(), |p| format!("{p:.0}%"))),
-            mem_style,
-        ),
-        Span::raw(if wide {
-            format!("{memory:<17} ")
-        } else {
-            String::new()
-        }),
-        Span::raw("UTIL "),
-        Span::styled(theme.bar(util.unwrap_or(0.0), bar_width), util_style),
-        Span::styled(
-            format!(" {:>4}", na(&d.utilization_gpu, |u| format!("{u}%"))),
-            util_style,
-        ),
-        Span::raw(peak),
-    ];
+        ));
+        if layout.pstate {
+            spans.push(Span::raw(format!("{pstate} ")));
+        }
+        spans.extend([
+            Span::raw(format!("{power:>9} MEM ")),
+            Span::styled(theme.bar(mem_pct.unwrap_or(0.0), layout.bar_width), mem_style),
+            Span::styled(
+                format!(" {:>4} ", mem_pct.map_or("N/A".into(), |p| format!("{p:.0}%"))),
+                mem_style,
+            ),
+        ]);
+        if layout.memory {
+            spans.push(Span::raw(format!("{memory:<17} ")));
+        }
+        spans.extend([
+            Span::raw("UTIL "),
+            Span::styled(theme.bar(util.unwrap_or(0.0), layout.bar_width), util_style),
+            Span::styled(mean_peak.clone(), util_style),
+        ]);
+        if layout.now {
+            spans.push(Span::raw(format!(", {now}")));
+        }
+        Line::from(spans)
+    };
+    let width = usize::from(width);
     if !full {
-        return vec![Line::from(std::mem::take(&mut first))];
+        return vec![first];
     }
-    // The second line carries what the first had no room for; a narrow terminal cuts its end.
-    let mut second = String::from("    ");
-    if !wide {
-        second.push_str(&format!("{fan} MEM {memory}  "));
+    // The second line: what the first had no room for, then the rest, whole items only.
+    let mut items: Vec<String> = Vec::new();
+    if !layout.pstate {
+        items.push(pstate.trim_end().to_string());
     }
-    second.push_str(&format!(
-        "SM {}  MCLK {}  PCIe RX {} TX {}  ENC {} DEC {}  ECC {}  {}",
-        na(&d.clocks.sm, |c| format!("{c}MHz")),
-        na(&d.clocks.memory, |c| format!("{c}MHz")),
-        na(&d.pcie_rx_kbps, |k| format!(
-            "{}/s",
-            human_bytes(u64::from(*k) * 1024)
-        )),
-        na(&d.pcie_tx_kbps, |k| format!(
-            "{}/s",
-            human_bytes(u64::from(*k) * 1024)
-        )),
-        na(&d.encoder, |e| format!("{e}%")),
-        na(&d.decoder, |e| format!("{e}%")),
-        na(&d.ecc_uncorrected_volatile, u64::to_string),
+    if !layout.fan {
+        items.push(fan);
+    }
+    if !layout.memory {
+        items.push(format!("MEM {memory}"));
+    }
+    if !layout.now {
+        items.push(format!("UTIL {now}"));
+    }
+    let rate = |k: &u32| format!("{}/s", human_bytes(u64::from(*k) * 1024));
+    items.extend([
+        format!("SM {}", na(&d.clocks.sm, |c| format!("{c}MHz"))),
+        format!("MCLK {}", na(&d.clocks.memory, |c| format!("{c}MHz"))),
+        format!(
+            "PCIe RX {} TX {}",
+            na(&d.pcie_rx_kbps, rate),
+            na(&d.pcie_tx_kbps, rate)
+        ),
+        format!(
+            "ENC {} DEC {}",
+            na(&d.encoder, |e| format!("{e}%")),
+            na(&d.decoder, |e| format!("{e}%"))
+        ),
+        format!("ECC {}", na(&d.ecc_uncorrected_volatile, u64::to_string)),
         na(&d.memory, |m| format!("reserved {}", human_bytes(m.reserved))),
-    ));
-    let second = Line::from(second);
-    vec![Line::from(first), second]
+    ]);
+    let mut second = String::from("    ");
+    for item in items {
+        let gap = if second.len() > 4 { 2 } else { 0 };
+        if second.chars().count() + gap + item.chars().count() <= width {
+            second.push_str(&"  "[..gap]);
+            second.push_str(&item);
+        }
+    }
+    vec![first, Line::from(second)]
 }
+
+/// What a GPU's first line holds at one width: the name's width (under 22 without its
+/// `NVIDIA ` prefix), the bars' width, and which figures it carries beside temperature,
+/// power, memory and utilization.
+struct DeviceLayout {
+    name_width: usize,
+    bar_width: usize,
+    fan: bool,
+    pstate: bool,
+    /// Memory used/total as figures, beside the bar's percentage.
+    memory: bool,
+    /// The momentary utilization beside the interval's mean and peak.
+    now: bool,
+}
+
+/// From the widest terminals to 80 columns; the first in which every GPU's first line fits is
+/// drawn, so that the GPUs' columns line up.
+const DEVICE_LAYOUTS: [DeviceLayout; 5] = [
+    DeviceLayout {
+        name_width: 22,
+        bar_width: 20,
+        fan: true,
+        pstate: true,
+        memory: true,
+        now: true,
+    },
+    DeviceLayout {
+        name_width: 22,
+        bar_width: 12,
+        fan: true,
+        pstate: true,
+        memory: true,
+        now: true,
+    },
+    DeviceLayout {
+        name_width: 15,
+        bar_width: 12,
+        fan: false,
+        pstate: true,
+        memory: true,
+        now: false,
+    },
+    DeviceLayout {
+        name_width: 15,
+        bar_width: 10,
+        fan: false,
+        pstate: true,
+        memory: false,
+        now: false,
+    },
+    DeviceLayout {
+        name_width: 12,
+        bar_width: 6,
+        fan: false,
+        pstate: false,
+        memory: false,
+        now: false,
+    },
+];
 
 /// One line per MIG device under its GPU: instance ids, profile, memory, utilization
 /// (where the driver gives it) and how many processes run on it.
@@ -446,61 +536,84 @@ const COLUMNS: [Column; 11] = [
     ("COMMAND", 0, None, false),
 ];
 
-/// Shown, before COMMAND, when any process runs in a container and the terminal is wide.
+/// Shown, before COMMAND, when any process runs in a container and the terminal is wide:
+/// as wide as the longest label, from 9 to 40 columns.
 const CONTAINER_COLUMN: Column = ("CONTAINER", 19, Some(SortKey::Container), false);
 
 /// Narrower terminals keep their width for COMMAND.
 const CONTAINER_MIN_WIDTH: u16 = 140;
 
-/// The table's columns for this snapshot and width.
-fn table_columns(snapshot: &Snapshot, width: u16) -> Vec<Column> {
+/// The command line is what tells one job from another: narrow terminals drop columns, the
+/// least useful first ([`DROPPED_FIRST`]), until COMMAND has this many columns.
+const COMMAND_MIN_WIDTH: u16 = 24;
+
+/// The columns a narrow terminal gives up, in order (never the one sorted by).
+const DROPPED_FIRST: [&str; 4] = ["%GMBW", "TYPE", "%MEM", "TIME"];
+
+/// The table's columns for this snapshot, width and sort key.
+fn table_columns(snapshot: &Snapshot, width: u16, sort: SortKey) -> Vec<Column> {
     let mut columns = COLUMNS.to_vec();
     if snapshot.processes.iter().any(|p| p.mig.is_some()) {
         // GPU/GPU instance/compute instance, as nvidia-smi's GPU GI CI.
         columns[0] = ("GPU/MIG", 8, Some(SortKey::Natural), true);
     }
-    if width >= CONTAINER_MIN_WIDTH && snapshot.processes.iter().any(|p| p.host.container.is_some()) {
-        columns.insert(COLUMNS.len() - 1, CONTAINER_COLUMN);
+    let fixed = |columns: &[Column]| columns.iter().map(|c| c.1 + 1).sum::<u16>();
+    let labels = snapshot.processes.iter().filter(|p| p.host.container.is_some());
+    if width >= CONTAINER_MIN_WIDTH && labels.clone().next().is_some() {
+        let longest = labels
+            .map(|p| p.container_label().chars().count())
+            .max()
+            .unwrap_or(0);
+        // Widest where the command keeps 60 columns, else the usual 19.
+        let room = width.saturating_sub(fixed(&columns) + 60 + 1);
+        let fitted = u16::try_from(longest)
+            .unwrap_or(u16::MAX)
+            .clamp(9, 40)
+            .min(room.max(19));
+        columns.insert(
+            columns.len() - 1,
+            ("CONTAINER", fitted, CONTAINER_COLUMN.2, false),
+        );
+    }
+    for name in DROPPED_FIRST {
+        if width.saturating_sub(fixed(&columns)) >= COMMAND_MIN_WIDTH {
+            break;
+        }
+        columns.retain(|c| c.0 != name || c.2 == Some(sort));
     }
     columns
 }
 
-fn process_cells(
-    p: &GpuProcess,
-    snapshot: &Snapshot,
-    command_offset: usize,
-    container: bool,
-    mig: bool,
-) -> Vec<String> {
-    let host_total = snapshot.host.memory_total_bytes.get().unwrap_or(0);
-    let gpu = match p.mig {
-        Some(id) if mig => format!("{}/{}/{}", p.gpu_index, id.gpu_instance, id.compute_instance),
-        _ => p.gpu_index.to_string(),
-    };
-    let mut cells = vec![
-        gpu,
+/// One process's cell in the column named `column`.
+fn process_cell(p: &GpuProcess, snapshot: &Snapshot, command_offset: usize, column: &str) -> String {
+    match column {
+        "GPU" => p.gpu_index.to_string(),
+        "GPU/MIG" => match p.mig {
+            Some(id) => format!("{}/{}/{}", p.gpu_index, id.gpu_instance, id.compute_instance),
+            None => p.gpu_index.to_string(),
+        },
         // The number gputop's namespace knows it by.
-        p.local_pid().unwrap_or(p.pid).to_string(),
-        p.kind.label().to_string(),
-        na(&p.host.user, |u| sanitize(u)),
-        na(&p.gpu_memory_bytes, |b| human_bytes(*b)),
-        na(&p.sm_percent, u32::to_string),
-        na(&p.memory_bandwidth_percent, u32::to_string),
-        na(&p.host.cpu_percent, |c| format!("{c:.1}")),
-        na(&p.host.memory_bytes, |b| {
-            format!("{:.1}", percent_of(*b, host_total))
-        }),
-        na(&p.host.running_seconds, |s| human_duration(*s)),
-        match &p.host.command {
+        "PID" => p.local_pid().unwrap_or(p.pid).to_string(),
+        "TYPE" => p.kind.label().to_string(),
+        "USER" => na(&p.host.user, |u| sanitize(u)),
+        "GPU-MEM" => na(&p.gpu_memory_bytes, |b| human_bytes(*b)),
+        "%SM" => na(&p.sm_percent, u32::to_string),
+        "%GMBW" => na(&p.memory_bandwidth_percent, u32::to_string),
+        "%CPU" => na(&p.host.cpu_percent, |c| format!("{c:.1}")),
+        "%MEM" => {
+            let host_total = snapshot.host.memory_total_bytes.get().unwrap_or(0);
+            na(&p.host.memory_bytes, |b| {
+                format!("{:.1}", percent_of(*b, host_total))
+            })
+        }
+        "TIME" => na(&p.host.running_seconds, |s| human_duration(*s)),
+        "CONTAINER" => sanitize(&p.container_label()),
+        _ => match &p.host.command {
             Reading::Value(c) => sanitize(c).chars().skip(command_offset).collect(),
             Reading::NotSupported => "N/A".into(),
             Reading::Failed(reason) => format!("({})", sanitize(reason)),
         },
-    ];
-    if container {
-        cells.insert(cells.len() - 1, sanitize(&p.container_label()));
     }
-    cells
 }
 
 fn main_screen(
@@ -516,10 +629,36 @@ fn main_screen(
         .filter(|d| app.view.selection.shows_gpu(d, &snapshot.devices))
         .collect();
     let full = full_layout(app, devices.len(), area.height);
+    let lay_out = |layout: &DeviceLayout| {
+        let lines: Vec<Vec<Line>> = devices
+            .iter()
+            .map(|d| device_lines(d, app, theme, full, area.width, layout))
+            .collect();
+        // A lost GPU's line is its reason, cut at the edge: it picks no layout.
+        let fits = lines
+            .iter()
+            .zip(&devices)
+            .filter(|(_, d)| d.status == DeviceStatus::Ok)
+            .all(|(l, _)| {
+                l.first()
+                    .is_none_or(|first| first.width() <= usize::from(area.width))
+            });
+        fits.then_some(lines)
+    };
+    let narrowest = &DEVICE_LAYOUTS[DEVICE_LAYOUTS.len() - 1];
+    let per_device = DEVICE_LAYOUTS[..DEVICE_LAYOUTS.len() - 1]
+        .iter()
+        .find_map(lay_out)
+        .unwrap_or_else(|| {
+            devices
+                .iter()
+                .map(|d| device_lines(d, app, theme, full, area.width, narrowest))
+                .collect()
+        });
     let device_lines: Vec<Line> = devices
         .iter()
-        .flat_map(|d| {
-            let mut lines = device_lines(d, app, theme, full, area.width);
+        .zip(per_device)
+        .flat_map(|(d, mut lines)| {
             lines.extend(mig_lines(d, snapshot, theme, area.width));
             lines
         })
@@ -544,9 +683,7 @@ fn main_screen(
     let selected = app.selected_index(&rows);
     let (up, down) = theme.sort_marks();
     let descending = app.view.sort.descending_by_default() != app.view.reverse;
-    let table_columns = table_columns(snapshot, table_area.width);
-    let mig = table_columns[0].1 > COLUMNS[0].1;
-    let with_container = table_columns.iter().any(|c| c.0 == CONTAINER_COLUMN.0);
+    let table_columns = table_columns(snapshot, table_area.width, app.view.sort);
     // Columns left to right with one space between; COMMAND takes the rest, and whatever
     // does not fit is cut at the right edge.
     let edge = table_area.right();
@@ -575,7 +712,7 @@ fn main_screen(
         if let Some(key) = key {
             columns.push((x, end, *key));
         }
-        placed.push((x, end, *right));
+        placed.push((x, end, *right, *name));
         x = end.saturating_add(1);
     }
     let my_uid = app.view.my_uid;
@@ -609,15 +746,15 @@ fn main_screen(
                 style,
             );
         }
-        let cells = process_cells(p, snapshot, app.view.command_offset, with_container, mig);
-        for (cell, &(x, end, right)) in cells.iter().zip(&placed) {
+        for &(x, end, right, column) in &placed {
+            let cell = process_cell(p, snapshot, app.view.command_offset, column);
             // Right-aligned as `format!("{cell:>width$}")` would: padded by characters.
             let pad = if right {
                 (end - x).saturating_sub(u16::try_from(cell.chars().count()).unwrap_or(u16::MAX))
             } else {
                 0
             };
-            paint::text(buffer, x + pad, y, end, cell, Style::default());
+            paint::text(buffer, x + pad, y, end, &cell, Style::default());
         }
     }
     if rows.is_empty() {
