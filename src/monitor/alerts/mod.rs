@@ -409,11 +409,27 @@ pub fn summary(rule: &Rule, subject: Subject, value: Option<f64>, xid: Option<u3
         .summary
         .clone()
         .unwrap_or_else(|| rule.name.replace('_', " "));
-    let mut now = value.map_or(String::new(), |v| format!(": {:.1}{}", v, rule.metric.unit()));
+    let unit = rule.metric.unit();
+    let mut now = value.map_or(String::new(), |v| format!(": {v:.1}{unit}"));
     if let (Metric::Device(DeviceMetric::CriticalXids), Some(xid)) = (rule.metric, xid) {
         now.push_str(&format!("; last Xid {xid}"));
     }
-    format!("{}: {what} ({}{now})", subject.label(), rule.condition())
+    // Back under the threshold but not past the clear level: the alert is held, and says so
+    // rather than read as "> 80 °C: 79.3 °C".
+    let held = value.filter(|v| rule.holds(*v, true) && !rule.holds(*v, false));
+    let condition = match held {
+        Some(_) => format!(
+            "{}; held until {} {}{unit}",
+            rule.condition(),
+            match rule.comparison {
+                rules::Comparison::Above => "below",
+                rules::Comparison::Below => "above",
+            },
+            rules::trim_number(rule.clear)
+        ),
+        None => rule.condition(),
+    };
+    format!("{}: {what} ({condition}{now})", subject.label())
 }
 
 /// "GPU 0: GPU hotter than 80 °C (now 84.0 °C; threshold 80 °C)": one reading, no window.
@@ -472,4 +488,29 @@ pub fn instant(rules: &[Rule], snapshot: &Snapshot) -> Vec<Active> {
     }
     out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.subject.cmp(&b.subject)));
     out
+}
+
+#[cfg(test)]
+mod summary_tests {
+    use super::*;
+
+    #[test]
+    fn an_alert_held_by_its_clear_level_says_so_instead_of_contradicting_itself() {
+        let rules = rules::builtin(&crate::config::Settings::default().alert);
+        let hot = rules
+            .iter()
+            .find(|r| r.metric == Metric::Device(DeviceMetric::Temperature) && r.threshold == 80.0)
+            .expect("the 80 °C rule");
+        assert!(hot.clear < 79.3, "its clear level is below 79.3: {}", hot.clear);
+        let held = summary(hot, Subject::Device(0), Some(79.3), None);
+        assert!(
+            held.contains(&format!("held until below {} °C", rules::trim_number(hot.clear))),
+            "{held}"
+        );
+        assert!(held.ends_with(": 79.3 °C)"), "{held}");
+        let over = summary(hot, Subject::Device(0), Some(84.0), None);
+        assert!(!over.contains("held"), "{over}");
+        let cleared = summary(hot, Subject::Device(0), Some(60.0), None);
+        assert!(!cleared.contains("held"), "{cleared}");
+    }
 }
