@@ -961,6 +961,17 @@ fn the_demo_says_why_it_has_no_environment_and_no_signals() {
     pty.keys("K");
     let screen = pty.wait_for("Demo: its processes are invented");
     assert!(screen.contains("Filter: alice"), "{screen}");
+    // The tree: the job's worker under its first process, the GPU figures in one column.
+    pty.keys("\x1b");
+    pty.keys("t");
+    let tree = pty.wait_for("└─ 48377");
+    let column = |pid: &str| {
+        let line = tree.lines().find(|l| l.contains(pid)).unwrap();
+        line[..line.find("GPU ").unwrap()].chars().count()
+    };
+    assert_eq!(column("48213"), column("└─ 48377"), "{tree}");
+    assert!(!tree.contains(" ?"), "no unknown ancestors: {tree}");
+    pty.keys("t");
     pty.keys("q");
     assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
 }

@@ -822,9 +822,11 @@ impl App {
         for &pid in &gpu_pids {
             // Ancestors, guarding against loops in a racy /proc read.
             let mut at = pid;
+            // Only through parents the table knows: a snapshot's table (the demo, a
+            // recording, a node) holds its GPU processes alone, not their launchers.
             while shown.insert(at) {
                 match parent.get(&at) {
-                    Some((ppid, _)) if *ppid != 0 => at = *ppid,
+                    Some((ppid, _)) if *ppid != 0 && parent.contains_key(ppid) => at = *ppid,
                     _ => break,
                 }
             }

@@ -63,6 +63,7 @@ impl DemoSource {
             devices.push(self.device(gpu, t, since));
             processes.extend(self.processes(gpu, t));
         }
+        give_jobs_parents(&mut processes);
         Readout {
             driver,
             devices,
@@ -401,6 +402,21 @@ impl DemoSource {
                 })
             })
             .collect()
+    }
+}
+
+/// The demo's process tree: a job's later processes (the same user in the same container)
+/// are children of its first, as a launcher's workers are; the others hang off init.
+fn give_jobs_parents(processes: &mut [GpuProcess]) {
+    let job = |p: &GpuProcess| (p.host.user.value().cloned(), p.host.container.clone());
+    for i in 1..processes.len() {
+        let first = processes[..i]
+            .iter()
+            .find(|q| q.pid != processes[i].pid && job(q) == job(&processes[i]) && q.host.container.is_some())
+            .map(|q| q.pid);
+        if let Some(parent) = first {
+            processes[i].host.parent_pid = Reading::Value(parent);
+        }
     }
 }
 

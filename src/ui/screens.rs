@@ -798,8 +798,11 @@ pub fn tree(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
         ("├─ ", "└─ ", "│  ")
     };
     let rows = app.rows();
-    let lines: Vec<Line> = app
-        .tree_lines()
+    let nodes = app.tree_lines();
+    // The GPU figures in one column, after the widest branch and PID.
+    let branch_width = |node: &crate::app::state::TreeLine| 3 * node.depth + node.pid.to_string().len();
+    let left = nodes.iter().map(branch_width).max().unwrap_or(0);
+    let lines: Vec<Line> = nodes
         .iter()
         .map(|node| {
             let indent = if node.depth == 0 {
@@ -816,9 +819,10 @@ pub fn tree(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
             let gpu = node
                 .gpu
                 .and_then(|key| rows.iter().find(|p| ProcessKey::of(p) == key));
+            let pad = " ".repeat(left - branch_width(node) + 2);
             let text = match gpu {
                 Some(p) => format!(
-                    "{indent}{}  GPU {} {} {}  {}",
+                    "{indent}{}{pad}GPU {:>2} {:>9} {:<8}  {}",
                     node.pid,
                     p.gpu_index,
                     na(&p.gpu_memory_bytes, |b| human_bytes(*b)),
