@@ -92,6 +92,20 @@ fn the_man_page_renders_without_a_warning_and_lists_keys_config_and_exit_codes()
         "groff: {}",
         stderr(&output)
     );
+    // The synopsis names each option's argument.
+    let synopsis = page
+        .split(".SH SYNOPSIS\n")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .expect("a synopsis");
+    for option in [
+        "[\\fB\\-\\-interval\\fR \\fISECS\\fR]",
+        "[\\fB\\-\\-pid\\fR \\fIPID\\fR...]",
+        "[\\fB\\-\\-config\\fR \\fIPATH\\fR]",
+        "[\\fB\\-1\\fR|\\fB\\-\\-once\\fR]",
+    ] {
+        assert!(synopsis.contains(option), "{option} missing from: {synopsis}");
+    }
     for section in [
         ".SH KEYS",
         ".SH CONFIGURATION",

@@ -22,11 +22,14 @@ pub fn page() -> String {
     // Writing into memory cannot fail.
     let _ = man.render_title(&mut out);
     let _ = man.render_name_section(&mut out);
-    let _ = man.render_synopsis_section(&mut out);
     let _ = man.render_description_section(&mut out);
     let _ = man.render_options_section(&mut out);
     let _ = man.render_subcommands_section(&mut out);
     let mut page = String::from_utf8_lossy(&out).into_owned();
+    // The synopsis after the name, before the description.
+    if let Some(at) = page.find(".SH DESCRIPTION") {
+        page.insert_str(at, &synopsis(&command));
+    }
     page.push_str(".SH KEYS\nIn the interactive view (h or F1 there shows every screen's keys):\n");
     for binding in crate::app::keymap::MAIN {
         page.push_str(&format!(
@@ -56,6 +59,35 @@ pub fn page() -> String {
     let _ = man.render_version_section(&mut version);
     page.push_str(&String::from_utf8_lossy(&version));
     page
+}
+
+/// The SYNOPSIS section: every option with the argument it takes (`--interval SECS`,
+/// `--pid PID...`), then the subcommands.
+fn synopsis(command: &clap::Command) -> String {
+    let mut line = String::from(".SH SYNOPSIS\n\\fBgputop\\fR");
+    for arg in command
+        .get_arguments()
+        .filter(|a| !a.is_hide_set() && !a.is_positional())
+    {
+        let names: Vec<String> = arg
+            .get_short()
+            .map(|c| format!("\\fB\\-{c}\\fR"))
+            .into_iter()
+            .chain(arg.get_long().map(|l| format!("\\fB\\-\\-{}\\fR", escape(l))))
+            .collect();
+        let takes_value = arg.get_action().takes_values();
+        let value = match arg.get_value_names() {
+            Some(values) if takes_value => {
+                let many = arg.get_num_args().is_some_and(|n| n.max_values() > 1);
+                let value: Vec<String> = values.iter().map(|v| format!("\\fI{}\\fR", escape(v))).collect();
+                format!(" {}{}", value.join(" "), if many { "..." } else { "" })
+            }
+            _ => String::new(),
+        };
+        line.push_str(&format!(" [{}{value}]", names.join("|")));
+    }
+    line.push_str(" [\\fISUBCOMMAND\\fR]\n");
+    line
 }
 
 /// Text for roff: backslashes and hyphens escaped, and a line never starting a request.
