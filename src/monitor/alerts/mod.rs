@@ -496,12 +496,20 @@ mod summary_tests {
 
     #[test]
     fn an_alert_held_by_its_clear_level_says_so_instead_of_contradicting_itself() {
-        let rules = rules::builtin(&crate::config::Settings::default().alert);
-        let hot = rules
-            .iter()
-            .find(|r| r.metric == Metric::Device(DeviceMetric::Temperature) && r.threshold == 80.0)
-            .expect("the 80 °C rule");
-        assert!(hot.clear < 79.3, "its clear level is below 79.3: {}", hot.clear);
+        let hot = &Rule {
+            name: "gpu_temperature".into(),
+            metric: Metric::Device(DeviceMetric::Temperature),
+            function: Function::Mean,
+            comparison: rules::Comparison::Above,
+            threshold: 80.0,
+            clear: 75.0,
+            window: rules::DEFAULT_WINDOW,
+            for_seconds: 0.0,
+            severity: Severity::Warning,
+            min_coverage: rules::DEFAULT_MIN_COVERAGE,
+            holders: rules::Holders::Any,
+            summary: Some("GPU hotter than 80 °C".into()),
+        };
         let held = summary(hot, Subject::Device(0), Some(79.3), None);
         assert!(
             held.contains(&format!("held until below {} °C", rules::trim_number(hot.clear))),
