@@ -284,9 +284,10 @@ fn explicit_config_must_exist_and_env_values_are_checked() {
         .args(["--demo", "--once", "--interval", "0.01"])
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(3));
+    // A flag's bad value is a usage error, as for any flag (exit 2), with the same range.
+    assert_eq!(output.status.code(), Some(2));
     assert!(
-        stderr(&output).contains("--interval: 0.01 is out of range"),
+        stderr(&output).contains("'--interval <SECS>': 0.01 is out of range: expected 0.1 to 3600"),
         "{}",
         stderr(&output)
     );
