@@ -693,7 +693,8 @@ impl App {
                 }
             }
             // Esc on the confirmation says so; on the sort prompt it just closes it.
-            Action::Cancel if self.view.confirmation.take().is_some() => {
+            Action::Cancel if self.view.confirmation.is_some() => {
+                self.view.confirmation = None;
                 self.view.status = Some("Cancelled".into());
             }
             _ => {}
