@@ -583,5 +583,32 @@ mod tests {
                 assert!(!keys[i + 1..].contains(k), "{k:?} is bound twice");
             }
         }
+        // A text screen's own keys come first, then the shared scrolling ones: none hides one.
+        for table in [ALERTS, USERS, ENVIRONMENT] {
+            for own in table.iter().flat_map(|b| b.keys) {
+                assert!(
+                    !SCROLLING.iter().any(|b| b.keys.contains(own)),
+                    "{own:?} is bound on a text screen and for scrolling"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn text_screens_scroll_with_the_same_keys_and_help_goes_back_on_any_other() {
+        let mut app = App::new(Settings::default(), Selection::default(), false, None);
+        for screen in [Screen::Help, Screen::Alerts, Screen::Users, Screen::Environment] {
+            app.view.screen = screen;
+            for (code, action) in [
+                (KeyCode::Home, Action::Home),
+                (KeyCode::End, Action::End),
+                (KeyCode::PageDown, Action::PageDown),
+                (KeyCode::Right, Action::ScrollCommand(Some(8))),
+            ] {
+                assert_eq!(decode(&app, &key(code)), Some(action), "{screen:?} {code:?}");
+            }
+        }
+        app.view.screen = Screen::Help;
+        assert_eq!(decode(&app, &key(KeyCode::Char('x'))), Some(Action::Back));
     }
 }

@@ -351,11 +351,11 @@ fn device_lines(
         format!("ECC {}", na(&d.ecc_uncorrected_volatile, u64::to_string)),
         na(&d.memory, |m| format!("reserved {}", human_bytes(m.reserved))),
     ]);
-    let mut second = String::from("    ");
+    // Four columns in: two of indent, then the gap each item is preceded by.
+    let mut second = String::from("  ");
     for item in items {
-        let gap = if second.len() > 4 { 2 } else { 0 };
-        if second.chars().count() + gap + item.chars().count() <= width {
-            second.push_str(&"  "[..gap]);
+        if second.chars().count() + 2 + item.chars().count() <= width {
+            second.push_str("  ");
             second.push_str(&item);
         }
     }
@@ -422,15 +422,9 @@ const DEVICE_LAYOUTS: [DeviceLayout; 5] = [
 ];
 
 /// One line per MIG device under its GPU: instance ids, profile, memory, utilization
-/// (where the driver gives it) and how many processes run on it.
-fn mig_lines(d: &Device, snapshot: &Snapshot, theme: &Theme, width: u16) -> Vec<Line<'static>> {
-    let bar_width = if width >= 140 {
-        20
-    } else if width >= 100 {
-        12
-    } else {
-        6
-    };
+/// (where the driver gives it) and how many processes run on it; bars `bar_width` wide, as
+/// its GPU's.
+fn mig_lines(d: &Device, snapshot: &Snapshot, theme: &Theme, bar_width: usize) -> Vec<Line<'static>> {
     d.mig_devices
         .iter()
         .enumerate()
@@ -564,15 +558,15 @@ fn table_columns(snapshot: &Snapshot, width: u16, sort: SortKey) -> Vec<Column> 
             .map(|p| p.container_label().chars().count())
             .max()
             .unwrap_or(0);
-        // Widest where the command keeps 60 columns, else the usual 19.
+        // Widest where the command keeps 60 columns, else the usual width.
         let room = width.saturating_sub(fixed(&columns) + 60 + 1);
         let fitted = u16::try_from(longest)
             .unwrap_or(u16::MAX)
             .clamp(9, 40)
-            .min(room.max(19));
+            .min(room.max(CONTAINER_COLUMN.1));
         columns.insert(
             columns.len() - 1,
-            ("CONTAINER", fitted, CONTAINER_COLUMN.2, false),
+            (CONTAINER_COLUMN.0, fitted, CONTAINER_COLUMN.2, false),
         );
     }
     for name in DROPPED_FIRST {
@@ -646,20 +640,21 @@ fn main_screen(
         fits.then_some(lines)
     };
     let narrowest = &DEVICE_LAYOUTS[DEVICE_LAYOUTS.len() - 1];
-    let per_device = DEVICE_LAYOUTS[..DEVICE_LAYOUTS.len() - 1]
+    let (layout, per_device) = DEVICE_LAYOUTS[..DEVICE_LAYOUTS.len() - 1]
         .iter()
-        .find_map(lay_out)
+        .find_map(|layout| lay_out(layout).map(|lines| (layout, lines)))
         .unwrap_or_else(|| {
-            devices
+            let lines = devices
                 .iter()
                 .map(|d| device_lines(d, app, theme, full, area.width, narrowest))
-                .collect()
+                .collect();
+            (narrowest, lines)
         });
     let device_lines: Vec<Line> = devices
         .iter()
         .zip(per_device)
         .flat_map(|(d, mut lines)| {
-            lines.extend(mig_lines(d, snapshot, theme, area.width));
+            lines.extend(mig_lines(d, snapshot, theme, layout.bar_width));
             lines
         })
         .collect();
