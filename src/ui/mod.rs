@@ -672,6 +672,19 @@ fn main_screen(
     paint::lines(buffer, panel, &device_lines, Style::default());
     paint::lines(buffer, host, &[host_line(snapshot, theme)], theme.dim());
     paint::lines(buffer, alert_area, &alert_lines, Style::default());
+    for (y, line) in (alert_area.top()..alert_area.bottom()).zip(&alert_lines) {
+        if line.width() > usize::from(alert_area.width) {
+            paint::mark_cut(
+                buffer,
+                Rect {
+                    y,
+                    height: 1,
+                    ..alert_area
+                },
+                theme.ascii,
+            );
+        }
+    }
 
     let rows = app.rows();
     let visible = table_area.height.saturating_sub(1) as usize;

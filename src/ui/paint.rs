@@ -72,6 +72,18 @@ pub fn lines(buffer: &mut Buffer, area: Rect, lines: &[Line], style: Style) {
     }
 }
 
+/// Marks a row whose text ran past its right edge: the last cell becomes `…` (`~` in ASCII),
+/// in the style already there.
+pub fn mark_cut(buffer: &mut Buffer, row: Rect, ascii: bool) {
+    if row.width == 0 {
+        return;
+    }
+    let (x, y) = (row.right() - 1, row.y);
+    if let Some(cell) = buffer.cell_mut((x, y)) {
+        cell.set_symbol(if ascii { "~" } else { "…" });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -86,7 +86,7 @@ fn text_screen(
             buffer.set_string(row.x, y, ellipsis, line.style);
         }
         if length > offset + usize::from(row.width) {
-            buffer.set_string(row.right() - 1, y, ellipsis, line.style);
+            super::paint::mark_cut(buffer, row, theme.ascii);
         }
     }
     TextGeometry { page, last_top }
