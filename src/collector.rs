@@ -114,7 +114,6 @@ impl Collector {
             .name("gputop-collect".into())
             .spawn(move || {
                 let _finishing = finishing;
-                let mut heap = crate::heap::Releaser::default();
                 #[cfg(debug_assertions)]
                 let mut published = 0_u32;
                 loop {
@@ -135,7 +134,6 @@ impl Collector {
                             panic!("GPUTOP_DEBUG_PANIC=collector");
                         }
                     }
-                    heap.tick();
                     let rest = interval.saturating_sub(started.elapsed());
                     match stopped.recv_timeout(rest) {
                         Err(RecvTimeoutError::Timeout) => {}

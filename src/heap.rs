@@ -1,6 +1,7 @@
-//! The process heap's policy: glibc keeps freed memory resident, and gputop runs for days
+//! The program's heap policy: glibc keeps freed memory resident, and gputop runs for days
 //! beside the jobs it watches, so what a burst freed (NVML's start, the first sight of many
-//! processes, history buffers that grew) is handed back to the system here.
+//! processes, history buffers that grew) is handed back to the system here. The binary's
+//! own: the library never tunes its host process's allocator (a Python training process).
 
 use std::time::{Duration, Instant};
 
@@ -34,6 +35,19 @@ impl Releaser {
         }
         due
     }
+}
+
+/// `publish` (a collector's, run on its thread after each snapshot) followed by a
+/// [`Releaser`]'s tick.
+pub fn releasing<T: 'static>(
+    mut publish: impl FnMut(T) -> bool + Send + 'static,
+) -> Box<dyn FnMut(T) -> bool + Send> {
+    let mut releaser = Releaser::default();
+    Box::new(move |item| {
+        let go_on = publish(item);
+        releaser.tick();
+        go_on
+    })
 }
 
 #[cfg(test)]

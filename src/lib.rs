@@ -63,12 +63,6 @@ mod tests;
 /// and the failure's code. For gputop's binary.
 #[doc(hidden)]
 pub fn program_main() {
-    // One malloc arena for all threads: glibc's default of one more per thread keeps the
-    // memory the short-lived readers of a first sight used, as resident memory.
-    // SAFETY: mallopt with a valid parameter, before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 1);
-    }
     term::end_on_panic();
     let cli = cli::Cli::parse_checked();
     if let Err(failure) = run::run(&cli, &|name| std::env::var(name).ok()) {

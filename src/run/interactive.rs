@@ -384,7 +384,7 @@ fn spawn_collector(
         source,
         host,
         interval,
-        Box::new(move |snapshot| events.send(Event::Snapshot(snapshot)).is_ok()),
+        crate::heap::releasing(move |snapshot| events.send(Event::Snapshot(snapshot)).is_ok()),
     )
 }
 

@@ -93,7 +93,13 @@ fn open_live(cli: &Cli) -> Result<Source, NvmlUnusable> {
     if cli.demo {
         return Ok(Source::demo());
     }
-    Source::nvml(cli.nvml_lib.as_deref())
+    let source = Source::nvml(cli.nvml_lib.as_deref())?;
+    // Initialising frees most of what it allocated (a driver's tables, the simulator's
+    // scenario): hand those pages back rather than keep them resident for the run. The
+    // first collection does not reuse them all, so this also lowers a one-shot's peak
+    // (8 GPUs: 7.0 -> 6.5 MiB with 64 processes, 9.2 -> 8.3 with 512).
+    crate::heap::release_free_pages();
+    Ok(source)
 }
 
 /// How long the view waits for NVML to open before it starts and says it is waiting: a
@@ -312,11 +318,13 @@ fn run_record(cli: &Cli, args: &RecordArgs, effective: &Effective) -> Result<(),
     let collector = Collector::spawn(source, Duration::from_secs_f64(interval)).map_err(Failure::Output)?;
     let started = Instant::now();
     let deadline = args.duration.map(Duration::from_secs_f64);
+    let mut heap = crate::heap::Releaser::default();
     while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| started.elapsed() < d) {
         if let Some(snapshot) = collector.next(Duration::from_millis(200)) {
             recorder
                 .push(&snapshot)
                 .map_err(|e| Failure::Message(e.to_string()))?;
+            heap.tick();
         }
     }
     drop(collector);

@@ -154,7 +154,7 @@ pub fn run(
         source,
         pod_naming_host(&settings.collect.pod_resources_socket),
         interval,
-        Box::new(move |snapshot| {
+        crate::heap::releasing(move |snapshot: Arc<crate::model::Snapshot>| {
             let transitions = monitor.ingest(&snapshot);
             let stop = stopping.load(Ordering::SeqCst);
             if let Some(state) = state.as_mut().filter(|s| stop || s.due())

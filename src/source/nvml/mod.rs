@@ -542,12 +542,7 @@ impl NvmlSource {
                 )
             }),
         };
-        // Initialising frees most of what it allocated (a driver's tables, the simulator's
-        // scenario): hand those pages back rather than keep them resident for the run. The
-        // first collection does not reuse them all, so this also lowers a one-shot's peak
-        // (8 GPUs: 7.0 -> 6.5 MiB with 64 processes, 9.2 -> 8.3 with 512).
         let process_api = process_api(&driver.driver_version, &nvml);
-        crate::heap::release_free_pages();
         Ok(Self {
             nvml: Arc::new(nvml),
             driver,

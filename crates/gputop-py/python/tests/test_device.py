@@ -120,3 +120,18 @@ def test_the_examples_run(machine, example):
         assert "MiB" in lines[0] and "+0.0 MiB" in lines[0], out.stdout
     else:
         assert lines[0].startswith("over ") and "GPU-s" in lines[1], out.stdout
+
+
+def test_the_module_leaves_its_host_processes_allocator_alone():
+    """A training process imports the module: neither `mallopt` nor `malloc_trim` may be
+    among the symbols its extension binds (only the gputop binary hands memory back)."""
+    import gputop
+
+    extension = gputop.gputop.__file__  # the package's extension module
+    assert extension.endswith(".so"), extension
+    symbols = subprocess.run(
+        ["nm", "-D", "--undefined-only", extension], check=True, capture_output=True, text=True
+    ).stdout
+    bound = {line.split()[-1].split("@")[0] for line in symbols.splitlines() if line.strip()}
+    assert "malloc" in bound or "free" in bound, f"nm read no allocator symbol of {extension}"
+    assert not bound & {"mallopt", "malloc_trim"}, sorted(bound & {"mallopt", "malloc_trim"})
