@@ -171,7 +171,8 @@ pub struct RecordArgs {
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
 
-    /// Most bytes the recording holds (FILE and FILE.1 together); K, M and G suffixes
+    /// Most bytes the recording holds (FILE and FILE.1 together): K, M, G (or KiB, MiB, GiB)
+    /// binary, KB, MB, GB decimal
     #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = size)]
     pub max_size: u64,
 
@@ -262,24 +263,12 @@ fn listen_address(text: &str) -> Result<String, String> {
     }
 }
 
-/// "64M", "512K", "1G" or plain bytes.
+/// A size as [`crate::format::parse_size`] reads it: "64M", "512K", "1GiB", "2GB" or bytes.
 fn size(text: &str) -> Result<u64, String> {
-    let (digits, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
-        Some((i, _)) => text.split_at(i),
-        None => (text, ""),
-    };
-    let factor = match unit.to_ascii_uppercase().as_str() {
-        "" | "B" => 1,
-        "K" | "KB" | "KIB" => 1 << 10,
-        "M" | "MB" | "MIB" => 1 << 20,
-        "G" | "GB" | "GIB" => 1 << 30,
-        _ => return Err(format!("unknown unit '{unit}': use K, M or G")),
-    };
-    let bytes = digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(factor))
-        .ok_or_else(|| "expected a size such as 64M".to_string())?;
+    let bytes = crate::format::parse_size(text).ok_or_else(|| {
+        "expected a size in bytes, or with K, M or G (binary) or KB, MB or GB (decimal), such as 64M"
+            .to_string()
+    })?;
     if bytes < 64 << 10 {
         return Err("a recording needs at least 64K".into());
     }

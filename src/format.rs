@@ -64,6 +64,65 @@ pub fn human_bytes(bytes: u64) -> String {
     }
 }
 
+/// Bytes from a size as people write it: a number (decimals allowed), then optionally
+/// spaces and a unit. One meaning everywhere (as coreutils reads sizes): `KiB`, `MiB`, `GiB`,
+/// `TiB` and the bare `K`, `M`, `G`, `T` are binary (2^10 ...), `KB`, `MB`, `GB`, `TB`
+/// decimal (10^3 ...), `B` or none bytes; units in any case. `None` for anything else, and
+/// for a size past `u64`.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    if !number.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    let number: f64 = number.parse().ok()?;
+    let (prefix, rest) = match unit.trim_start().char_indices().nth(1) {
+        Some((i, _)) => unit.trim_start().split_at(i),
+        None => (unit.trim_start(), ""),
+    };
+    let power = match prefix.to_ascii_uppercase().as_str() {
+        "" => 0,
+        "B" if rest.is_empty() => 0,
+        "K" => 1,
+        "M" => 2,
+        "G" => 3,
+        "T" => 4,
+        _ => return None,
+    };
+    let base: f64 = match rest.to_ascii_uppercase().as_str() {
+        "" | "IB" => 1024.0,
+        "B" if power > 0 => 1000.0,
+        _ => return None,
+    };
+    let bytes = (number * base.powi(power)).round();
+    // 2^64 is the first f64 past u64::MAX.
+    (bytes < 18_446_744_073_709_551_616.0).then_some(bytes as u64)
+}
+
+/// A length of time as a setting gives it, exactly: `1 h`, `5 min`, `90 s`, `1.5 s` (whole
+/// hours and minutes in their unit, anything else in seconds).
+pub fn seconds_text(seconds: f64) -> String {
+    if seconds >= 3600.0 && seconds % 3600.0 == 0.0 {
+        format!("{} h", seconds / 3600.0)
+    } else if seconds >= 60.0 && seconds % 60.0 == 0.0 {
+        format!("{} min", seconds / 60.0)
+    } else {
+        format!("{} s", trim_number(seconds))
+    }
+}
+
+/// A number without a useless `.0`: `80`, `92.5` (one decimal at most).
+pub fn trim_number(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e15 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.1}")
+    }
+}
+
 /// `H:MM:SS`, or `Dd HH:MM` past a day.
 pub fn human_duration(seconds: u64) -> String {
     let (d, h, m, s) = (
@@ -157,6 +216,48 @@ pub fn table(rows: &[Vec<String>], right: &[bool]) -> String {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn sizes_read_binary_for_bare_and_ib_units_and_decimal_for_b_units() {
+        for (text, bytes) in [
+            ("100", Some(100)),
+            ("100B", Some(100)),
+            ("4G", Some(4 << 30)),
+            ("4g", Some(4 << 30)),
+            ("1.5GiB", Some(3 << 29)),
+            ("512 MiB", Some(512 << 20)),
+            ("64M", Some(64 << 20)),
+            ("64K", Some(64 << 10)),
+            ("64KiB", Some(64 << 10)),
+            ("64kB", Some(64_000)),
+            ("64KB", Some(64_000)),
+            ("40GB", Some(40_000_000_000)),
+            ("2 TB", Some(2_000_000_000_000)),
+            ("1T", Some(1 << 40)),
+            ("0", Some(0)),
+            ("", None),
+            ("G", None),
+            (".5G", None),
+            ("-1G", None),
+            ("4X", None),
+            ("4GiBs", None),
+            ("4 B B", None),
+            ("4iB", None),
+            ("1.2.3M", None),
+            ("99999999999T", None),
+        ] {
+            assert_eq!(parse_size(text), bytes, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn the_simulators_scenario_sizes_mean_what_gputops_mean() {
+        for text in [
+            "123", "512 MiB", "40GB", "1.5 GiB", "2TB", "64KiB", "64kB", "3 TiB",
+        ] {
+            assert_eq!(nvml_sim::scenario::parse_size(text), parse_size(text), "{text:?}");
+        }
+    }
 
     #[test]
     fn escape_sequences_are_shown_not_executed() {

@@ -44,28 +44,6 @@ pub struct Query {
     terms: Vec<Term>,
 }
 
-/// `4G`, `512M`, `1.5GiB`, `100` (bytes).
-fn parse_bytes(text: &str) -> Option<f64> {
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: f64 = number.parse().ok()?;
-    let factor = match unit
-        .to_ascii_lowercase()
-        .trim_end_matches("ib")
-        .trim_end_matches('b')
-    {
-        "" => 1.0,
-        "k" => 1024.0,
-        "m" => 1024.0 * 1024.0,
-        "g" => 1024.0 * 1024.0 * 1024.0,
-        "t" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
-        _ => return None,
-    };
-    Some(number * factor)
-}
-
 fn parse_term(word: &str) -> Result<Term, String> {
     for (op, compare) in [
         (">=", Compare::GreaterOrEqual),
@@ -87,7 +65,9 @@ fn parse_term(word: &str) -> Result<Term, String> {
                 }
             };
             let value = match field {
-                NumberField::GpuMemory | NumberField::HostMemory => parse_bytes(value),
+                NumberField::GpuMemory | NumberField::HostMemory => {
+                    crate::format::parse_size(value).map(|b| b as f64)
+                }
                 _ => value.parse().ok(),
             }
             .ok_or_else(|| format!("'{value}' is not a number in '{word}'"))?;

@@ -19,10 +19,11 @@ use ratatui::widgets::{Paragraph, Widget};
 
 use crate::app::state::{App, ProcessKey};
 use crate::app::view::{LayoutMode, Screen};
+use crate::format::trim_number;
 use crate::format::{age, human_bytes, human_duration, sanitize};
 use crate::model::order::SortKey;
 use crate::model::{Device, DeviceStatus, GpuProcess, PidNamespace, Reading, Snapshot};
-use crate::monitor::alerts::rules::{Comparison, Metric, Severity, trim_number};
+use crate::monitor::alerts::rules::{Comparison, Metric, Severity};
 use crate::monitor::alerts::{Active, Phase, Subject};
 use crate::monitor::history::DeviceMetric;
 use theme::{Load, Theme};

@@ -12,9 +12,9 @@ use super::{na, percent_of};
 use crate::app::keymap::{self, Binding};
 use crate::app::state::{App, ProcessKey};
 use crate::app::view::{CHART_SPANS, Confirmation};
+use crate::format::seconds_text;
 use crate::format::{human_bytes, human_duration, sanitize};
 use crate::model::{Device, GpuProcess, PidMapping, Snapshot};
-use crate::monitor::alerts::rules::format_seconds;
 use crate::monitor::history::{DeviceMetric, ProcessMetric};
 use crate::source::remote::NodeStatus;
 
@@ -357,7 +357,7 @@ pub fn charts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     let name = device.map_or_else(String::new, |d| na(&d.name, |n| sanitize(n)));
     let title = format!(
         "GPU {index} {name}: last {} (Up/Down: GPU, w: span, g or Esc: back)",
-        format_seconds(span)
+        seconds_text(span)
     );
     let outer = block(&title, theme);
     let inner = outer.inner(area);
@@ -479,12 +479,6 @@ pub fn alerts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> Text
     )
 }
 
-/// GPU-time as hours:minutes:seconds of one GPU (`2:03:10`).
-fn gpu_time(seconds: f64) -> String {
-    let s = seconds.max(0.0).round() as u64;
-    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
-}
-
 /// Who uses what: per user, then per container, the GPUs and memory they hold now, their
 /// processes, and GPU-time and memory-time since the view started.
 pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextGeometry {
@@ -511,7 +505,7 @@ pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextG
             gpus.chars().take(8).collect::<String>(),
             human_bytes(u.memory_bytes),
             u.processes,
-            gpu_time(u.gpu_seconds),
+            crate::format::human_duration(u.gpu_seconds.max(0.0).round() as u64),
             format!(
                 "{:.2} GiB·h",
                 u.memory_byte_seconds / (1u64 << 30) as f64 / 3600.0

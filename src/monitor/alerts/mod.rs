@@ -425,7 +425,7 @@ pub fn summary(rule: &Rule, subject: Subject, value: Option<f64>, xid: Option<u3
                 rules::Comparison::Above => "below",
                 rules::Comparison::Below => "above",
             },
-            rules::trim_number(rule.clear)
+            crate::format::trim_number(rule.clear)
         ),
         None => rule.condition(),
     };
@@ -443,7 +443,7 @@ fn instant_summary(rule: &Rule, subject: Subject, value: f64) -> String {
         "{}: {what} (now {value:.1}{unit}; threshold {} {}{unit})",
         subject.label(),
         rule.comparison.symbol(),
-        rules::trim_number(rule.threshold)
+        crate::format::trim_number(rule.threshold)
     )
 }
 
@@ -512,7 +512,10 @@ mod summary_tests {
         };
         let held = summary(hot, Subject::Device(0), Some(79.3), None);
         assert!(
-            held.contains(&format!("held until below {} °C", rules::trim_number(hot.clear))),
+            held.contains(&format!(
+                "held until below {} °C",
+                crate::format::trim_number(hot.clear)
+            )),
             "{held}"
         );
         assert!(held.ends_with(": 79.3 °C)"), "{held}");

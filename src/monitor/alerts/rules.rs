@@ -1,6 +1,7 @@
 //! Alert rules: what is watched, over which window, against which thresholds; the built-in
 //! defaults; and how a rule reads its value from the history.
 
+use crate::format::{seconds_text, trim_number};
 use crate::monitor::history::{DeviceMetric, HostMetric, ProcessMetric, Series};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -295,7 +296,7 @@ impl Rule {
         let unit = self.metric.unit();
         let over = match self.function {
             Function::Last => String::new(),
-            f => format!(" {} {}", format_seconds(self.window), f.name().replace('_', " ")),
+            f => format!(" {} {}", seconds_text(self.window), f.name().replace('_', " ")),
         };
         let mut text = format!(
             "{}{over} {} {}{unit}",
@@ -304,7 +305,7 @@ impl Rule {
             trim_number(self.threshold)
         );
         if self.for_seconds > 0.0 {
-            text.push_str(&format!(" for {}", format_seconds(self.for_seconds)));
+            text.push_str(&format!(" for {}", seconds_text(self.for_seconds)));
         }
         match self.holders {
             Holders::Any => {}
@@ -328,24 +329,6 @@ fn steady_increase(slices: &[Option<f64>]) -> Option<f64> {
     let falls = steps.iter().any(|d| *d < -tolerance);
     let rises = steps.iter().filter(|d| **d > tolerance).count();
     (!falls && rises * 2 > steps.len()).then_some(total)
-}
-
-pub fn format_seconds(seconds: f64) -> String {
-    if seconds >= 3600.0 && seconds % 3600.0 == 0.0 {
-        format!("{} h", seconds / 3600.0)
-    } else if seconds >= 60.0 && seconds % 60.0 == 0.0 {
-        format!("{} min", seconds / 60.0)
-    } else {
-        format!("{} s", trim_number(seconds))
-    }
-}
-
-pub fn trim_number(value: f64) -> String {
-    if value.fract() == 0.0 && value.abs() < 1e15 {
-        format!("{value:.0}")
-    } else {
-        format!("{value:.1}")
-    }
 }
 
 /// A rule as written: either a full rule, or `enabled = false` to turn a built-in off.

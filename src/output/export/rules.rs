@@ -9,7 +9,8 @@
 
 use std::fmt::Write;
 
-use crate::monitor::alerts::rules::{Function, Holders, Metric, Rule, format_seconds, trim_number};
+use crate::format::{seconds_text, trim_number};
+use crate::monitor::alerts::rules::{Function, Holders, Metric, Rule};
 use crate::monitor::history::{DeviceMetric, ProcessMetric};
 
 /// The series and the scaling that turn a rule's metric into Prometheus terms:
@@ -36,7 +37,7 @@ fn series(metric: Metric) -> Option<(&'static str, &'static str)> {
     })
 }
 
-/// A duration as PromQL writes it.
+/// A duration as PromQL writes it (its syntax, not text for people: `5m`, `1h`, `90s`).
 fn duration(seconds: f64) -> String {
     let s = seconds.round().max(1.0) as u64;
     if s.is_multiple_of(3600) {
@@ -186,8 +187,8 @@ pub fn prometheus_rules(rules: &[Rule], scrape_interval: f64) -> String {
         let widened = if window > rule.window {
             format!(
                 " The window is {} here (gputop: {}), four scrape intervals.",
-                format_seconds(window),
-                format_seconds(rule.window)
+                seconds_text(window),
+                seconds_text(rule.window)
             )
         } else {
             String::new()
