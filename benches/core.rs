@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use gputop::app::filter::Selection;
-use gputop::app::state::{Action, App};
+use gputop::app::state::{Action, App, Received};
 use gputop::config::Settings;
 use gputop::model::*;
 use gputop::source::nvml::NvmlSource;
@@ -100,7 +100,7 @@ fn snapshot(processes: u32) -> Snapshot {
 fn main() {
     let snapshot = Arc::new(snapshot(10_000));
     let mut app = App::new(Settings::default(), Selection::default(), false, Some(1000));
-    app.update(Action::Snapshot(Arc::clone(&snapshot)));
+    app.update(Action::Received(Received::Snapshot(Arc::clone(&snapshot))));
 
     let sort = median(
         || {
@@ -161,13 +161,13 @@ fn main() {
         .collect();
     // Ten minutes of history first, so the long windows (leak: 10 min) have data to read.
     for frame in &frames[..300] {
-        app.update(Action::Snapshot(Arc::clone(frame)));
+        app.update(Action::Received(Received::Snapshot(Arc::clone(frame))));
     }
     let alerts = median(
         || {
             second += 1;
             let frame = &frames[(300 + second as usize) % frames.len()];
-            black_box(app.update(Action::Snapshot(Arc::clone(frame))));
+            black_box(app.update(Action::Received(Received::Snapshot(Arc::clone(frame)))));
         },
         501,
     );

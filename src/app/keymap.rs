@@ -3,7 +3,7 @@
 
 use ratatui_crossterm::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use crate::app::state::{Action, App, Signal};
+use crate::app::state::{Action, App, Arrange, Go, Move, Signal, Signalling};
 use crate::app::view::{LayoutMode, Screen};
 use crate::model::order::SortKey;
 use crate::source::replay::PlayerCommand;
@@ -97,162 +97,168 @@ use Key::{Alt, Char, Code, Ctrl};
 /// The main screen and the tree view.
 pub const MAIN: &[Binding] = &[
     bind(&[Char('q'), Char('Q'), Ctrl('c'), Code(KeyCode::F(10))], "quit", || {
-        Action::Quit
+        Action::Go(Go::Quit)
     })
     .hint("quit"),
     bind(
         &[Char('h'), Char('?'), Code(KeyCode::F(1))],
         "this help",
-        || Action::Help,
+        || Action::Go(Go::Help),
     ).hint("help"),
     bind(
         &[Code(KeyCode::Up), Alt('k'), Code(KeyCode::BackTab)],
         "select the previous process",
-        || Action::Up,
+        || Action::Move(Move::Up),
     ),
     bind(
         &[Code(KeyCode::Down), Char('j'), Alt('j'), Code(KeyCode::Tab)],
         "select the next process",
-        || Action::Down,
+        || Action::Move(Move::Down),
     ),
     bind(&[Code(KeyCode::PageUp), Char('[')], "a page up", || {
-        Action::PageUp
+        Action::Move(Move::PageUp)
     }),
     bind(
         &[Code(KeyCode::PageDown), Char(']')],
         "a page down",
-        || Action::PageDown,
+        || Action::Move(Move::PageDown),
     ),
     bind(&[Code(KeyCode::Home)], "the first process", || {
-        Action::Home
+        Action::Move(Move::Home)
     }),
-    bind(&[Code(KeyCode::End)], "the last process", || Action::End),
+    bind(&[Code(KeyCode::End)], "the last process", || Action::Move(Move::End)),
     bind(
         &[Char('/')],
         "filter: words match command, user, container or PID; user:NAME container:TEXT gpu:N pid:N mem>4G sm>50 cpu>10",
-        || Action::StartFilter,
+        || Action::Arrange(Arrange::StartFilter),
     ).hint("filter"),
     bind(
         &[Char(','), Char('<')],
         "sort by the previous column",
-        || Action::SortPrevious,
+        || Action::Arrange(Arrange::SortPrevious),
     ),
     bind(&[Char('.'), Char('>')], "sort by the next column", || {
-        Action::SortNext
+        Action::Arrange(Arrange::SortNext)
     }),
     bind(
         &[Char('o'), Code(KeyCode::F(6))],
         "then a letter, sort: g GPU-MEM, s %SM, b %GMBW, c %CPU, m %MEM, p PID, u USER, k CONTAINER, t TIME, n natural",
-        || Action::SortPrefix { reverse: false },
+        || Action::Arrange(Arrange::SortPrefix { reverse: false }),
     ).hint("sort"),
-    bind(&[Char('P')], "sort by %CPU (as htop)", || Action::SortBy {
+    bind(&[Char('P')], "sort by %CPU (as htop)", || Action::Arrange(Arrange::SortBy {
         key: SortKey::Cpu,
         reverse: false,
-    }),
+    })),
     bind(&[Char('M')], "sort by %MEM (as htop; htop's T is SIGTERM here: sort by TIME with o t)", || {
-        Action::SortBy {
+        Action::Arrange(Arrange::SortBy {
             key: SortKey::HostMemory,
             reverse: false,
-        }
+        })
     }),
     bind(&[Char('O')], "then a letter, sort reversed", || {
-        Action::SortPrefix { reverse: true }
+        Action::Arrange(Arrange::SortPrefix { reverse: true })
     }),
-    bind(&[Char(' ')], "tag or untag the process", || Action::Tag).hint("tag"),
+    bind(&[Char(' ')], "tag or untag the process", || Action::Signalling(Signalling::Tag)).hint("tag"),
     bind(
         &[Code(KeyCode::Esc)],
         "clear the filter, the selection and the tags",
-        || Action::ClearTags,
+        || Action::Signalling(Signalling::ClearTags),
     ),
     signal(&[Char('T'), Code(KeyCode::F(9))], "send SIGTERM (asks first)", || {
-        Action::AskSignal(Signal::Terminate)
+        Action::Signalling(Signalling::AskSignal(Signal::Terminate))
     }).hint("SIGTERM"),
     signal(
         &[Char('K'), Char('k')],
         "send SIGKILL (asks first)",
-        || Action::AskSignal(Signal::Kill),
+        || Action::Signalling(Signalling::AskSignal(Signal::Kill)),
     ).hint("SIGKILL"),
     signal(&[Char('I')], "send SIGINT (asks first)", || {
-        Action::AskSignal(Signal::Interrupt)
+        Action::Signalling(Signalling::AskSignal(Signal::Interrupt))
     }).hint("SIGINT"),
     bind(
         &[Code(KeyCode::Enter)],
         "process details and history",
-        || Action::Details,
+        || Action::Go(Go::Details),
     ).hint("details"),
     bind(&[Char('e')], "environment of the process", || {
-        Action::Environment
+        Action::Go(Go::Environment)
     }),
     bind(
         &[Char('t')],
         "tree view: GPU processes with their ancestors and children",
-        || Action::Tree,
+        || Action::Go(Go::Tree),
     ).hint("tree"),
     bind(
         &[Char('g')],
         "GPU history charts: utilization, memory, temperature, power",
-        || Action::Charts,
+        || Action::Go(Go::Charts),
     ).hint("charts"),
     bind(
         &[Char('A')],
         "alerts: active ones, the log of changes, the rules in force",
-        || Action::AlertLog,
+        || Action::Go(Go::AlertLog),
     ).hint("alerts"),
     bind(
         &[Char('u')],
         "users and containers: GPUs, memory and processes now, GPU-time since start",
-        || Action::Users,
+        || Action::Go(Go::Users),
     ).hint("users"),
     bind(
         &[Code(KeyCode::Right), Alt('l')],
         "scroll the command lines right",
-        || Action::ScrollCommand(Some(8)),
+        || Action::Move(Move::ScrollCommand(Some(8))),
     ),
     bind(
         &[Code(KeyCode::Left), Alt('h')],
         "scroll the command lines left",
-        || Action::ScrollCommand(Some(-8)),
+        || Action::Move(Move::ScrollCommand(Some(-8))),
     ),
     bind(
         &[Ctrl('a'), Char('^')],
         "command lines from their start",
-        || Action::ScrollCommand(None),
+        || Action::Move(Move::ScrollCommand(None)),
     ),
     bind(&[Char('a')], "layout: automatic", || {
-        Action::Layout(LayoutMode::Auto)
+        Action::Go(Go::Layout(LayoutMode::Auto))
     }),
     bind(&[Char('f')], "layout: full", || {
-        Action::Layout(LayoutMode::Full)
+        Action::Go(Go::Layout(LayoutMode::Full))
     }),
     bind(&[Char('c')], "layout: compact", || {
-        Action::Layout(LayoutMode::Compact)
+        Action::Go(Go::Layout(LayoutMode::Compact))
     }),
     bind(
         &[Char('r'), Ctrl('l'), Code(KeyCode::F(5))],
         "redraw the screen",
-        || Action::Redraw,
+        || Action::Go(Go::Redraw),
     ),
-    bind(&[Ctrl('z')], "suspend (fg resumes)", || Action::Suspend),
+    bind(&[Ctrl('z')], "suspend (fg resumes)", || Action::Go(Go::Suspend)),
 ];
 
 /// Every text screen (help, alerts, users, environment): scrolling down, up and sideways.
 /// On the help screen any other key goes back.
 pub const SCROLLING: &[Binding] = &[
-    bind(&[Code(KeyCode::Down), Char('j')], "scroll down", || Action::Down),
-    bind(&[Code(KeyCode::Up), Char('k')], "scroll up", || Action::Up),
-    bind(&[Code(KeyCode::PageDown), Char(' ')], "a page down", || {
-        Action::PageDown
+    bind(&[Code(KeyCode::Down), Char('j')], "scroll down", || {
+        Action::Move(Move::Down)
     }),
-    bind(&[Code(KeyCode::PageUp)], "a page up", || Action::PageUp),
-    bind(&[Code(KeyCode::Home)], "the top", || Action::Home),
-    bind(&[Code(KeyCode::End)], "the end", || Action::End),
+    bind(&[Code(KeyCode::Up), Char('k')], "scroll up", || {
+        Action::Move(Move::Up)
+    }),
+    bind(&[Code(KeyCode::PageDown), Char(' ')], "a page down", || {
+        Action::Move(Move::PageDown)
+    }),
+    bind(&[Code(KeyCode::PageUp)], "a page up", || {
+        Action::Move(Move::PageUp)
+    }),
+    bind(&[Code(KeyCode::Home)], "the top", || Action::Move(Move::Home)),
+    bind(&[Code(KeyCode::End)], "the end", || Action::Move(Move::End)),
     bind(
         &[Code(KeyCode::Right), Char('l')],
         "scroll right (long lines end in …)",
-        || Action::ScrollCommand(Some(8)),
+        || Action::Move(Move::ScrollCommand(Some(8))),
     ),
     bind(&[Code(KeyCode::Left)], "scroll left", || {
-        Action::ScrollCommand(Some(-8))
+        Action::Move(Move::ScrollCommand(Some(-8)))
     }),
 ];
 
@@ -264,11 +270,14 @@ pub fn footer_hints(signals: bool, width: usize) -> String {
     let hint = |b: &Binding| format!("{} {}", b.keys[0].name(), b.hint);
     let is = |b: &Binding, action: &Action| (b.action)() == *action;
     let named = |action: Action| MAIN.iter().find(|b| is(b, &action)).map(hint).unwrap_or_default();
-    let (help, quit) = (named(Action::Help), named(Action::Quit));
+    let (help, quit) = (named(Action::Go(Go::Help)), named(Action::Go(Go::Quit)));
     let mut room = width.saturating_sub(help.len() + GAP.len() + quit.len());
     let mut hints = vec![help];
     let middle = MAIN.iter().filter(|b| {
-        !b.hint.is_empty() && (signals || !b.signal) && !is(b, &Action::Help) && !is(b, &Action::Quit)
+        !b.hint.is_empty()
+            && (signals || !b.signal)
+            && !is(b, &Action::Go(Go::Help))
+            && !is(b, &Action::Go(Go::Quit))
     });
     for binding in middle {
         let text = hint(binding);
@@ -323,12 +332,12 @@ pub const DIALOG: &[Binding] = &[
     bind(
         &[Code(KeyCode::Enter), Char('y'), Char('Y')],
         "send the signal to the listed processes",
-        || Action::Confirm,
+        || Action::Signalling(Signalling::Confirm),
     ),
     bind(
         &[Code(KeyCode::Esc), Char('n'), Char('N'), Char('q')],
         "cancel",
-        || Action::Cancel,
+        || Action::Signalling(Signalling::Cancel),
     ),
 ];
 
@@ -337,56 +346,62 @@ pub const DETAILS: &[Binding] = &[
     bind(
         &[Code(KeyCode::Enter), Code(KeyCode::Esc), Char('q')],
         "back",
-        || Action::Back,
+        || Action::Go(Go::Back),
     ),
-    bind(&[Char('e')], "environment of the process", || Action::Environment),
-    bind(&[Char('h'), Char('?')], "help", || Action::Help),
+    bind(&[Char('e')], "environment of the process", || {
+        Action::Go(Go::Environment)
+    }),
+    bind(&[Char('h'), Char('?')], "help", || Action::Go(Go::Help)),
 ];
 
 /// Replaying a recording (on the main, tree and charts screens).
 pub const REPLAY: &[Binding] = &[
     bind(&[Char('p')], "pause or resume the replay", || {
-        Action::Replay(PlayerCommand::TogglePause)
+        Action::Go(Go::Replay(PlayerCommand::TogglePause))
     }),
     bind(&[Char('{')], "replay: back 10 seconds", || {
-        Action::Replay(PlayerCommand::Seek(-10.0))
+        Action::Go(Go::Replay(PlayerCommand::Seek(-10.0)))
     }),
     bind(&[Char('}')], "replay: forward 10 seconds", || {
-        Action::Replay(PlayerCommand::Seek(10.0))
+        Action::Go(Go::Replay(PlayerCommand::Seek(10.0)))
     }),
     bind(&[Char('(')], "replay: back 5 minutes", || {
-        Action::Replay(PlayerCommand::Seek(-300.0))
+        Action::Go(Go::Replay(PlayerCommand::Seek(-300.0)))
     }),
     bind(&[Char(')')], "replay: forward 5 minutes", || {
-        Action::Replay(PlayerCommand::Seek(300.0))
+        Action::Go(Go::Replay(PlayerCommand::Seek(300.0)))
     }),
     bind(&[Char('s')], "replay: half the speed", || {
-        Action::Replay(PlayerCommand::Speed(0.5))
+        Action::Go(Go::Replay(PlayerCommand::Speed(0.5)))
     }),
     bind(&[Char('S')], "replay: double the speed", || {
-        Action::Replay(PlayerCommand::Speed(2.0))
+        Action::Go(Go::Replay(PlayerCommand::Speed(2.0)))
     }),
 ];
 
 /// The cluster screen of the remote view.
 pub const CLUSTER: &[Binding] = &[
-    bind(&[Char('q'), Char('Q'), Ctrl('c')], "quit", || Action::Quit),
-    bind(&[Code(KeyCode::Up), Alt('k')], "the previous node", || Action::Up),
+    bind(&[Char('q'), Char('Q'), Ctrl('c')], "quit", || {
+        Action::Go(Go::Quit)
+    }),
+    bind(&[Code(KeyCode::Up), Alt('k')], "the previous node", || {
+        Action::Move(Move::Up)
+    }),
     bind(&[Code(KeyCode::Down), Char('j')], "the next node", || {
-        Action::Down
+        Action::Move(Move::Down)
     }),
     bind(
         &[Code(KeyCode::Enter)],
         "open the node: its GPUs and processes (Esc or Backspace: back here)",
-        || Action::Details,
+        || Action::Go(Go::Details),
     ),
-    bind(&[Char('h'), Char('?')], "help", || Action::Help),
+    bind(&[Char('h'), Char('?')], "help", || Action::Go(Go::Help)),
 ];
 
 /// The charts screen.
 pub const CHARTS: &[Binding] = &[
     bind(&[Char('g'), Code(KeyCode::Esc), Char('q')], "back", || {
-        Action::Back
+        Action::Go(Go::Back)
     }),
     bind(
         &[
@@ -396,42 +411,42 @@ pub const CHARTS: &[Binding] = &[
             Code(KeyCode::Tab),
         ],
         "the next GPU",
-        || Action::ChartDevice(1),
+        || Action::Go(Go::ChartDevice(1)),
     ),
     bind(
         &[Code(KeyCode::Up), Code(KeyCode::Left), Code(KeyCode::BackTab)],
         "the previous GPU",
-        || Action::ChartDevice(-1),
+        || Action::Go(Go::ChartDevice(-1)),
     ),
     bind(&[Char('w')], "time span: 10 min, 1 h, 6 h, 24 h", || {
-        Action::ChartSpan
+        Action::Go(Go::ChartSpan)
     }),
-    bind(&[Char('A')], "alerts", || Action::AlertLog),
-    bind(&[Char('h'), Char('?')], "help", || Action::Help),
+    bind(&[Char('A')], "alerts", || Action::Go(Go::AlertLog)),
+    bind(&[Char('h'), Char('?')], "help", || Action::Go(Go::Help)),
 ];
 
 /// The alerts screen (it scrolls as every text screen does).
 pub const ALERTS: &[Binding] = &[
     bind(&[Char('A'), Code(KeyCode::Esc), Char('q')], "back", || {
-        Action::Back
+        Action::Go(Go::Back)
     }),
-    bind(&[Char('h'), Char('?')], "help", || Action::Help),
+    bind(&[Char('h'), Char('?')], "help", || Action::Go(Go::Help)),
 ];
 
 /// The users and containers screen (it scrolls as every text screen does).
 pub const USERS: &[Binding] = &[
     bind(&[Char('u'), Code(KeyCode::Esc), Char('q')], "back", || {
-        Action::Users
+        Action::Go(Go::Users)
     }),
-    bind(&[Char('h'), Char('?')], "help", || Action::Help),
+    bind(&[Char('h'), Char('?')], "help", || Action::Go(Go::Help)),
 ];
 
 /// The environment screen (it scrolls as every text screen does).
 pub const ENVIRONMENT: &[Binding] = &[
     bind(&[Char('e'), Code(KeyCode::Esc), Char('q')], "back", || {
-        Action::Back
+        Action::Go(Go::Back)
     }),
-    bind(&[Char('h'), Char('?')], "help", || Action::Help),
+    bind(&[Char('h'), Char('?')], "help", || Action::Go(Go::Help)),
 ];
 
 /// The action of `event` in `table`. Signal keys decode in read-only mode too: the update
@@ -454,25 +469,27 @@ pub fn decode(app: &App, event: &KeyEvent) -> Option<Action> {
     }
     if app.view.filter_editing {
         return match event.code {
-            KeyCode::Esc => Some(Action::FilterClear),
-            KeyCode::Enter => Some(Action::FilterAccept),
-            KeyCode::Backspace => Some(Action::FilterBackspace),
+            KeyCode::Esc => Some(Action::Arrange(Arrange::FilterClear)),
+            KeyCode::Enter => Some(Action::Arrange(Arrange::FilterAccept)),
+            KeyCode::Backspace => Some(Action::Arrange(Arrange::FilterBackspace)),
             KeyCode::Char(c) if !event.modifiers.contains(KeyModifiers::CONTROL) => {
-                Some(Action::FilterInput(c))
+                Some(Action::Arrange(Arrange::FilterInput(c)))
             }
             _ => None,
         };
     }
     if let Some(reverse) = app.view.sort_prefix {
         return match event.code {
-            KeyCode::Char(c) => {
-                Some(SortKey::from_letter(c).map_or(Action::Cancel, |key| Action::SortBy { key, reverse }))
-            }
-            _ => Some(Action::Cancel),
+            KeyCode::Char(c) => Some(
+                SortKey::from_letter(c).map_or(Action::Signalling(Signalling::Cancel), |key| {
+                    Action::Arrange(Arrange::SortBy { key, reverse })
+                }),
+            ),
+            _ => Some(Action::Signalling(Signalling::Cancel)),
         };
     }
     match app.view.screen {
-        Screen::Help => Some(lookup(SCROLLING, event).unwrap_or(Action::Back)),
+        Screen::Help => Some(lookup(SCROLLING, event).unwrap_or(Action::Go(Go::Back))),
         Screen::Details => lookup(DETAILS, event),
         Screen::Environment => lookup(ENVIRONMENT, event).or_else(|| lookup(SCROLLING, event)),
         Screen::Charts => replay_key(app, event).or_else(|| lookup(CHARTS, event)),
@@ -481,7 +498,7 @@ pub fn decode(app: &App, event: &KeyEvent) -> Option<Action> {
         Screen::Cluster => lookup(CLUSTER, event),
         Screen::Main | Screen::Tree => {
             if event.code == KeyCode::Esc && !app.view.filter.is_empty() {
-                return Some(Action::FilterClear);
+                return Some(Action::Arrange(Arrange::FilterClear));
             }
             // In the remote view, Esc (with nothing to clear) and Backspace lead back to the
             // cluster.
@@ -489,7 +506,7 @@ pub fn decode(app: &App, event: &KeyEvent) -> Option<Action> {
             if app.data.cluster.is_some()
                 && (event.code == KeyCode::Backspace || (event.code == KeyCode::Esc && nothing_to_clear))
             {
-                return Some(Action::Back);
+                return Some(Action::Go(Go::Back));
             }
             replay_key(app, event).or_else(|| lookup(MAIN, event))
         }
@@ -511,30 +528,33 @@ mod tests {
         let mut app = App::new(Settings::default(), Selection::default(), false, None);
         assert_eq!(
             decode(&app, &key(KeyCode::Char('K'))),
-            Some(Action::AskSignal(Signal::Kill))
+            Some(Action::Signalling(Signalling::AskSignal(Signal::Kill)))
         );
         assert_eq!(
             decode(&app, &key(KeyCode::Char('o'))),
-            Some(Action::SortPrefix { reverse: false })
+            Some(Action::Arrange(Arrange::SortPrefix { reverse: false }))
         );
         app.view.sort_prefix = Some(true);
         assert_eq!(
             decode(&app, &key(KeyCode::Char('g'))),
-            Some(Action::SortBy {
+            Some(Action::Arrange(Arrange::SortBy {
                 key: SortKey::GpuMemory,
                 reverse: true
-            })
+            }))
         );
         app.view.sort_prefix = None;
         app.view.filter_editing = true;
         assert_eq!(
             decode(&app, &key(KeyCode::Char('K'))),
-            Some(Action::FilterInput('K'))
+            Some(Action::Arrange(Arrange::FilterInput('K')))
         );
         app.view.filter_editing = false;
         let mut readonly = App::new(Settings::default(), Selection::default(), true, None);
         let asked = decode(&readonly, &key(KeyCode::Char('K')));
-        assert_eq!(asked, Some(Action::AskSignal(Signal::Kill)));
+        assert_eq!(
+            asked,
+            Some(Action::Signalling(Signalling::AskSignal(Signal::Kill)))
+        );
         assert_eq!(readonly.update(asked.unwrap()), Vec::new());
         assert_eq!(
             readonly.view.status.as_deref(),
@@ -542,22 +562,28 @@ mod tests {
         );
         assert!(readonly.view.confirmation.is_none());
         let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
-        assert_eq!(decode(&app, &ctrl_c), Some(Action::Quit));
+        assert_eq!(decode(&app, &ctrl_c), Some(Action::Go(Go::Quit)));
         assert_eq!(
             decode(&app, &key(KeyCode::Char('c'))),
-            Some(Action::Layout(LayoutMode::Compact))
+            Some(Action::Go(Go::Layout(LayoutMode::Compact)))
         );
     }
 
     #[test]
     fn htop_keys_work_where_they_do_not_clash() {
         let app = App::new(Settings::default(), Selection::default(), false, None);
-        let sort = |key| Some(Action::SortBy { key, reverse: false });
+        let sort = |key| Some(Action::Arrange(Arrange::SortBy { key, reverse: false }));
         for (code, action) in [
-            (KeyCode::F(1), Some(Action::Help)),
-            (KeyCode::F(6), Some(Action::SortPrefix { reverse: false })),
-            (KeyCode::F(9), Some(Action::AskSignal(Signal::Terminate))),
-            (KeyCode::F(10), Some(Action::Quit)),
+            (KeyCode::F(1), Some(Action::Go(Go::Help))),
+            (
+                KeyCode::F(6),
+                Some(Action::Arrange(Arrange::SortPrefix { reverse: false })),
+            ),
+            (
+                KeyCode::F(9),
+                Some(Action::Signalling(Signalling::AskSignal(Signal::Terminate))),
+            ),
+            (KeyCode::F(10), Some(Action::Go(Go::Quit))),
             (KeyCode::Char('P'), sort(SortKey::Cpu)),
             (KeyCode::Char('M'), sort(SortKey::HostMemory)),
         ] {
@@ -600,15 +626,15 @@ mod tests {
         for screen in [Screen::Help, Screen::Alerts, Screen::Users, Screen::Environment] {
             app.view.screen = screen;
             for (code, action) in [
-                (KeyCode::Home, Action::Home),
-                (KeyCode::End, Action::End),
-                (KeyCode::PageDown, Action::PageDown),
-                (KeyCode::Right, Action::ScrollCommand(Some(8))),
+                (KeyCode::Home, Action::Move(Move::Home)),
+                (KeyCode::End, Action::Move(Move::End)),
+                (KeyCode::PageDown, Action::Move(Move::PageDown)),
+                (KeyCode::Right, Action::Move(Move::ScrollCommand(Some(8)))),
             ] {
                 assert_eq!(decode(&app, &key(code)), Some(action), "{screen:?} {code:?}");
             }
         }
         app.view.screen = Screen::Help;
-        assert_eq!(decode(&app, &key(KeyCode::Char('x'))), Some(Action::Back));
+        assert_eq!(decode(&app, &key(KeyCode::Char('x'))), Some(Action::Go(Go::Back)));
     }
 }

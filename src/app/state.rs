@@ -95,9 +95,20 @@ pub struct Target {
     pub command: String,
 }
 
-/// Everything the user can do, as the event loop decodes it.
+/// Everything the user can do, as the event loop decodes it, and what the runtime hands
+/// back; each kind has its own handler, which matches every one of its actions.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
+    Go(Go),
+    Move(Move),
+    Arrange(Arrange),
+    Signalling(Signalling),
+    Received(Received),
+}
+
+/// Screens and layout: opening, closing and switching views.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Go {
     Quit,
     /// Ctrl-Z: give the terminal back and stop; redraw everything on resume.
     Suspend,
@@ -105,12 +116,41 @@ pub enum Action {
     Redraw,
     Help,
     Back,
+    Details,
+    Environment,
+    Tree,
+    Layout(LayoutMode),
+    Charts,
+    /// On the charts screen: the next (or previous) GPU.
+    ChartDevice(i32),
+    /// On the charts screen: the next time span.
+    ChartSpan,
+    AlertLog,
+    /// The users and containers screen, or back from it.
+    Users,
+    /// Replay: pause or resume, seek, change speed.
+    Replay(PlayerCommand),
+}
+
+/// Moving the selection and scrolling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Move {
     Up,
     Down,
     PageUp,
     PageDown,
     Home,
     End,
+    Scroll(i32),
+    /// A click on a process row, counted from the first visible row.
+    ClickRow(usize),
+    /// Scroll the COMMAND column sideways by this many characters; `None` back to the start.
+    ScrollCommand(Option<i32>),
+}
+
+/// Sorting and filtering the process table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrange {
     SortNext,
     SortPrevious,
     /// `o`/`O` pressed: the next letter picks the sort key.
@@ -126,20 +166,21 @@ pub enum Action {
     FilterBackspace,
     FilterAccept,
     FilterClear,
+}
+
+/// Tagging processes and the signal confirmation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signalling {
     Tag,
     ClearTags,
     AskSignal(Signal),
     Confirm,
     Cancel,
-    Details,
-    Environment,
-    Tree,
-    Layout(LayoutMode),
-    /// Scroll the COMMAND column sideways by this many characters; `None` back to the start.
-    ScrollCommand(Option<i32>),
-    /// A click on a process row, counted from the first visible row.
-    ClickRow(usize),
-    Scroll(i32),
+}
+
+/// What the runtime hands back: snapshots, staleness, layout, the results of effects.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Received {
     Snapshot(Arc<Snapshot>),
     /// The runtime's word on live data that has not been refreshed (`None`: it is fresh).
     Stale(Option<Stale>),
@@ -153,18 +194,8 @@ pub enum Action {
     EnvironmentRead(Result<Vec<String>, String>),
     ProcessTableRead(Vec<crate::host::ProcessEntry>),
     SignalsSent(Vec<String>),
-    Charts,
-    /// On the charts screen: the next (or previous) GPU.
-    ChartDevice(i32),
-    /// On the charts screen: the next time span.
-    ChartSpan,
-    AlertLog,
-    /// The users and containers screen, or back from it.
-    Users,
     /// Replay: where playback stands.
     ReplayStatus(ReplayStatus),
-    /// Replay: pause or resume, seek, change speed.
-    Replay(PlayerCommand),
     /// Replay moved backwards: history and alerts start over.
     HistoryRestart,
     /// Remote nodes: the latest state of every node.
@@ -388,91 +419,54 @@ impl App {
         // `o`/`O` waits for exactly one more key.
         if !matches!(
             action,
-            Action::SortPrefix { .. }
-                | Action::Snapshot(_)
-                | Action::TableRows(_)
-                | Action::TextRows { .. }
-                | Action::StatusExpired
+            Action::Arrange(Arrange::SortPrefix { .. })
+                | Action::Received(
+                    Received::Snapshot(_)
+                        | Received::TableRows(_)
+                        | Received::TextRows { .. }
+                        | Received::StatusExpired
+                )
         ) {
             self.view.sort_prefix = None;
         }
-        match &action {
-            Action::Quit
-            | Action::Suspend
-            | Action::Redraw
-            | Action::Help
-            | Action::Back
-            | Action::Details
-            | Action::Environment
-            | Action::Tree
-            | Action::Layout(_)
-            | Action::Charts
-            | Action::ChartDevice(_)
-            | Action::ChartSpan
-            | Action::Users
-            | Action::AlertLog
-            | Action::Replay(_) => self.change_screen(action),
-            Action::Up
-            | Action::Down
-            | Action::PageUp
-            | Action::PageDown
-            | Action::Home
-            | Action::End
-            | Action::Scroll(_)
-            | Action::ClickRow(_)
-            | Action::ScrollCommand(_) => self.navigate(action),
-            Action::SortNext
-            | Action::SortPrevious
-            | Action::SortPrefix { .. }
-            | Action::SortBy { .. }
-            | Action::StartFilter
-            | Action::FilterInput(_)
-            | Action::FilterBackspace
-            | Action::FilterAccept
-            | Action::FilterClear => self.arrange(action),
-            Action::Tag | Action::ClearTags | Action::AskSignal(_) | Action::Confirm | Action::Cancel => {
-                self.signal_action(action)
+        match action {
+            Action::Go(go) => self.go(go),
+            Action::Move(step) => {
+                self.navigate(step);
+                Vec::new()
             }
-            // Listed, not `_`: a new action must be given to a handler, or it would be
-            // silently ignored.
-            Action::Stale(_)
-            | Action::TableRows(_)
-            | Action::TextRows { .. }
-            | Action::Snapshot(_)
-            | Action::ProcessTableRead(_)
-            | Action::EnvironmentRead(_)
-            | Action::SignalsSent(_)
-            | Action::AlertDeliveryFailed(_)
-            | Action::ReplayStatus(_)
-            | Action::HistoryRestart
-            | Action::StatusExpired
-            | Action::Cluster(_) => self.receive(action),
+            Action::Arrange(arrange) => {
+                self.arrange(arrange);
+                Vec::new()
+            }
+            Action::Signalling(step) => self.signal_action(step),
+            Action::Received(received) => self.receive(received),
         }
     }
 
     /// Screens and layout: opening, closing and switching views.
-    fn change_screen(&mut self, action: Action) -> Vec<Effect> {
+    fn go(&mut self, action: Go) -> Vec<Effect> {
         match action {
-            Action::Quit => return vec![Effect::Quit],
-            Action::Suspend => return vec![Effect::Suspend],
-            Action::Redraw => return vec![Effect::Redraw],
-            Action::Help if self.view.screen != Screen::Help => {
+            Go::Quit => return vec![Effect::Quit],
+            Go::Suspend => return vec![Effect::Suspend],
+            Go::Redraw => return vec![Effect::Redraw],
+            Go::Help if self.view.screen != Screen::Help => {
                 self.view.previous = self.view.screen;
                 self.view.screen = Screen::Help;
                 self.view.text_scroll = 0;
                 self.view.text_offset = 0;
             }
-            Action::Back
+            Go::Back
                 if self.data.cluster.is_some() && matches!(self.view.screen, Screen::Main | Screen::Tree) =>
             {
                 self.view.screen = Screen::Cluster;
                 self.view.node = None;
             }
-            Action::Back => match self.view.screen {
+            Go::Back => match self.view.screen {
                 screen if screen.is_overlay() => self.view.screen = self.view.previous,
                 _ => self.view.screen = Screen::Main,
             },
-            Action::Details if self.view.screen == Screen::Cluster => {
+            Go::Details if self.view.screen == Screen::Cluster => {
                 let snapshot = self
                     .data
                     .cluster
@@ -485,12 +479,12 @@ impl App {
                     self.view.selected = None;
                     self.view.tagged.clear();
                     self.view.screen = Screen::Main;
-                    return self.update(Action::Snapshot(snapshot));
+                    return self.update(Action::Received(Received::Snapshot(snapshot)));
                 }
                 self.view.status = Some("No snapshot from this node yet".into());
             }
-            Action::Details if self.selected_process().is_some() => self.view.screen = Screen::Details,
-            Action::Environment => {
+            Go::Details if self.selected_process().is_some() => self.view.screen = Screen::Details,
+            Go::Environment => {
                 if let Some(why) = self.data.origin.no_environment() {
                     self.view.status = Some(why.into());
                 } else if let Some(p) = self.selected_process() {
@@ -510,15 +504,15 @@ impl App {
                     return vec![Effect::ReadEnvironment { pid }];
                 }
             }
-            Action::Tree => {
+            Go::Tree => {
                 self.view.screen = if self.view.screen == Screen::Tree {
                     Screen::Main
                 } else {
                     Screen::Tree
                 };
             }
-            Action::Layout(mode) => self.view.layout = mode,
-            Action::Charts => {
+            Go::Layout(mode) => self.view.layout = mode,
+            Go::Charts => {
                 if self.view.screen == Screen::Charts {
                     self.view.screen = Screen::Main;
                 } else {
@@ -529,90 +523,90 @@ impl App {
                     self.view.screen = Screen::Charts;
                 }
             }
-            Action::ChartDevice(delta) => {
+            Go::ChartDevice(delta) => {
                 let count = self.data.monitor.history.device_count().max(1) as i64;
                 self.view.chart_device =
                     (i64::from(self.view.chart_device) + i64::from(delta)).rem_euclid(count) as u32;
             }
-            Action::ChartSpan => self.view.chart_span = (self.view.chart_span + 1) % CHART_SPANS.len(),
-            Action::Users => self.toggle_overlay(Screen::Users),
-            Action::AlertLog => self.toggle_overlay(Screen::Alerts),
-            Action::Replay(command) if self.data.replay.is_some() => return vec![Effect::Replay(command)],
-            _ => {}
+            Go::ChartSpan => self.view.chart_span = (self.view.chart_span + 1) % CHART_SPANS.len(),
+            Go::Users => self.toggle_overlay(Screen::Users),
+            Go::AlertLog => self.toggle_overlay(Screen::Alerts),
+            Go::Replay(command) if self.data.replay.is_some() => return vec![Effect::Replay(command)],
+            // Help on the help screen, details with no process selected, replay keys with
+            // nothing replaying: nothing to do.
+            Go::Help | Go::Details | Go::Replay(_) => {}
         }
         Vec::new()
     }
 
     /// Moving the selection and scrolling.
-    fn navigate(&mut self, action: Action) -> Vec<Effect> {
+    fn navigate(&mut self, action: Move) {
         if self.view.screen.is_overlay() {
             self.scroll_text(action);
-            return Vec::new();
+            return;
         }
         match action {
-            Action::Up | Action::Down if self.view.screen == Screen::Cluster => {
+            Move::Up | Move::Down if self.view.screen == Screen::Cluster => {
                 let count = self.data.cluster.as_ref().map_or(0, |c| c.nodes.len());
-                let step: isize = if action == Action::Up { -1 } else { 1 };
+                let step: isize = if action == Move::Up { -1 } else { 1 };
                 self.view.cluster_selected = self
                     .view
                     .cluster_selected
                     .saturating_add_signed(step)
                     .min(count.saturating_sub(1));
             }
-            Action::Up => self.move_selection(-1),
-            Action::Down => self.move_selection(1),
-            Action::PageUp => self.move_selection(-(self.view.table_rows.max(1) as isize)),
-            Action::PageDown => self.move_selection(self.view.table_rows.max(1) as isize),
-            Action::Home => {
+            Move::Up => self.move_selection(-1),
+            Move::Down => self.move_selection(1),
+            Move::PageUp => self.move_selection(-(self.view.table_rows.max(1) as isize)),
+            Move::PageDown => self.move_selection(self.view.table_rows.max(1) as isize),
+            Move::Home => {
                 let keys = self.row_keys();
                 self.select_index(&keys, 0);
             }
-            Action::End => {
+            Move::End => {
                 let keys = self.row_keys();
                 self.select_index(&keys, usize::MAX);
             }
-            Action::Scroll(delta) => self.move_selection(delta as isize),
-            Action::ClickRow(offset) => {
+            Move::Scroll(delta) => self.move_selection(delta as isize),
+            Move::ClickRow(offset) => {
                 let keys = self.row_keys();
                 if self.view.scroll + offset < keys.len() {
                     self.select_index(&keys, self.view.scroll + offset);
                 }
             }
-            Action::ScrollCommand(delta) => {
+            Move::ScrollCommand(delta) => {
                 self.view.command_offset =
                     delta.map_or(0, |d| self.view.command_offset.saturating_add_signed(d as isize));
             }
-            _ => {}
         }
-        Vec::new()
     }
 
     /// Scrolling a text screen: never past its end, a page being the rows it shows.
-    fn scroll_text(&mut self, action: Action) {
+    fn scroll_text(&mut self, action: Move) {
         let view = &mut self.view;
         let (page, last) = (view.text_page.max(1), view.text_last_top);
         let top = view.text_scroll.min(last);
         view.text_scroll = match action {
-            Action::Up => top.saturating_sub(1),
-            Action::Down => top + 1,
-            Action::PageUp => top.saturating_sub(page),
-            Action::PageDown => top + page,
-            Action::Home => 0,
-            Action::End => last,
-            Action::Scroll(delta) => top.saturating_add_signed(delta as isize),
-            _ => top,
+            Move::Up => top.saturating_sub(1),
+            Move::Down => top + 1,
+            Move::PageUp => top.saturating_sub(page),
+            Move::PageDown => top + page,
+            Move::Home => 0,
+            Move::End => last,
+            Move::Scroll(delta) => top.saturating_add_signed(delta as isize),
+            Move::ClickRow(_) | Move::ScrollCommand(_) => top,
         }
         .min(last);
-        if let Action::ScrollCommand(delta) = action {
+        if let Move::ScrollCommand(delta) = action {
             view.text_offset = delta.map_or(0, |d| view.text_offset.saturating_add_signed(d as isize));
         }
     }
 
     /// Sorting and filtering the process table.
-    fn arrange(&mut self, action: Action) -> Vec<Effect> {
+    fn arrange(&mut self, action: Arrange) {
         match action {
-            Action::SortNext | Action::SortPrevious => {
-                self.view.sort = if action == Action::SortNext {
+            Arrange::SortNext | Arrange::SortPrevious => {
+                self.view.sort = if action == Arrange::SortNext {
                     self.view.sort.next()
                 } else {
                     self.view.sort.previous()
@@ -620,8 +614,8 @@ impl App {
                 self.view.reverse = false;
                 self.view.status = Some(format!("Sorted by {}", self.view.sort.name()));
             }
-            Action::SortPrefix { reverse } => self.view.sort_prefix = Some(reverse),
-            Action::SortBy { key, reverse } => {
+            Arrange::SortPrefix { reverse } => self.view.sort_prefix = Some(reverse),
+            Arrange::SortBy { key, reverse } => {
                 self.view.sort = key;
                 self.view.reverse = reverse;
                 self.view.status = Some(format!(
@@ -630,30 +624,28 @@ impl App {
                     if reverse { ", reversed" } else { "" }
                 ));
             }
-            Action::StartFilter => self.view.filter_editing = true,
-            Action::FilterInput(c) => {
+            Arrange::StartFilter => self.view.filter_editing = true,
+            Arrange::FilterInput(c) => {
                 self.view.filter.push(c);
                 self.check_filter();
             }
-            Action::FilterBackspace => {
+            Arrange::FilterBackspace => {
                 self.view.filter.pop();
                 self.check_filter();
             }
-            Action::FilterAccept => self.view.filter_editing = false,
-            Action::FilterClear => {
+            Arrange::FilterAccept => self.view.filter_editing = false,
+            Arrange::FilterClear => {
                 self.view.filter.clear();
                 self.view.filter_editing = false;
                 self.view.filter_error = None;
             }
-            _ => {}
         }
-        Vec::new()
     }
 
     /// Tagging processes and the signal confirmation.
-    fn signal_action(&mut self, action: Action) -> Vec<Effect> {
+    fn signal_action(&mut self, action: Signalling) -> Vec<Effect> {
         match action {
-            Action::Tag => {
+            Signalling::Tag => {
                 if let Some(p) = self.selected_process() {
                     let pid = p.pid;
                     if !self.view.tagged.remove(&pid) {
@@ -662,11 +654,11 @@ impl App {
                     self.move_selection(1);
                 }
             }
-            Action::ClearTags => {
+            Signalling::ClearTags => {
                 self.view.tagged.clear();
                 self.view.selected = None;
             }
-            Action::AskSignal(signal) => {
+            Signalling::AskSignal(signal) => {
                 if let Some(why) = self.data.origin.no_signals() {
                     self.view.status = Some(why.into());
                 } else if self.view.readonly {
@@ -683,7 +675,7 @@ impl App {
                     }
                 }
             }
-            Action::Confirm => {
+            Signalling::Confirm => {
                 if let Some(Confirmation { signal, targets }) = self.view.confirmation.take()
                     && !self.view.readonly
                     && self.data.origin == Origin::Live
@@ -693,26 +685,27 @@ impl App {
                 }
             }
             // Esc on the confirmation says so; on the sort prompt it just closes it.
-            Action::Cancel if self.view.confirmation.is_some() => {
+            Signalling::Cancel if self.view.confirmation.is_some() => {
                 self.view.confirmation = None;
                 self.view.status = Some("Cancelled".into());
             }
-            _ => {}
+            // Nothing to cancel (the sort prompt closed before this handler ran).
+            Signalling::Cancel => {}
         }
         Vec::new()
     }
 
     /// What the runtime hands back: snapshots, staleness, layout, the results of effects.
-    fn receive(&mut self, action: Action) -> Vec<Effect> {
+    fn receive(&mut self, action: Received) -> Vec<Effect> {
         match action {
-            Action::Stale(stale) => self.data.stale = stale,
-            Action::TableRows(rows) => self.view.table_rows = rows,
-            Action::TextRows { page, last_top } => {
+            Received::Stale(stale) => self.data.stale = stale,
+            Received::TableRows(rows) => self.view.table_rows = rows,
+            Received::TextRows { page, last_top } => {
                 self.view.text_page = page;
                 self.view.text_last_top = last_top;
                 self.view.text_scroll = self.view.text_scroll.min(last_top);
             }
-            Action::Snapshot(snapshot) => {
+            Received::Snapshot(snapshot) => {
                 self.data.stale = None;
                 let transitions = self.accept_snapshot(snapshot);
                 let mut effects = Vec::new();
@@ -724,18 +717,18 @@ impl App {
                 }
                 return effects;
             }
-            Action::ProcessTableRead(table) => self.data.process_table = table,
-            Action::SignalsSent(outcomes) => self.view.status = Some(outcomes.join("; ")),
-            Action::EnvironmentRead(result) => {
+            Received::ProcessTableRead(table) => self.data.process_table = table,
+            Received::SignalsSent(outcomes) => self.view.status = Some(outcomes.join("; ")),
+            Received::EnvironmentRead(result) => {
                 if let Some(p) = self.selected_process() {
                     self.view.environment = Some((p.pid, result));
                 }
             }
-            Action::AlertDeliveryFailed(problems) => self.view.status = Some(problems.join("; ")),
-            Action::ReplayStatus(status) => self.data.replay = Some(status),
-            Action::HistoryRestart => self.restart_history(),
-            Action::StatusExpired => self.view.status = None,
-            Action::Cluster(cluster) => {
+            Received::AlertDeliveryFailed(problems) => self.view.status = Some(problems.join("; ")),
+            Received::ReplayStatus(status) => self.data.replay = Some(status),
+            Received::HistoryRestart => self.restart_history(),
+            Received::StatusExpired => self.view.status = None,
+            Received::Cluster(cluster) => {
                 let shown = self
                     .view
                     .node
@@ -749,10 +742,9 @@ impl App {
                         .as_ref()
                         .is_none_or(|s| !Arc::ptr_eq(s, &snapshot))
                 {
-                    return self.update(Action::Snapshot(snapshot));
+                    return self.receive(Received::Snapshot(snapshot));
                 }
             }
-            _ => {}
         }
         Vec::new()
     }

@@ -74,7 +74,7 @@ pub struct View {
     pub tagged: BTreeSet<u32>,
     /// First process row shown.
     pub scroll: usize,
-    /// Rows the process table showed when last drawn (Action::TableRows).
+    /// Rows the process table showed when last drawn (`Received::TableRows`).
     pub table_rows: usize,
     pub confirmation: Option<Confirmation>,
     pub status: Option<String>,
@@ -85,7 +85,7 @@ pub struct View {
     /// Columns the text screens' lines are shifted left by (Right and Left scroll them).
     pub text_offset: usize,
     /// The text screen's rows and the last first line it can scroll to, as last drawn
-    /// (Action::TextRows).
+    /// (`Received::TextRows`).
     pub text_page: usize,
     pub text_last_top: usize,
     /// First character of the COMMAND column shown (long command lines).

@@ -15,7 +15,7 @@ use signal_hook::iterator::Signals;
 
 use crate::app::filter::Selection;
 use crate::app::keymap;
-use crate::app::state::{Action, App, Effect, Origin, Stale};
+use crate::app::state::{Action, App, Arrange, Effect, Move, Origin, Received, Stale};
 use crate::app::view::Screen;
 use crate::collector::Collector;
 use crate::config::Settings;
@@ -128,15 +128,15 @@ fn spawn_signals(events: Sender<Event>) -> std::io::Result<signal_hook::iterator
 fn draw(tui: &mut Term, app: &mut App, theme: &Theme) -> std::io::Result<TableGeometry> {
     let geometry = tui.draw(|buffer| ui::draw(buffer, app, theme))?;
     if geometry.rows > 0 && usize::from(geometry.rows) != app.view.table_rows {
-        app.update(Action::TableRows(usize::from(geometry.rows)));
+        app.update(Action::Received(Received::TableRows(usize::from(geometry.rows))));
     }
     if let Some(text) = geometry.text
         && (text.page, text.last_top) != (app.view.text_page, app.view.text_last_top)
     {
-        app.update(Action::TextRows {
+        app.update(Action::Received(Received::TextRows {
             page: text.page,
             last_top: text.last_top,
-        });
+        }));
     }
     Ok(geometry)
 }
@@ -153,8 +153,8 @@ fn mouse_action(
         return None;
     }
     match kind {
-        MouseEventKind::ScrollDown => Some(Action::Scroll(1)),
-        MouseEventKind::ScrollUp => Some(Action::Scroll(-1)),
+        MouseEventKind::ScrollDown => Some(Action::Move(Move::Scroll(1))),
+        MouseEventKind::ScrollUp => Some(Action::Move(Move::Scroll(-1))),
         MouseEventKind::Down(MouseButton::Left | MouseButton::Right) => {
             if row == geometry.header_y {
                 let (_, _, key) = geometry
@@ -162,9 +162,11 @@ fn mouse_action(
                     .iter()
                     .find(|(x0, x1, _)| (*x0..*x1).contains(&column))?;
                 let reverse = app.view.sort == *key && !app.view.reverse;
-                Some(Action::SortBy { key: *key, reverse })
+                Some(Action::Arrange(Arrange::SortBy { key: *key, reverse }))
             } else if row >= geometry.first_row_y && row < geometry.first_row_y + geometry.rows {
-                Some(Action::ClickRow(usize::from(row - geometry.first_row_y)))
+                Some(Action::Move(Move::ClickRow(usize::from(
+                    row - geometry.first_row_y,
+                ))))
             } else {
                 None
             }
@@ -241,10 +243,10 @@ pub fn run(
     }
     let mut opening = real_host && collector.is_none();
     if opening {
-        app.update(Action::Stale(Some(stale(
+        app.update(Action::Received(Received::Stale(Some(stale(
             started.elapsed(),
             Some(OPENING.into()),
-        ))));
+        )))));
     }
     let mut geometry = draw(&mut tui, &mut app, &theme)?;
     let mut message = MessageClock {
@@ -259,7 +261,7 @@ pub fn run(
         };
         let read = message.expired(&app);
         if read {
-            app.update(Action::StatusExpired);
+            app.update(Action::Received(Received::StatusExpired));
         }
         let actions: Vec<Action> = match event {
             Event::Tick => {
@@ -272,24 +274,24 @@ pub fn run(
                 match (now == app.data.stale, read) {
                     (true, false) => continue,
                     (true, true) => Vec::new(),
-                    (false, _) => vec![Action::Stale(now)],
+                    (false, _) => vec![Action::Received(Received::Stale(now))],
                 }
             }
             Event::Opened(Ok(source)) => {
                 opening = false;
                 collector = Some(spawn_collector(source, interval, pods_socket, snapshots.clone())?);
-                vec![Action::Stale(None)]
+                vec![Action::Received(Received::Stale(None))]
             }
             Event::Opened(Err(why)) => break Ending::Failed(why),
-            Event::Snapshot(snapshot) => vec![Action::Snapshot(snapshot)],
-            Event::Cluster(cluster) => vec![Action::Cluster(cluster)],
+            Event::Snapshot(snapshot) => vec![Action::Received(Received::Snapshot(snapshot))],
+            Event::Cluster(cluster) => vec![Action::Received(Received::Cluster(cluster))],
             Event::Replayed(played) => {
                 let mut actions = Vec::new();
                 if played.rewound {
-                    actions.push(Action::HistoryRestart);
+                    actions.push(Action::Received(Received::HistoryRestart));
                 }
-                actions.push(Action::ReplayStatus(played.status));
-                actions.push(Action::Snapshot(played.snapshot));
+                actions.push(Action::Received(Received::ReplayStatus(played.status)));
+                actions.push(Action::Received(Received::Snapshot(played.snapshot)));
                 actions
             }
             Event::Terminal(TermEvent::Key(key)) if key.kind == KeyEventKind::Press => {
@@ -317,10 +319,12 @@ pub fn run(
                             .iter()
                             .map(|target| signal::send(target, signal).describe(signal, target))
                             .collect();
-                        app.update(Action::SignalsSent(outcomes));
+                        app.update(Action::Received(Received::SignalsSent(outcomes)));
                     }
                     Effect::ReadEnvironment { pid } => {
-                        app.update(Action::EnvironmentRead(crate::host::environment(pid)));
+                        app.update(Action::Received(Received::EnvironmentRead(
+                            crate::host::environment(pid),
+                        )));
                     }
                     Effect::ReadProcessTable => {
                         let table = if real_host {
@@ -332,12 +336,12 @@ pub fn run(
                                 .map(crate::host::table_of)
                                 .unwrap_or_default()
                         };
-                        app.update(Action::ProcessTableRead(table));
+                        app.update(Action::Received(Received::ProcessTableRead(table)));
                     }
                     Effect::DeliverAlerts(transitions) => {
                         let problems = sink.deliver(&transitions);
                         if !problems.is_empty() {
-                            app.update(Action::AlertDeliveryFailed(problems));
+                            app.update(Action::Received(Received::AlertDeliveryFailed(problems)));
                         }
                     }
                     Effect::Replay(command) => {

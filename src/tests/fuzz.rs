@@ -19,7 +19,7 @@ use std::sync::{Arc, Once};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use crate::app::filter::Selection;
-use crate::app::state::{Action, App};
+use crate::app::state::{Action, App, Received};
 use crate::config::{CliOverrides, Settings};
 use crate::model::wire::WireSnapshot;
 use crate::monitor::Monitor;
@@ -232,7 +232,7 @@ fn fuzz_the_snapshot_reader() {
         let mut monitor = Monitor::new(&settings.history, &settings.alert, 1.0);
         monitor.ingest(&snapshot);
         let mut app = App::new(settings.clone(), Selection::default(), true, None);
-        app.update(Action::Snapshot(Arc::clone(&snapshot)));
+        app.update(Action::Received(Received::Snapshot(Arc::clone(&snapshot))));
         let theme = crate::ui::theme::Theme {
             color: true,
             ascii: false,

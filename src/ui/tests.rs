@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::app::filter::Selection;
-use crate::app::state::{Action, App, Signal};
+use crate::app::state::{Action, App, Arrange, Go, Move, Received, Signal, Signalling};
 use crate::config::Settings;
 use crate::model::*;
 use crate::ui::{self, theme::Theme};
@@ -39,7 +39,7 @@ fn process_table() -> Vec<crate::host::ProcessEntry> {
 #[test]
 fn the_tree_shows_ancestors_to_init_and_children_but_not_strangers() {
     let mut app = app();
-    app.update(Action::ProcessTableRead(process_table()));
+    app.update(Action::Received(Received::ProcessTableRead(process_table())));
     let lines: Vec<(usize, u32)> = app.tree_lines().iter().map(|l| (l.depth, l.pid)).collect();
     assert_eq!(
         lines,
@@ -63,7 +63,7 @@ fn app() -> App {
     for step in 0..16u64 {
         let mut snap = base.clone();
         snap.taken_at = base.taken_at + std::time::Duration::from_secs(2 * step);
-        app.update(Action::Snapshot(Arc::new(snap)));
+        app.update(Action::Received(Received::Snapshot(Arc::new(snap))));
     }
     app.view.status = None;
     app
@@ -79,10 +79,10 @@ fn render(app: &mut App, theme: &Theme, width: u16, height: u16) -> String {
         .unwrap();
     // What the runtime does after a frame: tell the view how the text screen landed.
     if let Some(text) = geometry.text {
-        app.update(Action::TextRows {
+        app.update(Action::Received(Received::TextRows {
             page: text.page,
             last_top: text.last_top,
-        });
+        }));
     }
     // Text only: styles are checked by the assertions that need them. (TestBackend cannot
     // print a zero-width buffer; drawing into it is what must not panic.)
@@ -118,7 +118,7 @@ fn main_screen() {
     both_sizes(
         "main",
         |app| {
-            app.update(Action::Down);
+            app.update(Action::Move(Move::Down));
         },
         &DARK,
     );
@@ -129,7 +129,7 @@ fn main_screen_in_ascii_without_colour() {
     both_sizes(
         "main_ascii",
         |app| {
-            app.update(Action::Down);
+            app.update(Action::Move(Move::Down));
         },
         &ASCII,
     );
@@ -140,9 +140,9 @@ fn main_screen_filtered() {
     both_sizes(
         "filtered",
         |app| {
-            app.update(Action::StartFilter);
+            app.update(Action::Arrange(Arrange::StartFilter));
             for c in "user:alice mem>8G".chars() {
-                app.update(Action::FilterInput(c));
+                app.update(Action::Arrange(Arrange::FilterInput(c)));
             }
         },
         &DARK,
@@ -154,10 +154,10 @@ fn confirmation_dialog() {
     both_sizes(
         "confirm",
         |app| {
-            app.update(Action::Down);
-            app.update(Action::Tag);
-            app.update(Action::Tag);
-            app.update(Action::AskSignal(Signal::Kill));
+            app.update(Action::Move(Move::Down));
+            app.update(Action::Signalling(Signalling::Tag));
+            app.update(Action::Signalling(Signalling::Tag));
+            app.update(Action::Signalling(Signalling::AskSignal(Signal::Kill)));
         },
         &DARK,
     );
@@ -168,7 +168,7 @@ fn help_screen() {
     both_sizes(
         "help",
         |app| {
-            app.update(Action::Help);
+            app.update(Action::Go(Go::Help));
         },
         &DARK,
     );
@@ -179,7 +179,7 @@ fn help_screen() {
 #[test]
 fn the_help_scrolls_to_its_last_line_and_the_footer_comes_from_the_key_table() {
     let mut app = app();
-    app.update(Action::Help);
+    app.update(Action::Go(Go::Help));
     let last = "Press any other key to go back.";
     assert!(
         !render(&mut app, &DARK, 160, 45).contains(last),
@@ -194,7 +194,7 @@ fn the_help_scrolls_to_its_last_line_and_the_footer_comes_from_the_key_table() {
     }
     assert_eq!(app.view.screen, crate::app::view::Screen::Help);
     assert!(render(&mut app, &DARK, 160, 45).contains(last));
-    app.update(Action::Back);
+    app.update(Action::Go(Go::Back));
     let footer = crate::app::keymap::footer_hints(true, 200);
     assert!(
         footer.starts_with("h help") && footer.ends_with("q quit"),
@@ -215,8 +215,8 @@ fn details_screen() {
     both_sizes(
         "details",
         |app| {
-            app.update(Action::Down);
-            app.update(Action::Details);
+            app.update(Action::Move(Move::Down));
+            app.update(Action::Go(Go::Details));
         },
         &DARK,
     );
@@ -227,12 +227,12 @@ fn environment_screen() {
     both_sizes(
         "environment",
         |app| {
-            app.update(Action::Down);
-            app.update(Action::Environment);
-            app.update(Action::EnvironmentRead(Ok(vec![
+            app.update(Action::Move(Move::Down));
+            app.update(Action::Go(Go::Environment));
+            app.update(Action::Received(Received::EnvironmentRead(Ok(vec![
                 "PATH=/usr/bin".into(),
                 "EVIL=\u{1b}[31mred".into(),
-            ])));
+            ]))));
         },
         &DARK,
     );
@@ -243,8 +243,8 @@ fn tree_screen() {
     both_sizes(
         "tree",
         |app| {
-            app.update(Action::Tree);
-            app.update(Action::ProcessTableRead(process_table()));
+            app.update(Action::Go(Go::Tree));
+            app.update(Action::Received(Received::ProcessTableRead(process_table())));
         },
         &DARK,
     );
@@ -264,9 +264,13 @@ fn too_small_and_tiny_terminals_never_panic() {
 
 #[test]
 fn hostile_text_is_escaped_on_every_screen() {
-    for setup in [Action::Help, Action::Tree, Action::Details] {
+    for setup in [
+        Action::Go(Go::Help),
+        Action::Go(Go::Tree),
+        Action::Go(Go::Details),
+    ] {
         let mut app = app();
-        app.update(Action::End);
+        app.update(Action::Move(Move::End));
         app.update(setup);
         let screen = render(&mut app, &DARK, 200, 50);
         assert!(
@@ -305,7 +309,7 @@ fn line_cells<'a>(buffer: &'a ratatui::buffer::Buffer, needle: &str) -> Vec<&'a 
 fn styles_mark_load_selection_other_users_and_lost_gpus() {
     use ratatui::style::{Color, Modifier};
     let mut app = app();
-    app.update(Action::Down);
+    app.update(Action::Move(Move::Down));
     let screen = buffer(&mut app, &DARK);
     // GPU 0 is at 88% memory: its bar is red (heavy), GPU 1 at 15% yellow (moderate).
     let gpu0 = line_cells(&screen, "! 0 NVIDIA");
@@ -341,23 +345,23 @@ fn styles_mark_load_selection_other_users_and_lost_gpus() {
 #[test]
 fn the_selection_follows_its_process_across_refreshes_and_re_sorts() {
     let mut app = app();
-    app.update(Action::End); // the smallest GPU memory: pid 4102
+    app.update(Action::Move(Move::End)); // the smallest GPU memory: pid 4102
     assert_eq!(app.selected_process().map(|p| p.pid), Some(4102));
     // Next refresh: 4102 grows to the top.
     let mut next = snapshot();
     next.processes[1].gpu_memory_bytes = Reading::Value(70 * GIB);
-    app.update(Action::Snapshot(Arc::new(next)));
+    app.update(Action::Received(Received::Snapshot(Arc::new(next))));
     assert_eq!(app.rows()[0].pid, 4102);
     assert_eq!(app.selected_process().map(|p| p.pid), Some(4102));
-    app.update(Action::SortBy {
+    app.update(Action::Arrange(Arrange::SortBy {
         key: crate::model::order::SortKey::Pid,
         reverse: true,
-    });
+    }));
     assert_eq!(app.selected_process().map(|p| p.pid), Some(4102));
     // A new process under the same PID (another start time) is not the selected one.
     let mut replaced = snapshot();
     replaced.processes[1].host.start_time = Reading::Value(1);
-    app.update(Action::Snapshot(Arc::new(replaced)));
+    app.update(Action::Received(Received::Snapshot(Arc::new(replaced))));
     assert_eq!(app.selected_process().map(|p| p.pid), None);
 }
 
@@ -366,13 +370,13 @@ fn long_command_lines_scroll_sideways() {
     let mut app = app();
     let before = render(&mut app, &DARK, 120, 24);
     assert!(before.contains("python3 train.py --model llama-7b"));
-    app.update(Action::ScrollCommand(Some(8)));
+    app.update(Action::Move(Move::ScrollCommand(Some(8))));
     let after = render(&mut app, &DARK, 120, 24);
     assert!(
         after.contains(" train.py --model llama-7b") && !after.contains("python3 train.py"),
         "{after}"
     );
-    app.update(Action::ScrollCommand(None));
+    app.update(Action::Move(Move::ScrollCommand(None)));
     assert_eq!(render(&mut app, &DARK, 120, 24), before);
 }
 
@@ -402,9 +406,9 @@ fn layout_modes_choose_one_or_two_lines_per_gpu() {
         !render(&mut app, &DARK, 200, 14).contains(second_line),
         "auto: too short for two"
     );
-    app.update(Action::Layout(LayoutMode::Compact));
+    app.update(Action::Go(Go::Layout(LayoutMode::Compact)));
     assert!(!render(&mut app, &DARK, 200, 50).contains(second_line));
-    app.update(Action::Layout(LayoutMode::Full));
+    app.update(Action::Go(Go::Layout(LayoutMode::Full)));
     assert!(render(&mut app, &DARK, 200, 14).contains(second_line));
 }
 
@@ -432,7 +436,7 @@ fn app_with_history() -> App {
             samples: 12,
         });
         s.processes[0].gpu_memory_bytes = Reading::Value(40 * GIB + seconds * 16 * (1 << 20));
-        app.update(Action::Snapshot(Arc::new(s)));
+        app.update(Action::Received(Received::Snapshot(Arc::new(s))));
     }
     app.view.status = None;
     app
@@ -476,22 +480,22 @@ fn charts_alerts_and_the_alert_panel() {
             "the leaking process's row"
         );
     }
-    app.update(Action::Charts);
+    app.update(Action::Go(Go::Charts));
     for (w, h) in [(80, 24), (200, 50)] {
         insta::assert_snapshot!(format!("charts_{w}x{h}"), render(&mut app, &DARK, w, h));
     }
     insta::assert_snapshot!("charts_ascii_80x24", render(&mut app, &ASCII, 80, 24));
-    app.update(Action::ChartDevice(1));
-    app.update(Action::ChartSpan);
+    app.update(Action::Go(Go::ChartDevice(1)));
+    app.update(Action::Go(Go::ChartSpan));
     insta::assert_snapshot!("charts_gpu1_1h_200x50", render(&mut app, &DARK, 200, 50));
-    app.update(Action::Back);
-    app.update(Action::AlertLog);
+    app.update(Action::Go(Go::Back));
+    app.update(Action::Go(Go::AlertLog));
     for (w, h) in [(80, 24), (200, 50)] {
         insta::assert_snapshot!(format!("alerts_{w}x{h}"), render(&mut app, &DARK, w, h));
     }
-    app.update(Action::Back);
-    app.update(Action::Down);
-    app.update(Action::Details);
+    app.update(Action::Go(Go::Back));
+    app.update(Action::Move(Move::Down));
+    app.update(Action::Go(Go::Details));
     insta::assert_snapshot!("details_with_charts_200x50", render(&mut app, &DARK, 200, 50));
 }
 
@@ -503,13 +507,13 @@ fn users_screen_accumulates_gpu_time_per_user_and_container() {
     assert!((alice.gpu_seconds - 658.0).abs() < 1e-6, "{}", alice.gpu_seconds);
     assert_eq!(alice.processes, 2);
     assert!((app.data.monitor.usage.containers["docker:3f2a1b9c0d12"].gpu_seconds - 658.0).abs() < 1e-6);
-    app.update(Action::Users);
+    app.update(Action::Go(Go::Users));
     for (w, h) in [(80, 24), (200, 50)] {
         insta::assert_snapshot!(format!("users_{w}x{h}"), render(&mut app, &DARK, w, h));
     }
     let screen = render(&mut app, &DARK, 200, 50);
     assert!(screen.contains("0:10:58"), "{screen}");
-    app.update(Action::Users);
+    app.update(Action::Go(Go::Users));
     assert_eq!(
         app.view.screen,
         crate::app::view::Screen::Main,
@@ -545,7 +549,7 @@ fn mig_devices_are_child_rows_and_processes_name_theirs() {
     snap.processes[1].mig = Some(id(1));
     snap.processes[1].gpu_index = 1;
     let mut app = App::new(Settings::default(), Selection::default(), false, Some(1000));
-    app.update(Action::Snapshot(Arc::new(snap)));
+    app.update(Action::Received(Received::Snapshot(Arc::new(snap))));
     for (w, h) in [(80, 24), (200, 50)] {
         let screen = render(&mut app, &DARK, w, h);
         assert!(screen.contains("MIG 1/0 3g.40gb"), "{screen}");
@@ -557,17 +561,21 @@ fn mig_devices_are_child_rows_and_processes_name_theirs() {
 #[test]
 fn old_data_says_how_old_and_what_has_not_returned() {
     let stale = |app: &mut App| {
-        app.update(Action::Stale(Some(crate::app::state::Stale {
-            age_seconds: 12,
-            waiting_on: Some("nvmlDeviceGet*RunningProcesses on GPU 0".into()),
-        })));
+        app.update(Action::Received(Received::Stale(Some(
+            crate::app::state::Stale {
+                age_seconds: 12,
+                waiting_on: Some("nvmlDeviceGet*RunningProcesses on GPU 0".into()),
+            },
+        ))));
     };
     both_sizes("stale", stale, &DARK);
     let mut opening = App::new(Settings::default(), Selection::default(), false, Some(1000));
-    opening.update(Action::Stale(Some(crate::app::state::Stale {
-        age_seconds: 3,
-        waiting_on: Some("opening NVML (nvmlInit)".into()),
-    })));
+    opening.update(Action::Received(Received::Stale(Some(
+        crate::app::state::Stale {
+            age_seconds: 3,
+            waiting_on: Some("opening NVML (nvmlInit)".into()),
+        },
+    ))));
     insta::assert_snapshot!("opening_80x24", render(&mut opening, &DARK, 80, 24));
 }
 
@@ -577,7 +585,7 @@ fn a_gpu_whose_process_list_was_refused_says_why() {
     snap.processes.clear();
     snap.devices[0].processes_unlisted = Some("process list needs root on MIG GPUs".into());
     let mut app = App::new(Settings::default(), Selection::default(), false, Some(1000));
-    app.update(Action::Snapshot(Arc::new(snap)));
+    app.update(Action::Received(Received::Snapshot(Arc::new(snap))));
     insta::assert_snapshot!("unlisted_80x24", render(&mut app, &DARK, 80, 24));
 }
 
@@ -598,7 +606,7 @@ fn every_sortable_column_shows_its_arrow_when_sorted() {
         (SortKey::Time, "TIME"),
     ] {
         for reverse in [false, true] {
-            app.update(Action::SortBy { key, reverse });
+            app.update(Action::Arrange(Arrange::SortBy { key, reverse }));
             let screen = render(&mut app, &DARK, 200, 50);
             let header = screen
                 .lines()
@@ -617,7 +625,7 @@ fn every_sortable_column_shows_its_arrow_when_sorted() {
 #[test]
 fn the_alerts_screen_scrolls_sideways_and_never_past_its_end() {
     let mut app = app_with_history();
-    app.update(Action::AlertLog);
+    app.update(Action::Go(Go::AlertLog));
     let first = render(&mut app, &DARK, 80, 24);
     let cut = first
         .lines()
@@ -625,7 +633,7 @@ fn the_alerts_screen_scrolls_sideways_and_never_past_its_end() {
         .unwrap()
         .to_string();
     assert!(cut.ends_with("…│\""), "{cut}");
-    app.update(Action::ScrollCommand(Some(8)));
+    app.update(Action::Move(Move::ScrollCommand(Some(8))));
     let shifted = render(&mut app, &DARK, 80, 24);
     assert!(
         shifted
@@ -633,17 +641,17 @@ fn the_alerts_screen_scrolls_sideways_and_never_past_its_end() {
             .any(|l| l.starts_with("\"│…") && l.contains("hotter than 85")),
         "{shifted}"
     );
-    app.update(Action::ScrollCommand(None));
-    app.update(Action::End);
+    app.update(Action::Move(Move::ScrollCommand(None)));
+    app.update(Action::Move(Move::End));
     let end = render(&mut app, &DARK, 80, 24);
     let last_top = app.view.text_scroll;
     assert!(last_top > 0, "the screen is longer than 22 rows");
     for _ in 0..5 {
-        app.update(Action::Down);
-        app.update(Action::PageDown);
+        app.update(Action::Move(Move::Down));
+        app.update(Action::Move(Move::PageDown));
     }
     assert_eq!(app.view.text_scroll, last_top, "not past the end");
     assert_eq!(render(&mut app, &DARK, 80, 24), end);
-    app.update(Action::Home);
+    app.update(Action::Move(Move::Home));
     assert_eq!(app.view.text_scroll, 0);
 }
