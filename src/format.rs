@@ -64,6 +64,24 @@ pub fn human_bytes(bytes: u64) -> String {
     }
 }
 
+/// Energy from millijoules, in SI units: `850J`, `12.3kJ`, `456MJ`: whole joules below a
+/// kilojoule, then one decimal below 100 of a unit and none from 100.
+pub fn human_energy(millijoules: u64) -> String {
+    const UNITS: [&str; 6] = ["J", "kJ", "MJ", "GJ", "TJ", "PJ"];
+    let mut value = millijoules as f64 / 1000.0;
+    let mut unit = 0;
+    // 999.96 kJ reads as 1.0MJ, not as 1000kJ.
+    while value >= 999.5 && unit < UNITS.len() - 1 {
+        value /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 || value >= 99.95 {
+        format!("{value:.0}{}", UNITS[unit])
+    } else {
+        format!("{value:.1}{}", UNITS[unit])
+    }
+}
+
 /// Bytes from a size as people write it: a number (decimals allowed), then optionally
 /// spaces and a unit. One meaning everywhere (as coreutils reads sizes): `KiB`, `MiB`, `GiB`,
 /// `TiB` and the bare `K`, `M`, `G`, `T` are binary (2^10 ...), `KB`, `MB`, `GB`, `TB`
@@ -310,6 +328,23 @@ mod tests {
         assert_eq!(human_bytes(300 << 20), "300MiB");
         assert_eq!(human_duration(3723), "1:02:03");
         assert_eq!(human_duration(90_061), "1d 01:01");
+    }
+
+    #[test]
+    fn energy_reads_in_si_units() {
+        for (millijoules, text) in [
+            (0, "0J"),
+            (850_400, "850J"),
+            (999_400, "999J"),
+            (999_600, "1.0kJ"),
+            (12_345_000, "12.3kJ"),
+            (99_990_000, "100kJ"),
+            (456_000_000_000, "456MJ"),
+            (999_960_000_000, "1.0GJ"),
+            (u64::MAX, "18.4PJ"),
+        ] {
+            assert_eq!(human_energy(millijoules), text, "{millijoules} mJ");
+        }
     }
 
     #[test]

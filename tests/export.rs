@@ -37,8 +37,15 @@ fn require_prometheus_tools() {
 
 /// `gputop export` on `scenario_path` at scenario time 100 s, frozen.
 fn exporter(home: &Path, scenario_path: &Path, pids: &str, extra: &[&str]) -> (Killed, u16) {
+    let (mut command, port) = exporter_command(home, scenario_path, pids, extra);
+    listening(Killed(command.spawn().unwrap()), port)
+}
+
+/// The command `exporter` runs, and the port it will listen on.
+fn exporter_command(home: &Path, scenario_path: &Path, pids: &str, extra: &[&str]) -> (Command, u16) {
     let port = free_port();
-    let child = gputop(home)
+    let mut command = gputop(home);
+    command
         .arg("--nvml-lib")
         .arg(common::sim_lib())
         .env("GPUTOP_SIM_SCENARIO", scenario_path)
@@ -53,10 +60,8 @@ fn exporter(home: &Path, scenario_path: &Path, pids: &str, extra: &[&str]) -> (K
             "0.2",
         ])
         .args(extra)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    listening(Killed(child), port)
+        .stderr(Stdio::null());
+    (command, port)
 }
 
 /// `exporter` once it accepts connections on `port`.
@@ -1440,6 +1445,47 @@ fn mig_devices_and_usage_per_user_are_exported() {
         .unwrap();
     assert!(seconds > 0.0, "GPU-seconds accumulate: {seconds}");
     assert!(line("# TYPE gputop_container_gpu_memory_byte_seconds_total").ends_with("counter"));
+}
+
+/// Energy per user: with the simulator's clock running, the GPUs' energy counters advance
+/// and the exporter's usage accounting shares each GPU's energy among its processes.
+#[test]
+fn gpu_energy_goes_to_the_user_whose_processes_hold_the_gpus() {
+    let home = tempfile::tempdir().unwrap();
+    let sleepers = Sleepers::spawn(4);
+    let (mut command, port) = exporter_command(
+        home.path(),
+        &scenario("mig-a100"),
+        &sleepers.env(),
+        &["--processes"],
+    );
+    let exporter = Killed(command.env("GPUTOP_SIM_CLOCK", "wall").spawn().unwrap());
+    let (_exporter, port) = listening(exporter, port);
+    wait_ready(port);
+    // Both GPUs hold only this user's processes, so between two scrapes the user's energy
+    // grows by what the GPUs' energy counters advanced.
+    let total = |body: &str, prefix: &str| -> f64 {
+        body.lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .sum()
+    };
+    // NVML's energy counter is read every 10 s (the slow readings): scrape until it moved.
+    let gpu_energy = |body: &str| total(body, "gputop_gpu_energy_joules_total{");
+    let (_, _, before) = get(port, "/metrics");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let after = loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let (_, _, after) = get(port, "/metrics");
+        if gpu_energy(&after) != gpu_energy(&before) || std::time::Instant::now() > deadline {
+            break after;
+        }
+    };
+    let gpus = gpu_energy(&after) - gpu_energy(&before);
+    let user = total(&after, "gputop_user_gpu_energy_joules_total{")
+        - total(&before, "gputop_user_gpu_energy_joules_total{");
+    assert!(gpus > 0.0, "the simulated GPUs draw power");
+    assert!((user - gpus).abs() < 1e-3 * gpus, "user {user} J, GPUs {gpus} J");
 }
 
 /// The same, scraped by a real Prometheus: the MIG memory is the scenario's, GPU-seconds

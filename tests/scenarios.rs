@@ -521,11 +521,13 @@ fn json_keys_are_exactly_the_documented_schema() {
     assert_eq!(keys(&doc["usage"]), "since seconds users containers");
     assert_eq!(
         keys(&doc["usage"]["users"][0]),
-        "user gpus gpu_memory_bytes processes gpu_seconds gpu_memory_byte_seconds"
+        "user gpus gpu_memory_bytes processes gpu_seconds gpu_memory_byte_seconds \
+         gpu_energy_joules"
     );
     assert_eq!(
         keys(&doc["usage"]["containers"][0]),
-        "container gpus gpu_memory_bytes processes gpu_seconds gpu_memory_byte_seconds"
+        "container gpus gpu_memory_bytes processes gpu_seconds gpu_memory_byte_seconds \
+         gpu_energy_joules"
     );
 }
 

@@ -1,10 +1,14 @@
 //! Who uses what: per user and per container, the GPUs, GPU memory and processes now, and
-//! GPU-seconds and GPU-memory-byte-seconds accumulated since gputop started (or, restored
-//! from what an exporter saved, since it first did).
+//! GPU-seconds, GPU-memory-byte-seconds and GPU energy accumulated since gputop started (or,
+//! restored from what an exporter saved, since it first did).
 //!
 //! Each snapshot adds its figures times the time since the previous one, so a user holding
-//! two GPUs for a minute gets 120 GPU-seconds. A gap longer than [`MAX_GAP_INTERVALS`]
-//! refreshes (a suspended gputop) adds nothing: what happened in it was not seen.
+//! two GPUs for a minute gets 120 GPU-seconds. A GPU's energy goes to the processes on it by
+//! their shares of it ([`gpu_shares`]), held over time: when its energy counter advances
+//! (NVML reads it every few refreshes), each owner gets the advance times the part of the
+//! time since the counter last advanced that its shares cover. A gap longer than
+//! [`MAX_GAP_INTERVALS`] refreshes (a suspended gputop) adds nothing: what happened in it
+//! was not seen.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
@@ -31,6 +35,8 @@ pub struct Usage {
     pub processes: usize,
     pub gpu_seconds: f64,
     pub memory_byte_seconds: f64,
+    /// Joules of its GPUs' energy that its processes' shares account for.
+    pub energy_joules: f64,
     /// When it last held a GPU.
     pub last_active: Option<SystemTime>,
 }
@@ -75,6 +81,29 @@ pub struct Accounting {
     pub seconds: f64,
     pub users: BTreeMap<String, Usage>,
     pub containers: BTreeMap<String, Usage>,
+    /// Per GPU by index: its energy counter and the shares of it held since it last advanced.
+    energy: BTreeMap<u32, EnergyShares>,
+}
+
+/// One GPU's energy counter where it last advanced, and since then: the seconds seen, and
+/// per user and per container the seconds its processes' shares of the GPU add up to.
+#[derive(Debug, Clone)]
+struct EnergyShares {
+    counter_mj: u64,
+    seconds: f64,
+    users: BTreeMap<String, f64>,
+    containers: BTreeMap<String, f64>,
+}
+
+impl EnergyShares {
+    fn from(counter_mj: u64) -> Self {
+        Self {
+            counter_mj,
+            seconds: 0.0,
+            users: BTreeMap::new(),
+            containers: BTreeMap::new(),
+        }
+    }
 }
 
 /// What the processes of a snapshot are grouped by before they are named: borrowed from the
@@ -96,8 +125,38 @@ fn container_of(p: &GpuProcess) -> Option<&Container> {
 struct Held {
     gpus: BTreeSet<u32>,
     memory_bytes: u64,
+    /// Per GPU, the shares of it its processes hold (see [`gpu_shares`]).
+    shares: BTreeMap<u32, f64>,
     /// Sorted and without repeats once complete (a process on two GPUs is one process).
     pids: Vec<u32>,
+}
+
+/// Each process's share of its GPU, by position in `snapshot.processes`: its part of the
+/// SM utilization the GPU's processes add up to, when each of them reports one and they add
+/// up to more than zero; an equal part otherwise (processes holding an idle GPU hold its
+/// idle power). The shares of a GPU's processes add up to 1.
+pub fn gpu_shares(snapshot: &Snapshot) -> Vec<f64> {
+    // Per GPU: its processes, the SM utilization they add up to, and whether all gave one.
+    let mut gpus: BTreeMap<u32, (usize, u64, bool)> = BTreeMap::new();
+    for p in &snapshot.processes {
+        let gpu = gpus.entry(p.gpu_index).or_insert((0, 0, true));
+        gpu.0 += 1;
+        match p.sm_percent.get() {
+            Some(sm) => gpu.1 += u64::from(sm),
+            None => gpu.2 = false,
+        }
+    }
+    snapshot
+        .processes
+        .iter()
+        .map(|p| {
+            let (count, sm_sum, all_known) = gpus[&p.gpu_index];
+            match p.sm_percent.get() {
+                Some(sm) if all_known && sm_sum > 0 => f64::from(sm) / sm_sum as f64,
+                _ => 1.0 / count as f64,
+            }
+        })
+        .collect()
 }
 
 impl Accounting {
@@ -109,6 +168,58 @@ impl Accounting {
             seconds: 0.0,
             users: BTreeMap::new(),
             containers: BTreeMap::new(),
+            energy: BTreeMap::new(),
+        }
+    }
+
+    /// Takes each GPU's energy counter: a GPU whose counter cannot be read, went back (the
+    /// driver reloaded) or comes after a gap starts counting again from this snapshot; the
+    /// rest add `elapsed` to the time their shares are counted over.
+    fn read_energy_counters(&mut self, snapshot: &Snapshot, elapsed: f64) {
+        self.energy.retain(|index, _| {
+            snapshot
+                .devices
+                .iter()
+                .any(|d| d.index == *index && d.energy_mj.get().is_some())
+        });
+        for d in &snapshot.devices {
+            let Some(counter) = d.energy_mj.get() else {
+                continue;
+            };
+            let shares = self
+                .energy
+                .entry(d.index)
+                .or_insert_with(|| EnergyShares::from(counter));
+            if counter < shares.counter_mj || elapsed == 0.0 {
+                *shares = EnergyShares::from(counter);
+            } else {
+                shares.seconds += elapsed;
+            }
+        }
+    }
+
+    /// Where a GPU's counter advanced: the advance to each owner by the part of the time since
+    /// its last advance that the owner's shares cover, then counting again from here.
+    fn share_energy(&mut self, snapshot: &Snapshot) {
+        for d in &snapshot.devices {
+            let (Some(counter), Some(shares)) = (d.energy_mj.get(), self.energy.get_mut(&d.index)) else {
+                continue;
+            };
+            if counter <= shares.counter_mj || shares.seconds <= 0.0 {
+                continue;
+            }
+            let joules = (counter - shares.counter_mj) as f64 / 1000.0;
+            for (table, held) in [
+                (&mut self.users, &shares.users),
+                (&mut self.containers, &shares.containers),
+            ] {
+                for (owner, seconds) in held {
+                    if let Some(usage) = table.get_mut(owner) {
+                        usage.energy_joules += joules * seconds / shares.seconds;
+                    }
+                }
+            }
+            *shares = EnergyShares::from(counter);
         }
     }
 
@@ -118,15 +229,29 @@ impl Accounting {
         self.since.get_or_insert(now);
         let elapsed = self.elapsed.to(now);
         self.seconds += elapsed;
-        let users = Self::current(snapshot, user_of, user_name);
-        let containers = Self::current(snapshot, container_of, Container::label_of);
-        for (table, current) in [(&mut self.users, users), (&mut self.containers, containers)] {
+        self.read_energy_counters(snapshot, elapsed);
+        let shares = gpu_shares(snapshot);
+        let users = Self::current(snapshot, &shares, user_of, user_name);
+        let containers = Self::current(snapshot, &shares, container_of, Container::label_of);
+        // Which of a GPU's energy shares each table's owners hold.
+        type OwnersOf = fn(&mut EnergyShares) -> &mut BTreeMap<String, f64>;
+        let (of_users, of_containers): (OwnersOf, OwnersOf) = (|e| &mut e.users, |e| &mut e.containers);
+        for (table, current, owners_of) in [
+            (&mut self.users, users, of_users),
+            (&mut self.containers, containers, of_containers),
+        ] {
             for usage in table.values_mut() {
                 usage.gpus.clear();
                 usage.memory_bytes = 0;
                 usage.processes = 0;
             }
             for (owner, held) in current {
+                for (gpu, share) in &held.shares {
+                    // Not where the counter starts again with this snapshot (no seconds yet).
+                    if let Some(energy) = self.energy.get_mut(gpu).filter(|e| e.seconds > 0.0) {
+                        *owners_of(energy).entry(owner.clone()).or_default() += share * elapsed;
+                    }
+                }
                 let usage = table.entry(owner).or_default();
                 usage.gpu_seconds += held.gpus.len() as f64 * elapsed;
                 usage.memory_byte_seconds += held.memory_bytes as f64 * elapsed;
@@ -137,19 +262,23 @@ impl Accounting {
             }
             Self::forget_idle(table);
         }
+        self.share_energy(snapshot);
     }
 
-    /// GPUs, memory and PIDs per owner in one snapshot: grouped by `owner`, then named.
+    /// GPUs, memory, shares of each GPU (each process's of `shares`) and PIDs per owner in
+    /// one snapshot: grouped by `owner`, then named.
     fn current<'a, K: Ord>(
         snapshot: &'a Snapshot,
+        shares: &[f64],
         owner: impl Fn(&'a GpuProcess) -> K,
         name: impl Fn(K) -> String,
     ) -> BTreeMap<String, Held> {
         let mut by_owner: BTreeMap<K, Held> = BTreeMap::new();
-        for p in &snapshot.processes {
+        for (p, share) in snapshot.processes.iter().zip(shares) {
             let held = by_owner.entry(owner(p)).or_default();
             held.gpus.insert(p.gpu_index);
             held.memory_bytes += p.gpu_memory_bytes.get().unwrap_or(0);
+            *held.shares.entry(p.gpu_index).or_default() += share;
             held.pids.push(p.pid);
         }
         // Two owners may share a name (a user name and an unreadable owner's stand-in).
@@ -158,6 +287,9 @@ impl Accounting {
             let same = named.entry(name(key)).or_default();
             same.gpus.extend(held.gpus);
             same.memory_bytes += held.memory_bytes;
+            for (gpu, share) in held.shares {
+                *same.shares.entry(gpu).or_default() += share;
+            }
             same.pids.extend(held.pids);
         }
         for held in named.values_mut() {
@@ -207,6 +339,7 @@ impl Accounting {
                     let row = json!({
                         "gpu_seconds": u.gpu_seconds,
                         "gpu_memory_byte_seconds": u.memory_byte_seconds,
+                        "gpu_energy_joules": u.energy_joules,
                         "last_active": unix(u.last_active),
                     });
                     (owner.clone(), row)
@@ -254,10 +387,16 @@ impl Accounting {
             }
             let mut table = Vec::with_capacity(rows.len());
             for (owner, row) in rows {
+                // Saved before energy was counted: none.
+                let energy = match &row["gpu_energy_joules"] {
+                    Value::Null => 0.0,
+                    joules => amount(joules, owner)?,
+                };
                 table.push((
                     owner.clone(),
                     amount(&row["gpu_seconds"], owner)?,
                     amount(&row["gpu_memory_byte_seconds"], owner)?,
+                    energy,
                     time(&row["last_active"])?,
                 ));
             }
@@ -271,10 +410,11 @@ impl Accounting {
         };
         self.seconds += seconds;
         for (table, rows) in [&mut self.users, &mut self.containers].into_iter().zip(tables) {
-            for (owner, gpu_seconds, memory_byte_seconds, last_active) in rows {
+            for (owner, gpu_seconds, memory_byte_seconds, energy_joules, last_active) in rows {
                 let usage = table.entry(owner).or_default();
                 usage.gpu_seconds += gpu_seconds;
                 usage.memory_byte_seconds += memory_byte_seconds;
+                usage.energy_joules += energy_joules;
                 usage.last_active = usage.last_active.max(last_active);
             }
             Self::forget_idle(table);
@@ -295,6 +435,7 @@ impl Accounting {
                         "processes": u.processes,
                         "gpu_seconds": (u.gpu_seconds * 1000.0).round() / 1000.0,
                         "gpu_memory_byte_seconds": u.memory_byte_seconds.round(),
+                        "gpu_energy_joules": (u.energy_joules * 1000.0).round() / 1000.0,
                     })
                 })
                 .collect::<Vec<_>>()
@@ -431,6 +572,125 @@ mod tests {
         let unknown = &accounting.users[UNKNOWN_USER];
         assert_eq!((unknown.processes, unknown.memory_bytes), (2, 9 * GIB));
         assert_eq!(unknown.gpus, BTreeSet::from([0, 1]));
+    }
+
+    /// GPU `index` whose energy counter reads `mj`.
+    fn gpu(index: u32, mj: u64) -> crate::model::Device {
+        let mut d = crate::model::Device::unavailable(index, crate::model::DeviceStatus::Ok, "test");
+        d.energy_mj = crate::model::Reading::Value(mj);
+        d
+    }
+
+    fn busy(pid: u32, gpu: u32, user: &str, sm: Option<u32>) -> GpuProcess {
+        let mut p = process(pid, gpu, user, 1);
+        p.sm_percent = sm.map_or(crate::model::Reading::NotSupported, crate::model::Reading::Value);
+        p
+    }
+
+    #[test]
+    fn each_gpus_energy_goes_to_its_processes_by_their_sm_share() {
+        let mut accounting = Accounting::new(Duration::from_secs(1));
+        let taken = |second: u64, counters: [u64; 3]| {
+            let mut s = at(
+                second,
+                vec![
+                    // GPU 0: alice 75 % of the SM use, bob 25 %.
+                    busy(1, 0, "alice", Some(30)),
+                    busy(2, 0, "bob", Some(10)),
+                    // GPU 1: one process without a figure, so both take half.
+                    busy(3, 1, "alice", Some(50)),
+                    busy(4, 1, "bob", None),
+                    // GPU 2 has no processes: its energy is no one's.
+                ],
+            );
+            s.devices = counters
+                .iter()
+                .enumerate()
+                .map(|(i, mj)| gpu(i as u32, *mj))
+                .collect();
+            s
+        };
+        // The first snapshot only reads the counters; then 400 J, 100 J and 50 J in 2 s.
+        accounting.record(&taken(0, [1_000_000, 5_000_000, 0]));
+        accounting.record(&taken(1, [1_300_000, 5_040_000, 30_000]));
+        accounting.record(&taken(2, [1_400_000, 5_100_000, 50_000]));
+        let joules = |accounting: &Accounting, user: &str| accounting.users[user].energy_joules;
+        assert!(
+            (joules(&accounting, "alice") - (300.0 + 50.0)).abs() < 1e-9,
+            "{}",
+            joules(&accounting, "alice")
+        );
+        assert!(
+            (joules(&accounting, "bob") - (100.0 + 50.0)).abs() < 1e-9,
+            "{}",
+            joules(&accounting, "bob")
+        );
+        assert!((accounting.containers["-"].energy_joules - 500.0).abs() < 1e-9);
+
+        // A counter that went back (the driver reloaded) adds nothing, then counts on from
+        // there; an idle GPU's energy is split evenly among the processes holding it.
+        let idle = |second: u64, mj: u64| {
+            let mut s = at(
+                second,
+                vec![busy(1, 0, "alice", Some(0)), busy(2, 0, "bob", Some(0))],
+            );
+            s.devices = vec![gpu(0, mj)];
+            s
+        };
+        accounting.record(&idle(3, 10_000));
+        accounting.record(&idle(4, 30_000));
+        assert!(
+            (joules(&accounting, "alice") - 360.0).abs() < 1e-9,
+            "{}",
+            joules(&accounting, "alice")
+        );
+        assert!(
+            (joules(&accounting, "bob") - 160.0).abs() < 1e-9,
+            "{}",
+            joules(&accounting, "bob")
+        );
+
+        // A counter read every few refreshes: its advance goes to who held the GPU over the
+        // time it covers, alice for one second of three and bob for two.
+        let alone = |second: u64, user: &str, mj: u64| {
+            let mut s = at(second, vec![busy(1, 0, user, Some(90))]);
+            s.devices = vec![gpu(0, mj)];
+            s
+        };
+        accounting.record(&alone(5, "alice", 30_000));
+        accounting.record(&alone(6, "bob", 30_000));
+        accounting.record(&alone(7, "bob", 60_000));
+        assert!(
+            (joules(&accounting, "alice") - 370.0).abs() < 1e-9,
+            "{}",
+            joules(&accounting, "alice")
+        );
+        assert!(
+            (joules(&accounting, "bob") - 180.0).abs() < 1e-9,
+            "{}",
+            joules(&accounting, "bob")
+        );
+
+        // Saved and restored with the rest; totals saved before energy was counted read none.
+        let mut restored = Accounting::new(Duration::from_secs(1));
+        restored.restore(&accounting.saved()).unwrap();
+        assert!((restored.users["alice"].energy_joules - 370.0).abs() < 1e-9);
+        let mut older = accounting.saved();
+        older["users"]["alice"]
+            .as_object_mut()
+            .unwrap()
+            .remove("gpu_energy_joules");
+        let mut from_older = Accounting::new(Duration::from_secs(1));
+        from_older.restore(&older).unwrap();
+        assert_eq!(from_older.users["alice"].energy_joules, 0.0);
+        let users = accounting.to_json()["users"].clone();
+        let bob = users
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["user"] == "bob")
+            .unwrap();
+        assert_eq!(bob["gpu_energy_joules"], 180.0);
     }
 
     #[test]

@@ -71,11 +71,13 @@ pub enum Gauge {
     /// Power draw, now and over the window.
     Power,
     FanSpeeds,
+    /// The energy counter: millijoules since the driver loaded.
+    Energy,
 }
 
 impl Gauge {
     /// How many there are (`gauge as usize` is below it).
-    pub const COUNT: usize = 6;
+    pub const COUNT: usize = 7;
 }
 
 /// How much of the machine a reading reads.

@@ -351,6 +351,10 @@ fn device_lines(
         ),
         format!("ECC {}", na(&d.ecc_uncorrected_volatile, u64::to_string)),
         na(&d.memory, |m| format!("reserved {}", human_bytes(m.reserved))),
+        format!(
+            "ENERGY {}",
+            na(&d.energy_mj, |mj| crate::format::human_energy(*mj))
+        ),
     ]);
     // Four columns in: two of indent, then the gap each item is preceded by.
     let mut second = String::from("  ");

@@ -480,17 +480,20 @@ pub fn alerts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> Text
 }
 
 /// Who uses what: per user, then per container, the GPUs and memory they hold now, their
-/// processes, and GPU-time and memory-time since the view started.
+/// processes, and GPU-time, memory-time and energy since the view started.
 pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextGeometry {
     let usage = &app.data.monitor.usage;
+    // The columns every width shows take 75; ENERGY comes where there is room for it too.
+    let energy = area.width >= 75 + 8 + 2;
     let header = |first: &str| {
-        Line::from(Span::styled(
-            format!(
-                "  {first:<24} {:<8} {:>9} {:>5} {:>10} {:>12}",
-                "GPUS", "GPU-MEM", "PROCS", "GPU-TIME", "MEM-TIME"
-            ),
-            theme.header(),
-        ))
+        let mut text = format!(
+            "  {first:<24} {:<8} {:>9} {:>5} {:>10} {:>12}",
+            "GPUS", "GPU-MEM", "PROCS", "GPU-TIME", "MEM-TIME"
+        );
+        if energy {
+            text.push_str(&format!(" {:>7}", "ENERGY"));
+        }
+        Line::from(Span::styled(text, theme.header()))
     };
     let row = |owner: &str, u: &crate::monitor::usage::Usage| {
         let gpus: Vec<String> = u.gpus.iter().map(u32::to_string).collect();
@@ -499,7 +502,7 @@ pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextG
         } else {
             gpus.join(",")
         };
-        let line = Line::from(format!(
+        let mut text = format!(
             "  {:<24} {:<8} {:>9} {:>5} {:>10} {:>12}",
             sanitize(owner).chars().take(24).collect::<String>(),
             gpus.chars().take(8).collect::<String>(),
@@ -510,7 +513,12 @@ pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextG
                 "{:.2} GiB·h",
                 u.memory_byte_seconds / (1u64 << 30) as f64 / 3600.0
             ),
-        ));
+        );
+        if energy {
+            let joules = crate::format::human_energy((u.energy_joules.max(0.0) * 1000.0) as u64);
+            text.push_str(&format!(" {joules:>7}"));
+        }
+        let line = Line::from(text);
         if u.processes == 0 {
             line.style(theme.dim())
         } else {
@@ -518,8 +526,13 @@ pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextG
         }
     };
     let mut lines = vec![Line::from(format!(
-        "Watched for {} since the view started. GPU-TIME counts each GPU holding one of the processes; MEM-TIME is GPU memory held over time.",
-        human_duration(usage.seconds as u64)
+        "Watched for {} since the view started. GPU-TIME counts each GPU holding one of the processes; MEM-TIME is GPU memory held over time{}.",
+        human_duration(usage.seconds as u64),
+        if energy {
+            "; ENERGY is the GPUs' energy, shared among their processes by SM use"
+        } else {
+            ""
+        }
     ))];
     lines.push(Line::from(""));
     lines.push(header("USER"));

@@ -422,6 +422,12 @@ fn app_with_history() -> App {
         let mut s = base.clone();
         let seconds = step * 2;
         s.taken_at = start + std::time::Duration::from_secs(seconds);
+        // The energy counters advance at each GPU's power draw (mW times s is mJ).
+        for d in &mut s.devices {
+            if let (Some(mw), Reading::Value(mj)) = (d.power_usage_mw.get(), &mut d.energy_mj) {
+                *mj += u64::from(mw) * seconds;
+            }
+        }
         let gpu = &mut s.devices[0];
         gpu.temperature = Reading::Value(60 + (30 * seconds / 660) as u32);
         let util = if (seconds / 60) % 2 == 0 { 95.0 } else { 40.0 };
@@ -506,6 +512,12 @@ fn users_screen_accumulates_gpu_time_per_user_and_container() {
     let alice = &app.data.monitor.usage.users["alice"];
     assert!((alice.gpu_seconds - 658.0).abs() < 1e-6, "{}", alice.gpu_seconds);
     assert_eq!(alice.processes, 2);
+    // GPU 0 draws 300 W, all of it alice's processes'.
+    assert!(
+        (alice.energy_joules - 300.0 * 658.0).abs() < 1e-6,
+        "{}",
+        alice.energy_joules
+    );
     assert!((app.data.monitor.usage.containers["docker:3f2a1b9c0d12"].gpu_seconds - 658.0).abs() < 1e-6);
     app.update(Action::Go(Go::Users));
     for (w, h) in [(80, 24), (200, 50)] {

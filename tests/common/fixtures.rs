@@ -33,6 +33,8 @@ pub fn device(index: u32, name: &str, used_gib: u64, util: u32, temp: u32) -> De
     };
     d.power_usage_mw = Reading::Value(300_000 + index * 50_000);
     d.power_limit_mw = Reading::Value(700_000);
+    // About ten days at 300 W since the driver loaded.
+    d.energy_mj = Reading::Value(259_200_000_000 + u64::from(index) * 1_000_000_000);
     d.performance_state = Reading::Value(0);
     d.clocks = Clocks {
         graphics: Reading::Value(1980),

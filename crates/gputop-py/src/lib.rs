@@ -357,6 +357,11 @@ impl Device {
         self.with(py, |d| d.power_limit_mw.get())
     }
 
+    /// Millijoules since the driver loaded, as nvitop; read again alone, as a counter is.
+    fn total_energy_consumption(&self, py: Python<'_>) -> PyResult<Option<u64>> {
+        self.gauge(py, Gauge::Energy, |d| d.energy_mj.get())
+    }
+
     /// Percent; `None` on passively cooled GPUs.
     fn fan_speed(&self, py: Python<'_>) -> PyResult<Option<u32>> {
         self.gauge(py, Gauge::FanSpeeds, |d| d.fan_speed().get())

@@ -131,6 +131,8 @@ pub struct Usage {
     /// Seconds of each GPU it held, summed, while the collector sampled.
     gpu_seconds: f64,
     gpu_memory_byte_seconds: f64,
+    /// Joules of its GPUs' energy, shared among their processes by SM utilization.
+    gpu_energy_joules: f64,
 }
 
 impl From<&UsageFigures> for Usage {
@@ -141,6 +143,7 @@ impl From<&UsageFigures> for Usage {
             processes: u.processes,
             gpu_seconds: u.gpu_seconds,
             gpu_memory_byte_seconds: u.memory_byte_seconds,
+            gpu_energy_joules: u.energy_joules,
         }
     }
 }

@@ -492,7 +492,7 @@ type UsageFamily = (
     &'static str,
     fn(&Usage) -> f64,
 );
-const USAGE_FAMILIES: [UsageFamily; 5] = [
+const USAGE_FAMILIES: [UsageFamily; 6] = [
     (
         "gputop_user_gpus",
         "gputop_container_gpus",
@@ -527,6 +527,13 @@ const USAGE_FAMILIES: [UsageFamily; 5] = [
         "counter",
         "GPU memory held over time since counting began (kept across restarts), in byte-seconds.",
         |u| u.memory_byte_seconds,
+    ),
+    (
+        "gputop_user_gpu_energy_joules_total",
+        "gputop_container_gpu_energy_joules_total",
+        "counter",
+        "GPU energy its processes used since counting began (kept across restarts), in joules: each GPU's energy shared among its processes by SM utilization, evenly when the GPU is idle.",
+        |u| u.energy_joules,
     ),
 ];
 

@@ -633,8 +633,6 @@ impl NvmlSource {
         }
     }
 
-    /// Reads every device and its processes. Means and peaks cover the `window` before each
-    /// metric's newest sample.
     /// Reads one gauge of `device` again; nothing when its GPU has not answered a reading
     /// yet, or it fails now (the failure is the reading).
     pub(crate) fn refresh(&mut self, device: &mut Device, gauge: Gauge, window: Duration) {
@@ -684,6 +682,7 @@ impl NvmlSource {
                 );
             }
             Gauge::FanSpeeds => device.fan_speeds = read_fans(&nvml_device, statics),
+            Gauge::Energy => device.energy_mj = reading(nvml_device.total_energy_consumption()),
         }
         self.activity.clear();
     }

@@ -36,6 +36,7 @@ def test_devices_answer_what_the_command_prints(machine):
         # nvitop's units: milliwatts.
         assert device.power_usage() == round(printed["power_usage_watts"] * 1000)
         assert device.power_limit() == round(printed["power_limit_watts"] * 1000)
+        assert device.total_energy_consumption() == round(printed["energy_joules"] * 1000)
         used, total = printed["memory_used_bytes"], printed["memory_total_bytes"]
         assert device.memory_percent() == round(used * 100 / total, 1)
         assert " / " in device.memory_usage()

@@ -24,7 +24,7 @@ for d in Device.all():
         "device": [d.name(), d.uuid(), d.memory_total(), d.memory_used(), d.memory_free(),
                    d.memory_usage(), d.memory_percent(), d.gpu_utilization(),
                    d.memory_utilization(), d.temperature(), d.power_usage(), d.power_limit(),
-                   d.fan_speed()],
+                   d.fan_speed(), d.total_energy_consumption()],
         "processes": {{str(pid): [p.gpu_memory(), p.gpu_memory_human(), p.username(), p.name(),
                                   p.cmdline()]
                       for pid, p in sorted(d.processes().items())}},
