@@ -9,6 +9,7 @@ pub mod wire;
 
 use std::time::SystemTime;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// One metric as read from the driver or the OS.
@@ -292,8 +293,9 @@ impl ProcessType {
 }
 
 /// What runs a containerised process, as its cgroup path tells.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(rename = "runtime")]
 pub enum Runtime {
     Docker,
     Podman,
@@ -376,7 +378,8 @@ impl Container {
 
 /// A Kubernetes pod's container by name, as the kubelet's PodResources API names the holder
 /// of a device.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "pod_container", deny_unknown_fields)]
 pub struct PodContainer {
     pub namespace: String,
     pub pod: String,
@@ -409,8 +412,9 @@ pub enum PidMapping {
 }
 
 /// Where gputop runs relative to the PID namespace NVML reports PIDs in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[schemars(rename = "pid_namespace")]
 pub enum PidNamespace {
     /// The host's (initial) PID namespace: NVML's PIDs are gputop's.
     #[default]

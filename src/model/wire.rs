@@ -2,13 +2,15 @@
 //! store and the remote view reads back. Units are in the key names; an unknown value is
 //! `null`, whether unsupported or failed (a reading read back from the wire is then "not
 //! supported": the reason a reading failed stays on the machine that read it).
-//! `config/snapshot.schema.json` describes it; [`VERSION`] changes with any change a reader
-//! would notice. A document from outside (a remote node, a recording) is bounded while it is
-//! parsed ([`limits`]) and checked before it becomes a [`Snapshot`].
+//! `config/snapshot.schema.json` is generated from these types ([`json_schema`]);
+//! [`VERSION`] changes with any change a reader would notice. A document from outside (a
+//! remote node, a recording) is bounded while it is parsed ([`limits`]) and checked before it
+//! becomes a [`Snapshot`].
 
 use std::marker::PhantomData;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use schemars::JsonSchema;
 use serde::de::{Error as _, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -76,10 +78,12 @@ fn bounded_or_null<'de, const N: usize, D: Deserializer<'de>, T: Deserialize<'de
 }
 
 /// A snapshot on the wire.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct WireSnapshot {
+    #[schemars(extend("const" = VERSION))]
     pub version: u32,
     /// RFC 3339, UTC, whole seconds.
+    #[schemars(extend("format" = "date-time"))]
     pub timestamp: String,
     pub hostname: String,
     #[serde(default)]
@@ -88,21 +92,23 @@ pub struct WireSnapshot {
     pub cuda_driver_version: Option<String>,
     pub nvml_version: Option<String>,
     #[serde(deserialize_with = "bounded::<{ limits::DEVICES }, _, _>")]
+    #[schemars(length(max = limits::DEVICES))]
     pub devices: Vec<WireDevice>,
     #[serde(deserialize_with = "bounded::<{ limits::PROCESSES }, _, _>")]
+    #[schemars(length(max = limits::PROCESSES))]
     pub processes: Vec<WireProcess>,
     pub host: WireHost,
 }
 
 /// A GPU on the wire.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "device", deny_unknown_fields)]
 pub struct WireDevice {
     pub index: u32,
     pub name: Option<String>,
     pub uuid: Option<String>,
     pub pci_bus_id: Option<String>,
-    /// `ok`, `lost` or `error`.
-    pub status: String,
+    pub status: WireStatus,
     pub status_reason: Option<String>,
     pub utilization_gpu_percent: Option<u32>,
     pub utilization_gpu_mean_percent: Option<f64>,
@@ -122,6 +128,7 @@ pub struct WireDevice {
     /// The first fan's, as nvidia-smi and nvitop show it.
     pub fan_speed_percent: Option<u32>,
     #[serde(default, deserialize_with = "bounded_or_null::<{ limits::SHORT_LIST }, _, _>")]
+    #[schemars(length(max = limits::SHORT_LIST))]
     pub fan_speeds_percent: Option<Vec<u32>>,
     pub power_usage_watts: Option<f64>,
     pub power_usage_mean_watts: Option<f64>,
@@ -155,10 +162,12 @@ pub struct WireDevice {
     pub retired_pages_single_bit: Option<u32>,
     pub retired_pages_double_bit: Option<u32>,
     #[serde(default, deserialize_with = "bounded_or_null::<{ limits::SHORT_LIST }, _, _>")]
+    #[schemars(length(max = limits::SHORT_LIST))]
     pub nvlinks: Option<Vec<WireNvLink>>,
     /// Events per Xid while gputop watched the driver's events, by Xid; `null` when it did
     /// not (a one-shot).
     #[serde(default, deserialize_with = "bounded_or_null::<{ limits::SHORT_LIST }, _, _>")]
+    #[schemars(length(max = limits::SHORT_LIST))]
     pub xid_errors: Option<Vec<WireXidCount>>,
     /// The latest Xid error.
     #[serde(default)]
@@ -170,18 +179,56 @@ pub struct WireDevice {
     pub persistence_mode: Option<bool>,
     pub mig_mode: Option<bool>,
     #[serde(default, deserialize_with = "bounded_or_null::<{ limits::SHORT_LIST }, _, _>")]
+    #[schemars(length(max = limits::SHORT_LIST))]
     pub throttle_reasons: Option<Vec<String>>,
     #[serde(default, deserialize_with = "bounded::<{ limits::MIG_DEVICES }, _, _>")]
+    #[schemars(length(max = limits::MIG_DEVICES))]
     pub mig_devices: Vec<WireMig>,
     /// The pods' containers the kubelet allocated the GPU to (Kubernetes).
     #[serde(default, deserialize_with = "bounded::<{ limits::SHORT_LIST }, _, _>")]
+    #[schemars(length(max = limits::SHORT_LIST))]
     pub pods: Vec<PodContainer>,
     /// Why this GPU's processes could not be listed.
     pub process_list_error: Option<String>,
 }
 
+/// Whether a GPU answers: `ok`, `lost` (fallen off the bus) or `error` (unusable for
+/// another reason); `status_reason` says why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(rename = "status")]
+pub enum WireStatus {
+    Ok,
+    Lost,
+    Error,
+}
+
+/// What a process does on its GPU: compute (`C`), graphics (`G`) or both (`C+G`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "process_type")]
+pub enum WireProcessType {
+    #[serde(rename = "C")]
+    Compute,
+    #[serde(rename = "G")]
+    Graphics,
+    #[serde(rename = "C+G")]
+    ComputeGraphics,
+}
+
+/// How the driver's PID names the process in gputop's own PID namespace: the `same` PID,
+/// `mapped` to `local_pid`, or `unmapped` (`unmapped_reason` says why).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(rename = "pid_mapping")]
+pub enum WirePidMapping {
+    Same,
+    Mapped,
+    Unmapped,
+}
+
 /// A MIG device on the wire.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "mig_device", deny_unknown_fields)]
 pub struct WireMig {
     pub gpu_instance_id: u32,
     pub compute_instance_id: u32,
@@ -193,18 +240,19 @@ pub struct WireMig {
     pub utilization_gpu_percent: Option<u32>,
     /// The pods' containers the kubelet allocated the MIG device to.
     #[serde(default, deserialize_with = "bounded::<{ limits::SHORT_LIST }, _, _>")]
+    #[schemars(length(max = limits::SHORT_LIST))]
     pub pods: Vec<PodContainer>,
 }
 
 /// A process on one GPU, on the wire.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "process", deny_unknown_fields)]
 pub struct WireProcess {
     pub pid: u32,
     pub gpu_index: u32,
     pub gpu_uuid: Option<String>,
-    /// `C`, `G` or `C+G`.
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: WireProcessType,
     pub gpu_memory_bytes: Option<u64>,
     pub sm_percent: Option<u32>,
     pub memory_bandwidth_percent: Option<u32>,
@@ -223,14 +271,14 @@ pub struct WireProcess {
     pub container_pid: Option<u32>,
     /// The PID that names it in gputop's own namespace; `null` when unreachable.
     pub local_pid: Option<u32>,
-    /// `same`, `mapped` or `unmapped`.
-    pub pid_mapping: String,
+    pub pid_mapping: WirePidMapping,
     pub unmapped_reason: Option<String>,
 }
 
 /// A container with the label the CONTAINER column shows. Its fields are spelt out, not
 /// flattened from [`Container`]: serde buffers a flattened object whole, unbounded.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "container", deny_unknown_fields)]
 pub struct WireContainer {
     pub runtime: super::Runtime,
     pub id: String,
@@ -247,7 +295,8 @@ pub struct WireContainer {
 }
 
 /// The host's own load on the wire.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "host", deny_unknown_fields)]
 pub struct WireHost {
     pub cpu_percent: Option<f64>,
     pub memory_total_bytes: Option<u64>,
@@ -256,6 +305,132 @@ pub struct WireHost {
     pub swap_used_bytes: Option<u64>,
     pub load_average: Option<[f64; 3]>,
     pub uptime_seconds: Option<u64>,
+}
+
+/// The `--once --json` and `/snapshot` document: the snapshot's wire form, then the alerts
+/// and the usage accounting. [`json_schema`] is its JSON Schema.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[schemars(
+    title = "gputop snapshot, version 1",
+    description = "What `gputop --once --json` prints and `gputop export` serves at /snapshot. \
+                   Units are in the key names; null is unknown (not supported, or failed).",
+    deny_unknown_fields
+)]
+pub struct WireReport {
+    #[serde(flatten)]
+    pub snapshot: WireSnapshot,
+    /// Pending and firing alerts, most severe first.
+    pub alerts: Vec<WireAlert>,
+    pub usage: WireUsage,
+}
+
+impl WireReport {
+    /// The report without command lines, which may hold secrets.
+    pub fn without_commands(mut self) -> Self {
+        for process in &mut self.snapshot.processes {
+            process.command = None;
+        }
+        self
+    }
+}
+
+/// The JSON Schema of [`WireReport`] (draft 2020-12), as `config/snapshot.schema.json` holds
+/// it.
+pub fn json_schema() -> serde_json::Value {
+    let schema = schemars::generate::SchemaSettings::draft2020_12()
+        .for_serialize()
+        .into_generator()
+        .into_root_schema_for::<WireReport>();
+    schema.to_value()
+}
+
+/// An alert that is pending or firing, on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[schemars(rename = "alert", deny_unknown_fields)]
+pub struct WireAlert {
+    pub rule: String,
+    pub severity: WireSeverity,
+    pub state: WireAlertState,
+    /// `GPU 0`, `PID 4242 on GPU 1` or `host`.
+    pub subject: String,
+    pub gpu_index: Option<u32>,
+    pub pid: Option<u32>,
+    /// Seconds since the epoch when the alert entered its state.
+    pub since: f64,
+    /// The rule's value when last evaluated.
+    pub value: Option<f64>,
+    pub summary: String,
+}
+
+/// An alert rule's severity, as Alertmanager's `severity` label has it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(rename = "severity")]
+pub enum WireSeverity {
+    Info,
+    Warning,
+    Critical,
+}
+
+/// Pending: the condition holds but not yet for the rule's `for` duration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(rename = "alert_state")]
+pub enum WireAlertState {
+    Pending,
+    Firing,
+}
+
+/// GPU use per user and per container over the time gputop has accounted for.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[schemars(rename = "usage", deny_unknown_fields)]
+pub struct WireUsage {
+    /// When accounting began (RFC 3339); `null` before the first snapshot with time in it.
+    #[schemars(extend("format" = "date-time"))]
+    pub since: Option<String>,
+    /// The seconds accounted for.
+    #[schemars(range(min = 0.0))]
+    pub seconds: f64,
+    pub users: Vec<WireUserUsage>,
+    pub containers: Vec<WireContainerUsage>,
+}
+
+/// One user's GPU use.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[schemars(rename = "user_usage", deny_unknown_fields)]
+pub struct WireUserUsage {
+    pub user: String,
+    #[serde(flatten)]
+    pub totals: WireUsageTotals,
+}
+
+/// One container's GPU use.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[schemars(rename = "container_usage", deny_unknown_fields)]
+pub struct WireContainerUsage {
+    pub container: String,
+    #[serde(flatten)]
+    pub totals: WireUsageTotals,
+}
+
+/// What a user or container holds now and has used over the accounted time.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct WireUsageTotals {
+    /// The GPUs its processes hold now.
+    pub gpus: Vec<u32>,
+    /// GPU memory its processes hold now.
+    pub gpu_memory_bytes: u64,
+    /// Its processes on GPUs now (one per process and GPU).
+    pub processes: u64,
+    /// SM share times seconds, summed over its processes.
+    #[schemars(range(min = 0.0))]
+    pub gpu_seconds: f64,
+    /// GPU memory held times seconds.
+    #[schemars(range(min = 0.0))]
+    pub gpu_memory_byte_seconds: f64,
+    /// The GPUs' energy its processes' shares account for.
+    #[schemars(range(min = 0.0))]
+    pub gpu_energy_joules: f64,
 }
 
 /// Two decimals: means and percentages are not more precise than that.
@@ -426,7 +601,6 @@ impl WireDevice {
             ("name", self.name.as_ref()),
             ("uuid", self.uuid.as_ref()),
             ("pci_bus_id", self.pci_bus_id.as_ref()),
-            ("status", Some(&self.status)),
             ("status_reason", self.status_reason.as_ref()),
             ("compute_mode", self.compute_mode.as_ref()),
             ("process_list_error", self.process_list_error.as_ref()),
@@ -543,10 +717,8 @@ impl WireProcess {
         }
         for (field, value) in [
             ("gpu_uuid", self.gpu_uuid.as_ref()),
-            ("type", Some(&self.kind)),
             ("user", self.user.as_ref()),
             ("command", self.command.as_ref()),
-            ("pid_mapping", Some(&self.pid_mapping)),
             ("unmapped_reason", self.unmapped_reason.as_ref()),
         ] {
             text(&place(field), value)?;
@@ -576,9 +748,9 @@ impl WireProcess {
 impl From<&Device> for WireDevice {
     fn from(d: &Device) -> Self {
         let (status, status_reason) = match &d.status {
-            DeviceStatus::Ok => ("ok", None),
-            DeviceStatus::Lost(r) => ("lost", Some(r.clone())),
-            DeviceStatus::Failed(r) => ("error", Some(r.clone())),
+            DeviceStatus::Ok => (WireStatus::Ok, None),
+            DeviceStatus::Lost(r) => (WireStatus::Lost, Some(r.clone())),
+            DeviceStatus::Failed(r) => (WireStatus::Error, Some(r.clone())),
         };
         let memory = put(&d.memory);
         let bar1 = put(&d.bar1);
@@ -590,7 +762,7 @@ impl From<&Device> for WireDevice {
             name: put(&d.name),
             uuid: put(&d.uuid),
             pci_bus_id: put(&d.pci_bus_id),
-            status: status.to_string(),
+            status,
             status_reason,
             utilization_gpu_percent: put(&d.utilization_gpu),
             utilization_gpu_mean_percent: gpu_window.map(|w| round2(w.mean)),
@@ -670,16 +842,19 @@ impl From<&Device> for WireDevice {
 }
 
 /// How many events of one Xid, on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "xid_count", deny_unknown_fields)]
 pub struct WireXidCount {
     pub xid: u32,
     pub count: u64,
 }
 
 /// One Xid error on the wire: its code and when gputop received it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "xid", deny_unknown_fields)]
 pub struct WireXid {
     pub xid: u32,
+    #[schemars(range(max = LATEST_TIME_UNIX_SECONDS))]
     pub time_unix_seconds: u64,
 }
 
@@ -706,7 +881,8 @@ impl From<WireXid> for XidEvent {
 }
 
 /// One NVLink on the wire.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "nvlink", deny_unknown_fields)]
 pub struct WireNvLink {
     pub link: u32,
     pub active: bool,
@@ -745,10 +921,10 @@ impl From<WireNvLink> for NvLink {
 impl From<WireDevice> for Device {
     fn from(d: WireDevice) -> Self {
         let reason = d.status_reason.clone().unwrap_or_default();
-        let status = match d.status.as_str() {
-            "ok" => DeviceStatus::Ok,
-            "lost" => DeviceStatus::Lost(reason),
-            _ => DeviceStatus::Failed(reason),
+        let status = match d.status {
+            WireStatus::Ok => DeviceStatus::Ok,
+            WireStatus::Lost => DeviceStatus::Lost(reason),
+            WireStatus::Error => DeviceStatus::Failed(reason),
         };
         // The wire does not carry how many driver samples a window held.
         let window = |mean: Option<f64>, peak: Option<f64>, scale: f64| {
@@ -902,15 +1078,19 @@ impl From<&GpuProcess> for WireProcess {
     fn from(p: &GpuProcess) -> Self {
         let h = &p.host;
         let (pid_mapping, unmapped_reason) = match &h.mapping {
-            PidMapping::Same => ("same", None),
-            PidMapping::Mapped { .. } => ("mapped", None),
-            PidMapping::Unmapped { reason } => ("unmapped", Some(reason.clone())),
+            PidMapping::Same => (WirePidMapping::Same, None),
+            PidMapping::Mapped { .. } => (WirePidMapping::Mapped, None),
+            PidMapping::Unmapped { reason } => (WirePidMapping::Unmapped, Some(reason.clone())),
         };
         Self {
             pid: p.pid,
             gpu_index: p.gpu_index,
             gpu_uuid: put(&p.gpu_uuid),
-            kind: p.kind.label().to_string(),
+            kind: match p.kind {
+                ProcessType::Compute => WireProcessType::Compute,
+                ProcessType::Graphics => WireProcessType::Graphics,
+                ProcessType::ComputeGraphics => WireProcessType::ComputeGraphics,
+            },
             gpu_memory_bytes: put(&p.gpu_memory_bytes),
             sm_percent: put(&p.sm_percent),
             memory_bandwidth_percent: put(&p.memory_bandwidth_percent),
@@ -934,7 +1114,7 @@ impl From<&GpuProcess> for WireProcess {
             }),
             container_pid: h.namespace_pid,
             local_pid: p.local_pid(),
-            pid_mapping: pid_mapping.to_string(),
+            pid_mapping,
             unmapped_reason,
         }
     }
@@ -942,19 +1122,19 @@ impl From<&GpuProcess> for WireProcess {
 
 impl From<WireProcess> for GpuProcess {
     fn from(p: WireProcess) -> Self {
-        let kind = match p.kind.as_str() {
-            "G" => ProcessType::Graphics,
-            "C+G" => ProcessType::ComputeGraphics,
-            _ => ProcessType::Compute,
+        let kind = match p.kind {
+            WireProcessType::Compute => ProcessType::Compute,
+            WireProcessType::Graphics => ProcessType::Graphics,
+            WireProcessType::ComputeGraphics => ProcessType::ComputeGraphics,
         };
-        let mapping = match p.pid_mapping.as_str() {
-            "mapped" => p
+        let mapping = match p.pid_mapping {
+            WirePidMapping::Mapped => p
                 .local_pid
                 .map_or(PidMapping::Same, |local_pid| PidMapping::Mapped { local_pid }),
-            "unmapped" => PidMapping::Unmapped {
+            WirePidMapping::Unmapped => PidMapping::Unmapped {
                 reason: p.unmapped_reason.unwrap_or_default(),
             },
-            _ => PidMapping::Same,
+            WirePidMapping::Same => PidMapping::Same,
         };
         let mig = p
             .gpu_instance_id
@@ -1035,6 +1215,24 @@ mod tests {
 
     use super::*;
     use crate::model::testing;
+
+    /// The committed schema is the one the wire types generate. After a change to them:
+    /// `GPUTOP_UPDATE_SCHEMA=1 cargo test --lib schema`, then review the file's diff.
+    #[test]
+    fn the_committed_schema_is_the_generated_one() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/snapshot.schema.json");
+        let generated = serde_json::to_string_pretty(&json_schema()).unwrap() + "\n";
+        if std::env::var_os("GPUTOP_UPDATE_SCHEMA").is_some() {
+            std::fs::write(&path, &generated).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            committed == generated,
+            "{} is not what the wire types generate; run GPUTOP_UPDATE_SCHEMA=1 cargo test --lib \
+             schema and review the diff",
+            path.display()
+        );
+    }
 
     fn device() -> Device {
         let mut d = Device::unavailable(1, DeviceStatus::Ok, "not read");

@@ -15,6 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
+use crate::model::wire::{WireContainerUsage, WireUsage, WireUsageTotals, WireUserUsage};
 use crate::model::{Container, GpuProcess, Snapshot};
 
 /// Longest gap between snapshots, in refresh intervals, that still counts.
@@ -423,29 +424,33 @@ impl Accounting {
     }
 
     /// The `usage` object of the JSON report.
-    pub fn to_json(&self) -> Value {
-        let rows = |table: &BTreeMap<String, Usage>, key: &str| {
-            Self::ranked(table)
-                .into_iter()
-                .map(|(owner, u)| {
-                    json!({
-                        key: owner,
-                        "gpus": u.gpus,
-                        "gpu_memory_bytes": u.memory_bytes,
-                        "processes": u.processes,
-                        "gpu_seconds": (u.gpu_seconds * 1000.0).round() / 1000.0,
-                        "gpu_memory_byte_seconds": u.memory_byte_seconds.round(),
-                        "gpu_energy_joules": (u.energy_joules * 1000.0).round() / 1000.0,
-                    })
-                })
-                .collect::<Vec<_>>()
+    pub fn to_wire(&self) -> WireUsage {
+        let totals = |u: &Usage| WireUsageTotals {
+            gpus: u.gpus.iter().copied().collect(),
+            gpu_memory_bytes: u.memory_bytes,
+            processes: u.processes as u64,
+            gpu_seconds: (u.gpu_seconds * 1000.0).round() / 1000.0,
+            gpu_memory_byte_seconds: u.memory_byte_seconds.round(),
+            gpu_energy_joules: (u.energy_joules * 1000.0).round() / 1000.0,
         };
-        json!({
-            "since": self.since.map(crate::format::rfc3339),
-            "seconds": (self.seconds * 1000.0).round() / 1000.0,
-            "users": rows(&self.users, "user"),
-            "containers": rows(&self.containers, "container"),
-        })
+        WireUsage {
+            since: self.since.map(crate::format::rfc3339),
+            seconds: (self.seconds * 1000.0).round() / 1000.0,
+            users: Self::ranked(&self.users)
+                .into_iter()
+                .map(|(user, u)| WireUserUsage {
+                    user: user.clone(),
+                    totals: totals(u),
+                })
+                .collect(),
+            containers: Self::ranked(&self.containers)
+                .into_iter()
+                .map(|(container, u)| WireContainerUsage {
+                    container: container.clone(),
+                    totals: totals(u),
+                })
+                .collect(),
+        }
     }
 }
 
@@ -683,7 +688,7 @@ mod tests {
         let mut from_older = Accounting::new(Duration::from_secs(1));
         from_older.restore(&older).unwrap();
         assert_eq!(from_older.users["alice"].energy_joules, 0.0);
-        let users = accounting.to_json()["users"].clone();
+        let users = serde_json::to_value(accounting.to_wire()).unwrap()["users"].clone();
         let bob = users
             .as_array()
             .unwrap()

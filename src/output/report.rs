@@ -4,11 +4,8 @@
 //! Pure functions from a snapshot to text. Unknown values print as `N/A` (text) or `null`
 //! (JSON); text from processes is escaped so it can never drive the terminal.
 
-use serde::Serialize;
-use serde_json::Value;
-
 use crate::format::{human_bytes, human_duration, rfc3339, sanitize, table};
-use crate::model::wire::WireSnapshot;
+use crate::model::wire::{WireReport, WireSnapshot};
 use crate::model::{Device, DeviceStatus, GpuProcess, Reading, Snapshot, Window};
 use crate::monitor::alerts::Active;
 
@@ -237,37 +234,16 @@ pub fn list(snapshot: &Snapshot) -> String {
         .collect()
 }
 
-/// The `--once --json` and `/snapshot` document (schema in README.md): the snapshot's wire
-/// form, then the alerts and the usage. Serialized as it stands, without building a JSON
-/// value tree first.
-#[derive(Debug, Serialize)]
-pub struct JsonReport {
-    #[serde(flatten)]
-    snapshot: WireSnapshot,
-    alerts: Vec<Value>,
-    usage: Value,
-}
-
-impl JsonReport {
-    /// The report without command lines, which may hold secrets.
-    pub fn without_commands(mut self) -> Self {
-        for process in &mut self.snapshot.processes {
-            process.command = None;
-        }
-        self
-    }
-}
-
 /// The document for `snapshot`; `usage` covers the time gputop has run (one snapshot for
 /// `--once`: no time yet).
 pub fn json_report(
     snapshot: &Snapshot,
     alerts: &[Active],
     usage: &crate::monitor::usage::Accounting,
-) -> JsonReport {
-    JsonReport {
+) -> WireReport {
+    WireReport {
         snapshot: WireSnapshot::from(snapshot),
-        alerts: alerts.iter().map(Active::to_json).collect(),
-        usage: usage.to_json(),
+        alerts: alerts.iter().map(Active::to_wire).collect(),
+        usage: usage.to_wire(),
     }
 }

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde_json::{Value, json};
 
 use crate::format::sanitize;
+use crate::model::wire::{WireAlert, WireAlertState, WireSeverity};
 use crate::model::{ProcessKey, Snapshot};
 use crate::monitor::history::{DeviceMetric, History};
 use rules::{Function, Metric, Rule, Severity};
@@ -111,23 +112,33 @@ pub struct Active {
 }
 
 impl Active {
-    pub fn to_json(&self) -> Value {
-        let (gpu, pid) = match self.subject {
+    /// The alert as the JSON report lists it.
+    pub fn to_wire(&self) -> WireAlert {
+        let (gpu_index, pid) = match self.subject {
             Subject::Device(index) => (Some(index), None),
             Subject::Process(key) => (Some(key.gpu_index), Some(key.pid)),
             Subject::Host => (None, None),
         };
-        json!({
-            "rule": sanitize(&self.rule),
-            "severity": self.severity.label(),
-            "state": self.phase.label(),
-            "subject": self.subject.label(),
-            "gpu_index": gpu,
-            "pid": pid,
-            "since": self.since,
-            "value": self.value.map(|v| (v * 100.0).round() / 100.0),
-            "summary": sanitize(&self.summary),
-        })
+        WireAlert {
+            rule: sanitize(&self.rule),
+            severity: match self.severity {
+                Severity::Info => WireSeverity::Info,
+                Severity::Warning => WireSeverity::Warning,
+                Severity::Critical => WireSeverity::Critical,
+            },
+            // [`Engine::active`] keeps only the pending and the firing.
+            state: if self.phase == Phase::Pending {
+                WireAlertState::Pending
+            } else {
+                WireAlertState::Firing
+            },
+            subject: self.subject.label(),
+            gpu_index,
+            pid,
+            since: self.since,
+            value: self.value.map(|v| (v * 100.0).round() / 100.0),
+            summary: sanitize(&self.summary),
+        }
     }
 }
 
