@@ -447,3 +447,47 @@ fn history_memory_stays_bounded_over_hours_with_processes_coming_and_going() {
     assert!(sizes[3] < 1 << 20, "{sizes:?}");
     assert!(engine.log().len() <= gputop::monitor::alerts::LOG_LENGTH);
 }
+
+/// A one-shot's snapshot goes through the same engine: a mean is taken as the one reading
+/// and says so, a `for` duration keeps its alert pending and says why, a rule that needs a
+/// span of readings has no data, and a reading under the threshold raises nothing.
+#[test]
+fn a_one_shot_is_judged_by_the_same_engine_and_says_what_it_could_not_see() {
+    let temp = Metric::Device(DeviceMetric::Temperature);
+    let named = |name: &str, rule: Rule| Rule {
+        name: name.into(),
+        ..rule
+    };
+    let rules = vec![
+        named("hot_mean", rule(temp, Function::Mean, 80.0, 75.0, 30.0, 0.0)),
+        named("hot_for", rule(temp, Function::Last, 80.0, 75.0, 30.0, 60.0)),
+        named("hot_range", rule(temp, Function::Range, 1.0, 0.0, 30.0, 0.0)),
+        named("very_hot", rule(temp, Function::Last, 95.0, 90.0, 30.0, 0.0)),
+    ];
+    let settings = HistorySettings {
+        retention_time: 86_400,
+        sample_interval: 10,
+    };
+    let mut history = History::new(&settings, 1.0);
+    history.record(&machine(1, Some(84), 50, 10.0, None));
+    let mut engine = Engine::new(rules);
+    engine.evaluate_once(&history);
+    let active = engine.active();
+    let names: Vec<&str> = active.iter().map(|a| a.rule.as_str()).collect();
+    assert_eq!(names, ["hot_mean", "hot_for"], "{active:#?}");
+    assert_eq!(active[0].phase, Phase::Firing);
+    assert_eq!(active[0].value, Some(84.0));
+    assert!(
+        active[0].summary.ends_with("; one reading, not a 30 s mean"),
+        "{}",
+        active[0].summary
+    );
+    assert_eq!(active[1].phase, Phase::Pending);
+    assert!(
+        active[1]
+            .summary
+            .ends_with("; pending: one snapshot cannot show the 1 min `for` duration"),
+        "{}",
+        active[1].summary
+    );
+}

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::model::Snapshot;
 use alerts::rules::AlertSettings;
-use alerts::{Engine, Transition};
+use alerts::{Active, Engine, Transition};
 use clock_events::ClockEvents;
 use history::{History, HistorySettings};
 use usage::Accounting;
@@ -41,6 +41,16 @@ impl Monitor {
             clock_events: ClockEvents::new(Duration::from_secs_f64(refresh)),
             settings: (history.clone(), alert.clone(), refresh),
         }
+    }
+
+    /// The alerts one snapshot alone shows, for a one-shot: the snapshot taken into history,
+    /// then judged by the same engine as a running monitor's, on that one reading
+    /// ([`Engine::evaluate_once`]).
+    pub fn alerts_once(&mut self, snapshot: &Snapshot) -> Vec<Active> {
+        self.history.record(snapshot);
+        self.alerts.note_xids(snapshot);
+        self.alerts.evaluate_once(&self.history);
+        self.alerts.active()
     }
 
     /// Takes one snapshot into history and usage, then judges the alert rules over the

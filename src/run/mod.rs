@@ -19,6 +19,7 @@ use crate::cli::{CaptureArgs, Cli, Command, RecordArgs, ReplayArgs, ValidateArgs
 use crate::collector::{Collector, collect_once};
 use crate::config::{self, ConfigError, Effective, Settings};
 use crate::format::sanitize;
+use crate::monitor::Monitor;
 use crate::monitor::alerts::{self, sink::Sink};
 use crate::output::record::{Limits, Recorder};
 use crate::output::report;
@@ -169,11 +170,21 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
     }
     if cli.once || cli.json || !std::io::stdout().is_terminal() {
         let snapshot = selection.apply(&one_snapshot(cli, interval)?);
-        // One snapshot: only level rules without a duration can be judged.
-        let alerts = alerts::instant(&effective.settings.alert.effective_rules(), &snapshot);
+        let alerts = one_shot_alerts(&effective.settings, &snapshot);
         return emit(&once_report(&snapshot, &alerts, cli.json, &effective)?);
     }
     interactive_view(cli, &effective, env)
+}
+
+/// The alerts of a one-shot's snapshot, judged by the same engine as the viewer's and the
+/// exporter's, on its one reading.
+fn one_shot_alerts(settings: &Settings, snapshot: &crate::model::Snapshot) -> Vec<alerts::Active> {
+    Monitor::new(
+        &settings.history,
+        &settings.alert,
+        settings.display.refresh_interval,
+    )
+    .alerts_once(snapshot)
 }
 
 /// How long a one-shot waits for NVML to open and answer: a driver without persistence
@@ -423,7 +434,7 @@ fn run_replay(
         let snapshot = cli
             .selection(env("CUDA_VISIBLE_DEVICES").as_deref())
             .apply(&recording.frame(index).map_err(Failure::Message)?);
-        let alerts = alerts::instant(&effective.settings.alert.effective_rules(), &snapshot);
+        let alerts = one_shot_alerts(&effective.settings, &snapshot);
         return emit(&once_report(&snapshot, &alerts, args.json, effective)?);
     }
     // History expects snapshots at the recording's own interval.

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde_json::{Value, json};
 
-use crate::format::sanitize;
+use crate::format::{sanitize, seconds_text};
 use crate::model::wire::{WireAlert, WireAlertState, WireSeverity};
 use crate::model::{ProcessKey, Snapshot};
 use crate::monitor::history::{DeviceMetric, History};
@@ -153,6 +153,8 @@ pub struct Engine {
     /// Per GPU, its latest critical Xid in the latest snapshot: what an Xid rule's summary
     /// names (the rule itself judges counts).
     latest_xids: BTreeMap<u32, u32>,
+    /// Whether the latest judgement was [`Engine::evaluate_once`]'s, on one reading.
+    one_reading: bool,
 }
 
 impl Engine {
@@ -163,6 +165,7 @@ impl Engine {
             states: BTreeMap::new(),
             log: VecDeque::new(),
             latest_xids: BTreeMap::new(),
+            one_reading: false,
         }
     }
 
@@ -182,9 +185,23 @@ impl Engine {
     /// Evaluates every rule at the history's latest time; returns the transitions worth
     /// logging (firing, resolved, and no data where an alert was firing).
     pub fn evaluate(&mut self, history: &History) -> Vec<Transition> {
+        self.judge(history, false)
+    }
+
+    /// Judges every rule once on the history's latest reading alone, for a one-shot
+    /// (`--once`, `--json`, a replayed frame): a mean, minimum or maximum over a window is
+    /// taken as that one reading, a rule that needs a span of readings (increase, range) has
+    /// no data, and a `for` duration cannot pass, so its alert stays pending. [`Engine::active`]
+    /// says so in each alert's summary.
+    pub fn evaluate_once(&mut self, history: &History) -> Vec<Transition> {
+        self.judge(history, true)
+    }
+
+    fn judge(&mut self, history: &History, one_reading: bool) -> Vec<Transition> {
         let Some(now) = history.now() else {
             return Vec::new();
         };
+        self.one_reading = one_reading;
         let mut out = Vec::new();
         for (index, rule) in self.rules.iter().enumerate() {
             // A mean or an increase over a long window changes slowly: it is judged every
@@ -199,7 +216,12 @@ impl Engine {
             }
             self.evaluated[index] = now;
             for (subject, series, admitted) in subjects(rule, history) {
-                let value = series.map_or(Err(0.0), |s| rule.evaluate(s, now));
+                let value = match series {
+                    None => Err(0.0),
+                    Some(_) if one_reading && rule.function.needs_history() => Err(0.0),
+                    Some(s) if one_reading => s.window(now - rule.window, now).map(|a| a.last).ok_or(0.0),
+                    Some(s) => rule.evaluate(s, now),
+                };
                 let state = self.states.entry((index, subject)).or_insert(State {
                     phase: Phase::Inactive,
                     since: now,
@@ -261,12 +283,18 @@ impl Engine {
                     phase: state.phase,
                     since: state.since,
                     value: state.value,
-                    summary: summary(
-                        rule,
-                        *subject,
-                        state.value,
-                        self.latest_xids.get(&subject_gpu(*subject)).copied(),
-                    ),
+                    summary: {
+                        let mut text = summary(
+                            rule,
+                            *subject,
+                            state.value,
+                            self.latest_xids.get(&subject_gpu(*subject)).copied(),
+                        );
+                        if self.one_reading {
+                            text.push_str(&one_reading_note(rule, state.phase));
+                        }
+                        text
+                    },
                 }
             })
             .collect();
@@ -443,62 +471,24 @@ pub fn summary(rule: &Rule, subject: Subject, value: Option<f64>, xid: Option<u3
     format!("{}: {what} ({condition}{now})", subject.label())
 }
 
-/// "GPU 0: GPU hotter than 80 °C (now 84.0 °C; threshold 80 °C)": one reading, no window.
-fn instant_summary(rule: &Rule, subject: Subject, value: f64) -> String {
-    let what = rule
-        .summary
-        .clone()
-        .unwrap_or_else(|| rule.name.replace('_', " "));
-    let unit = rule.metric.unit();
-    format!(
-        "{}: {what} (now {value:.1}{unit}; threshold {} {}{unit})",
-        subject.label(),
-        rule.comparison.symbol(),
-        crate::format::trim_number(rule.threshold)
-    )
-}
-
-/// Alerts judged from one snapshot, for `--once`: level rules without a `for` duration,
-/// compared with the current reading. Rules that need a span of history are left out.
-pub fn instant(rules: &[Rule], snapshot: &Snapshot) -> Vec<Active> {
-    let at = crate::monitor::history::timestamp(snapshot);
-    let mut out = Vec::new();
-    for rule in rules
-        .iter()
-        .filter(|r| !r.function.needs_history() && r.for_seconds == 0.0)
-    {
-        let mut judge = |subject: Subject, value: Option<f64>| {
-            if let Some(v) = value.filter(|v| rule.holds(*v, false)) {
-                out.push(Active {
-                    rule: rule.name.clone(),
-                    severity: rule.severity,
-                    subject,
-                    phase: Phase::Firing,
-                    since: at,
-                    value: Some(v),
-                    summary: instant_summary(rule, subject, v),
-                });
-            }
-        };
-        match rule.metric {
-            Metric::Device(metric) => {
-                for device in &snapshot.devices {
-                    let occupied = snapshot.processes.iter().any(|p| p.gpu_index == device.index);
-                    if rule.holders.admits(occupied) {
-                        judge(Subject::Device(device.index), metric.read(device));
-                    }
-                }
-            }
-            Metric::Process(metric) => {
-                for process in &snapshot.processes {
-                    judge(Subject::Process(ProcessKey::of(process)), metric.read(process));
-                }
-            }
-            Metric::Host(metric) => judge(Subject::Host, metric.read(snapshot)),
-        }
+/// What a one-shot's alert could not see: the window its rule means, or the `for` duration
+/// that keeps it pending.
+fn one_reading_note(rule: &Rule, phase: Phase) -> String {
+    let mut note = String::new();
+    if rule.function != Function::Last {
+        note.push_str(&format!(
+            "; one reading, not a {} {}",
+            seconds_text(rule.window),
+            rule.function.name().replace('_', " ")
+        ));
     }
-    out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.subject.cmp(&b.subject)));
-    out
+    if phase == Phase::Pending {
+        note.push_str(&format!(
+            "; pending: one snapshot cannot show the {} `for` duration",
+            seconds_text(rule.for_seconds)
+        ));
+    }
+    note
 }
 
 #[cfg(test)]
