@@ -288,14 +288,24 @@ impl App {
         let Some(snapshot) = &self.data.snapshot else {
             return Vec::new();
         };
-        let query = Query::parse(&self.view.filter).unwrap_or_default();
-        let mut rows: Vec<&GpuProcess> = snapshot
-            .processes
-            .iter()
-            .filter(|p| self.view.selection.shows_process(p, &snapshot.devices) && query.matches(p))
-            .collect();
-        order::by_key(&mut rows, self.view.sort, self.view.reverse);
-        rows
+        self.view.rows.iter().map(|&i| &snapshot.processes[i]).collect()
+    }
+
+    /// Filters and sorts the rows again: after a new snapshot, a new sort or a new filter.
+    fn arrange_rows(&mut self) {
+        let mut rows = std::mem::take(&mut self.view.rows);
+        rows.clear();
+        if let Some(snapshot) = &self.data.snapshot {
+            let query = Query::parse(&self.view.filter).unwrap_or_default();
+            let processes = &snapshot.processes;
+            rows.extend((0..processes.len()).filter(|&i| {
+                let p = &processes[i];
+                self.view.selection.shows_process(p, &snapshot.devices) && query.matches(p)
+            }));
+            let (key, reverse) = (self.view.sort, self.view.reverse);
+            rows.sort_by(|&a, &b| order::compare(&processes[a], &processes[b], key, reverse));
+        }
+        self.view.rows = rows;
     }
 
     /// The identities of the rows on screen, in order.
@@ -406,6 +416,7 @@ impl App {
         let pids: BTreeSet<u32> = snapshot.processes.iter().map(|p| p.pid).collect();
         self.view.tagged.retain(|pid| pids.contains(pid));
         self.data.snapshot = Some(snapshot);
+        self.arrange_rows();
         let keys = self.row_keys();
         if let Some(index) = self.selected_position(&keys) {
             self.keep_visible(index);
@@ -640,6 +651,7 @@ impl App {
                 self.view.filter_error = None;
             }
         }
+        self.arrange_rows();
     }
 
     /// Tagging processes and the signal confirmation.

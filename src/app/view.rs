@@ -68,6 +68,9 @@ pub struct View {
     /// `o`/`O` was pressed: the next key picks the sort key (reversed when `true`).
     pub sort_prefix: Option<bool>,
     pub filter: String,
+    /// The process rows on screen, filtered and sorted: positions in the snapshot's process
+    /// list, arranged again only when the snapshot, the sort or the filter changes.
+    pub(super) rows: Vec<usize>,
     pub filter_editing: bool,
     pub filter_error: Option<String>,
     pub selected: Option<ProcessKey>,
@@ -111,6 +114,7 @@ impl View {
             reverse: false,
             sort_prefix: None,
             filter: String::new(),
+            rows: Vec::new(),
             filter_editing: false,
             filter_error: None,
             selected: None,

@@ -104,41 +104,42 @@ fn by_option<T: PartialOrd>(a: Option<T>, b: Option<T>, descending: bool) -> Ord
 
 /// Sorts by `key`; `reverse` flips the key's default direction. Ties: GPU index, then PID.
 pub fn by_key(processes: &mut [&GpuProcess], key: SortKey, reverse: bool) {
+    processes.sort_by(|a, b| compare(a, b, key, reverse));
+}
+
+/// The order of two processes by `key` ([`by_key`]'s).
+pub fn compare(a: &GpuProcess, b: &GpuProcess, key: SortKey, reverse: bool) -> Ordering {
     let descending = key.descending_by_default() != reverse;
-    processes.sort_by(|a, b| {
-        let primary = match key {
-            SortKey::Natural => {
-                let order = (a.gpu_index, a.pid).cmp(&(b.gpu_index, b.pid));
-                if descending { order.reverse() } else { order }
-            }
-            SortKey::Pid => by_option(Some(a.pid), Some(b.pid), descending),
-            SortKey::User => by_option(a.host.user.value(), b.host.user.value(), descending),
-            SortKey::Container => by_option(
-                a.host.container.as_ref().map(|c| c.label()),
-                b.host.container.as_ref().map(|c| c.label()),
-                descending,
-            ),
-            SortKey::GpuMemory => by_option(a.gpu_memory_bytes.get(), b.gpu_memory_bytes.get(), descending),
-            SortKey::Sm => by_option(a.sm_percent.get(), b.sm_percent.get(), descending),
-            SortKey::MemoryBandwidth => by_option(
-                a.memory_bandwidth_percent.get(),
-                b.memory_bandwidth_percent.get(),
-                descending,
-            ),
-            SortKey::Cpu => by_option(a.host.cpu_percent.get(), b.host.cpu_percent.get(), descending),
-            SortKey::HostMemory => {
-                by_option(a.host.memory_bytes.get(), b.host.memory_bytes.get(), descending)
-            }
-            SortKey::Time => by_option(
-                a.host.running_seconds.get(),
-                b.host.running_seconds.get(),
-                descending,
-            ),
-        };
-        primary
-            .then(a.gpu_index.cmp(&b.gpu_index))
-            .then(a.pid.cmp(&b.pid))
-    });
+    let primary = match key {
+        SortKey::Natural => {
+            let order = (a.gpu_index, a.pid).cmp(&(b.gpu_index, b.pid));
+            if descending { order.reverse() } else { order }
+        }
+        SortKey::Pid => by_option(Some(a.pid), Some(b.pid), descending),
+        SortKey::User => by_option(a.host.user.value(), b.host.user.value(), descending),
+        SortKey::Container => by_option(
+            a.host.container.as_ref().map(|c| c.label()),
+            b.host.container.as_ref().map(|c| c.label()),
+            descending,
+        ),
+        SortKey::GpuMemory => by_option(a.gpu_memory_bytes.get(), b.gpu_memory_bytes.get(), descending),
+        SortKey::Sm => by_option(a.sm_percent.get(), b.sm_percent.get(), descending),
+        SortKey::MemoryBandwidth => by_option(
+            a.memory_bandwidth_percent.get(),
+            b.memory_bandwidth_percent.get(),
+            descending,
+        ),
+        SortKey::Cpu => by_option(a.host.cpu_percent.get(), b.host.cpu_percent.get(), descending),
+        SortKey::HostMemory => by_option(a.host.memory_bytes.get(), b.host.memory_bytes.get(), descending),
+        SortKey::Time => by_option(
+            a.host.running_seconds.get(),
+            b.host.running_seconds.get(),
+            descending,
+        ),
+    };
+    primary
+        .then(a.gpu_index.cmp(&b.gpu_index))
+        .then(a.pid.cmp(&b.pid))
 }
 
 /// Largest GPU memory first; unknown memory last; ties by GPU index, then PID.
