@@ -14,7 +14,7 @@ use std::time::SystemTime;
 use serde_json::{Map, Value, json};
 
 use super::Snapshot;
-use super::wire::WireSnapshot;
+use super::wire::{WireError, WireSnapshot};
 use crate::format::sanitize;
 
 /// The recording format's version (the header's `gputop_recording`): 2 since frames hold
@@ -59,8 +59,19 @@ fn keyed_process(process: &Value) -> String {
     )
 }
 
+/// Why a stored frame is not a snapshot.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// Not the wire form's shape: a key of the wrong type, a list too long.
+    #[error("{0}")]
+    Shape(#[from] serde_json::Error),
+    /// The wire form's shape, with a value out of range.
+    #[error(transparent)]
+    Value(#[from] WireError),
+}
+
 /// The snapshot back from its stored form, taken at `taken_at` (the frame's time).
-pub fn from_stored(stored: &Value, taken_at: SystemTime) -> Result<Snapshot, String> {
+pub fn from_stored(stored: &Value, taken_at: SystemTime) -> Result<Snapshot, FrameError> {
     let mut value = stored.clone();
     if let Some(object) = value.as_object_mut() {
         for field in ["devices", "processes"] {
@@ -74,8 +85,8 @@ pub fn from_stored(stored: &Value, taken_at: SystemTime) -> Result<Snapshot, Str
             }
         }
     }
-    let wire: WireSnapshot = serde_json::from_value(value).map_err(|e| e.to_string())?;
-    wire.into_snapshot(taken_at)
+    let wire: WireSnapshot = serde_json::from_value(value)?;
+    Ok(wire.into_snapshot(taken_at)?)
 }
 
 fn sanitize_strings(value: &mut Value) {

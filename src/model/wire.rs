@@ -38,6 +38,40 @@ pub mod limits {
     pub const TEXT_BYTES: usize = 65_536;
 }
 
+/// A value of a document from outside that gputop does not accept, and its place in the
+/// document: `devices[0].utilization_gpu_percent: 140 is over 100`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{place}: {problem}")]
+pub struct WireError {
+    /// Where the value is: `devices[0].index`, `processes[3].command`, `host.cpu_percent`.
+    pub place: String,
+    pub problem: Problem,
+}
+
+/// What is wrong with a value ([`WireError`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Problem {
+    #[error("a string of {bytes} bytes (at most {max})", max = limits::TEXT_BYTES)]
+    TooLong { bytes: usize },
+    #[error("{value} is over {max}")]
+    OverMax { value: f64, max: f64 },
+    #[error("{0} is not a count or a measure")]
+    NotAMeasure(f64),
+    #[error("{0} is not a GPU index (0 to {max})", max = limits::DEVICES - 1)]
+    NotAGpuIndex(u32),
+    #[error("GPU {0} is listed twice")]
+    ListedTwice(u32),
+    #[error("{0} is not a time between 1970 and 9999")]
+    NotATime(u64),
+}
+
+fn refuse<T>(place: &str, problem: Problem) -> Result<T, WireError> {
+    Err(WireError {
+        place: place.to_string(),
+        problem,
+    })
+}
+
 /// A list of at most `N` items, refused at item `N + 1` while parsing.
 pub fn bounded<'de, const N: usize, D: Deserializer<'de>, T: Deserialize<'de>>(
     deserializer: D,
@@ -492,7 +526,7 @@ impl WireSnapshot {
     /// The snapshot again, taken at `taken_at` (the wire's timestamp has whole seconds
     /// only; a recording keeps its frames' own times, a remote view its arrival time), once
     /// [`WireSnapshot::check`] has found every value in range.
-    pub fn into_snapshot(self, taken_at: SystemTime) -> Result<Snapshot, String> {
+    pub fn into_snapshot(self, taken_at: SystemTime) -> Result<Snapshot, WireError> {
         self.check()?;
         let mut processes: Vec<GpuProcess> = self.processes.into_iter().map(GpuProcess::from).collect();
         super::order::by_gpu_memory(&mut processes);
@@ -515,7 +549,7 @@ impl WireSnapshot {
     /// GPU indexes unique and under [`limits::DEVICES`], percentages at most 100 (a fan's
     /// at most 200: some boards report over 100), temperatures at most 1000 °C, numbers
     /// with a fraction finite and not negative, strings at most [`limits::TEXT_BYTES`].
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), WireError> {
         for (place, value) in [
             ("timestamp", Some(&self.timestamp)),
             ("hostname", Some(&self.hostname)),
@@ -530,15 +564,10 @@ impl WireSnapshot {
             let place = |field: &str| format!("devices[{i}].{field}");
             let index = d.index as usize;
             if index >= limits::DEVICES {
-                return Err(format!(
-                    "{}: {} is not a GPU index (0 to {})",
-                    place("index"),
-                    d.index,
-                    limits::DEVICES - 1
-                ));
+                return refuse(&place("index"), Problem::NotAGpuIndex(d.index));
             }
             if std::mem::replace(&mut seen[index], true) {
-                return Err(format!("{}: GPU {} is listed twice", place("index"), d.index));
+                return refuse(&place("index"), Problem::ListedTwice(d.index));
             }
             d.check(&place)?;
         }
@@ -555,7 +584,7 @@ impl WireSnapshot {
 }
 
 /// A pod's names, each a string of at most [`limits::TEXT_BYTES`].
-fn pod_names(place: &str, names: &PodContainer) -> Result<(), String> {
+fn pod_names(place: &str, names: &PodContainer) -> Result<(), WireError> {
     for (field, value) in [
         ("namespace", &names.namespace),
         ("pod", &names.pod),
@@ -567,36 +596,40 @@ fn pod_names(place: &str, names: &PodContainer) -> Result<(), String> {
 }
 
 /// A string of at most [`limits::TEXT_BYTES`].
-fn text(place: &str, value: Option<&String>) -> Result<(), String> {
+fn text(place: &str, value: Option<&String>) -> Result<(), WireError> {
     match value {
-        Some(text) if text.len() > limits::TEXT_BYTES => Err(format!(
-            "{place}: a string of {} bytes (at most {})",
-            text.len(),
-            limits::TEXT_BYTES
-        )),
+        Some(text) if text.len() > limits::TEXT_BYTES => {
+            refuse(place, Problem::TooLong { bytes: text.len() })
+        }
         _ => Ok(()),
     }
 }
 
 /// A whole number of at most `max`.
-fn at_most(place: &str, value: Option<u32>, max: u32) -> Result<(), String> {
+fn at_most(place: &str, value: Option<u32>, max: u32) -> Result<(), WireError> {
     match value {
-        Some(v) if v > max => Err(format!("{place}: {v} is over {max}")),
+        Some(v) if v > max => refuse(
+            place,
+            Problem::OverMax {
+                value: f64::from(v),
+                max: f64::from(max),
+            },
+        ),
         _ => Ok(()),
     }
 }
 
 /// A number with a fraction: finite, not negative, at most `max`.
-fn fraction(place: &str, value: Option<f64>, max: f64) -> Result<(), String> {
+fn fraction(place: &str, value: Option<f64>, max: f64) -> Result<(), WireError> {
     match value {
-        Some(v) if !v.is_finite() || v < 0.0 => Err(format!("{place}: {v} is not a count or a measure")),
-        Some(v) if v > max => Err(format!("{place}: {v} is over {max}")),
+        Some(v) if !v.is_finite() || v < 0.0 => refuse(place, Problem::NotAMeasure(v)),
+        Some(v) if v > max => refuse(place, Problem::OverMax { value: v, max }),
         _ => Ok(()),
     }
 }
 
 impl WireDevice {
-    fn check(&self, place: &dyn Fn(&str) -> String) -> Result<(), String> {
+    fn check(&self, place: &dyn Fn(&str) -> String) -> Result<(), WireError> {
         for (field, value) in [
             ("name", self.name.as_ref()),
             ("uuid", self.uuid.as_ref()),
@@ -620,11 +653,10 @@ impl WireDevice {
             if let Some(xid) = xid
                 && xid.time_unix_seconds > LATEST_TIME_UNIX_SECONDS
             {
-                return Err(format!(
-                    "{}: {} is not a time between 1970 and 9999",
-                    place(&format!("{field}.time_unix_seconds")),
-                    xid.time_unix_seconds
-                ));
+                return refuse(
+                    &place(&format!("{field}.time_unix_seconds")),
+                    Problem::NotATime(xid.time_unix_seconds),
+                );
             }
         }
         for (field, value, max) in [
@@ -706,14 +738,9 @@ impl WireDevice {
 }
 
 impl WireProcess {
-    fn check(&self, place: &dyn Fn(&str) -> String) -> Result<(), String> {
+    fn check(&self, place: &dyn Fn(&str) -> String) -> Result<(), WireError> {
         if self.gpu_index as usize >= limits::DEVICES {
-            return Err(format!(
-                "{}: {} is not a GPU index (0 to {})",
-                place("gpu_index"),
-                self.gpu_index,
-                limits::DEVICES - 1
-            ));
+            return refuse(&place("gpu_index"), Problem::NotAGpuIndex(self.gpu_index));
         }
         for (field, value) in [
             ("gpu_uuid", self.gpu_uuid.as_ref()),
@@ -1345,7 +1372,7 @@ mod tests {
         assert!(wire.clone().into_snapshot(UNIX_EPOCH).is_ok());
         wire.devices[0].utilization_gpu_percent = Some(4_000);
         assert_eq!(
-            wire.clone().check().unwrap_err(),
+            wire.clone().check().unwrap_err().to_string(),
             "devices[0].utilization_gpu_percent: 4000 is over 100"
         );
         wire.devices[0].utilization_gpu_percent = Some(40);
@@ -1353,6 +1380,7 @@ mod tests {
         assert!(
             wire.check()
                 .unwrap_err()
+                .to_string()
                 .starts_with("devices[0].power_usage_watts: -1")
         );
         wire.devices[0].power_usage_watts = None;
@@ -1360,11 +1388,12 @@ mod tests {
         assert!(
             wire.check()
                 .unwrap_err()
+                .to_string()
                 .starts_with("hostname: a string of 65537 bytes")
         );
         wire.hostname = "h".into();
         wire.devices.push(wire.devices[0].clone());
-        assert!(wire.check().unwrap_err().contains("is listed twice"));
+        assert!(wire.check().unwrap_err().to_string().contains("is listed twice"));
         let too_many = format!(
             "{{\"version\":1,\"timestamp\":\"\",\"hostname\":\"h\",\"driver_version\":null,\
              \"cuda_driver_version\":null,\"nvml_version\":null,\"host\":{{}},\"processes\":[],\

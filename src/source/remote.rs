@@ -195,7 +195,12 @@ pub fn fetch(node: &Node) -> Result<(Snapshot, usize), String> {
         serde_json::from_slice(body).map_err(|e| format!("not a gputop snapshot: {e}"))?;
     let firing = alerts.alerts.iter().filter(|a| a.state == "firing").count();
     // The reason is shown sanitized, as everything from outside, where it is drawn.
-    Ok((snapshot.into_snapshot(SystemTime::now())?, firing))
+    Ok((
+        snapshot
+            .into_snapshot(SystemTime::now())
+            .map_err(|e| e.to_string())?,
+        firing,
+    ))
 }
 
 /// Most alerts read of a node's `/snapshot`.

@@ -113,7 +113,7 @@ impl Recording {
                         // bad frames says why at once.
                         if let Err(why) = record::from_stored(whole, frame_time(t)) {
                             key = None;
-                            self.skip(&path, number, &why);
+                            self.skip(&path, number, &why.to_string());
                             continue;
                         }
                         key = Some(self.frames.len());
@@ -194,7 +194,7 @@ impl Recording {
                 record::apply(&mut state, patch);
             }
             if at == wanted.offset {
-                return record::from_stored(&state, frame_time(wanted.t));
+                return record::from_stored(&state, frame_time(wanted.t)).map_err(|e| e.to_string());
             }
         }
     }
