@@ -623,12 +623,14 @@ impl App {
                     self.view.sort.previous()
                 };
                 self.view.reverse = false;
+                self.arrange_rows();
                 self.view.status = Some(format!("Sorted by {}", self.view.sort.name()));
             }
             Arrange::SortPrefix { reverse } => self.view.sort_prefix = Some(reverse),
             Arrange::SortBy { key, reverse } => {
                 self.view.sort = key;
                 self.view.reverse = reverse;
+                self.arrange_rows();
                 self.view.status = Some(format!(
                     "Sorted by {}{}",
                     key.name(),
@@ -649,9 +651,9 @@ impl App {
                 self.view.filter.clear();
                 self.view.filter_editing = false;
                 self.view.filter_error = None;
+                self.arrange_rows();
             }
         }
-        self.arrange_rows();
     }
 
     /// Tagging processes and the signal confirmation.
@@ -779,6 +781,7 @@ impl App {
 
     fn check_filter(&mut self) {
         self.view.filter_error = Query::parse(&self.view.filter).err();
+        self.arrange_rows();
         let keys = self.row_keys();
         self.view.scroll = 0;
         match self.selected_position(&keys) {

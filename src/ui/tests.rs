@@ -342,6 +342,22 @@ fn styles_mark_load_selection_other_users_and_lost_gpus() {
     );
 }
 
+/// The rows are arranged again before the filter's effects on the selection are judged: a
+/// filter that hides the selected process drops the selection.
+#[test]
+fn a_filter_that_hides_the_selected_process_drops_the_selection() {
+    let mut app = app();
+    app.update(Action::Move(Move::Down)); // the first row: alice's 4101
+    app.update(Action::Move(Move::Down)); // bob's 5200, second by GPU memory
+    assert_eq!(app.selected_process().map(|p| p.pid), Some(5200));
+    // One key: `y` matches alice's two python3 commands, not bob's.
+    app.update(Action::Arrange(Arrange::StartFilter));
+    app.update(Action::Arrange(Arrange::FilterInput('y')));
+    let pids: Vec<u32> = app.rows().iter().map(|p| p.pid).collect();
+    assert_eq!(pids, [4101, 4102]);
+    assert_eq!(app.view.selected, None);
+}
+
 #[test]
 fn the_selection_follows_its_process_across_refreshes_and_re_sorts() {
     let mut app = app();
