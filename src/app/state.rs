@@ -6,6 +6,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use crate::app::alert_marks::AlertMarks;
 use crate::app::filter::Selection;
 use crate::app::query::Query;
 use crate::config::Settings;
@@ -241,6 +242,8 @@ pub struct Observed {
     pub snapshot: Option<Arc<Snapshot>>,
     /// History, alerts and GPU use per user and container since the view started.
     pub monitor: Monitor,
+    /// The monitor's alerts as the screen marks them, taken after each snapshot.
+    pub alert_marks: AlertMarks,
     /// Set while playing a recording.
     pub replay: Option<ReplayStatus>,
     /// Set in the remote view: every node's latest state.
@@ -273,6 +276,7 @@ impl App {
             data: Observed {
                 snapshot: None,
                 monitor,
+                alert_marks: AlertMarks::default(),
                 replay: None,
                 cluster: None,
                 process_table: Vec::new(),
@@ -413,6 +417,7 @@ impl App {
     /// alert transitions it caused.
     fn accept_snapshot(&mut self, snapshot: Arc<Snapshot>) -> Vec<Transition> {
         let transitions = self.data.monitor.ingest(&snapshot);
+        self.data.alert_marks = AlertMarks::of(&self.data.monitor.alerts);
         let pids: BTreeSet<u32> = snapshot.processes.iter().map(|p| p.pid).collect();
         self.view.tagged.retain(|pid| pids.contains(pid));
         self.data.snapshot = Some(snapshot);
@@ -777,6 +782,7 @@ impl App {
 
     fn restart_history(&mut self) {
         self.data.monitor.restart();
+        self.data.alert_marks = AlertMarks::default();
     }
 
     fn check_filter(&mut self) {

@@ -23,9 +23,8 @@ use crate::format::trim_number;
 use crate::format::{age, human_bytes, human_duration, sanitize};
 use crate::model::order::SortKey;
 use crate::model::{Device, DeviceStatus, GpuProcess, PidNamespace, Reading, Snapshot};
-use crate::monitor::alerts::rules::{Comparison, Metric, Severity};
+use crate::monitor::alerts::rules::Severity;
 use crate::monitor::alerts::{Active, Phase, Subject};
-use crate::monitor::history::DeviceMetric;
 use theme::{Load, Theme};
 
 /// Below this the screen shows a notice instead of the panels.
@@ -162,7 +161,8 @@ fn header_line(snapshot: &Snapshot, app: &App, theme: &Theme) -> Line<'static> {
         ));
         spans.push(Span::raw(" "));
     }
-    let counts = app.data.monitor.alerts.firing_counts();
+    let marks = &app.data.alert_marks;
+    let counts = marks.firing_counts;
     if counts.iter().any(|c| *c > 0) {
         spans.push(Span::raw(" alerts:"));
         for severity in Severity::ALL.into_iter().rev() {
@@ -177,16 +177,15 @@ fn header_line(snapshot: &Snapshot, app: &App, theme: &Theme) -> Line<'static> {
         }
         spans.push(Span::raw(" "));
     }
-    let pending = app.data.monitor.alerts.pending_count();
+    let pending = marks.pending;
     if pending > 0 {
         spans.push(Span::styled(format!(" {pending} pending "), theme.alert()));
     }
     // A GPU whose Xid rule fires: the Xid, and how long before this snapshot it came.
     for d in &snapshot.devices {
-        let alerts = &app.data.monitor.alerts;
-        let xid_rule_fires = alerts
-            .firing_rules(&Subject::Device(d.index))
-            .any(|rule| rule.metric == Metric::Device(DeviceMetric::CriticalXids));
+        let xid_rule_fires = marks
+            .of_subject(&Subject::Device(d.index))
+            .is_some_and(|m| m.critical_xid);
         if let (true, Some(event)) = (xid_rule_fires, d.xid_errors.value().and_then(|x| x.last_critical)) {
             let ago = snapshot
                 .taken_at
@@ -235,15 +234,10 @@ fn device_lines(
     // Marks come from the alert engine: `!` while a rule about a reading above its threshold
     // fires for this GPU (an idle GPU's alerts colour only its index), and the temperature
     // in red while a temperature rule fires.
-    let subject = Subject::Device(d.index);
-    let alerts = &app.data.monitor.alerts;
-    let over = alerts
-        .firing_rules(&subject)
-        .any(|rule| rule.comparison == Comparison::Above);
+    let marks = app.data.alert_marks.of_subject(&Subject::Device(d.index));
+    let over = marks.is_some_and(|m| m.above);
     let mark = if over { "!" } else { " " };
-    let over_temp = alerts
-        .firing_rules(&subject)
-        .any(|rule| rule.metric == Metric::Device(DeviceMetric::Temperature));
+    let over_temp = marks.is_some_and(|m| m.temperature);
     let mem_style = mem_pct.map_or(Style::new(), |p| {
         theme.load(Load::of(p, display.memory_low, display.memory_high))
     });
@@ -268,12 +262,7 @@ fn device_lines(
         (None, None) => "  N/A".into(),
     };
     // A GPU with a firing alert: its index in the alert's colours.
-    let index_style = app
-        .data
-        .monitor
-        .alerts
-        .severity_of(&subject)
-        .map_or(Style::new(), |severity| theme.severity(severity));
+    let index_style = marks.map_or(Style::new(), |m| theme.severity(m.severity));
     // What the first line leaves out goes to the second.
     let first = {
         let name = if layout.name_width < 22 {
@@ -735,13 +724,12 @@ fn main_screen(
         if my_uid.is_some() && p.host.uid.get() != my_uid {
             style = style.patch(theme.dim());
         }
-        if let Some(severity) = app
+        if let Some(marks) = app
             .data
-            .monitor
-            .alerts
-            .severity_of(&Subject::Process(ProcessKey::of(p)))
+            .alert_marks
+            .of_subject(&Subject::Process(ProcessKey::of(p)))
         {
-            style = style.patch(theme.severity(severity));
+            style = style.patch(theme.severity(marks.severity));
         }
         if app.view.tagged.contains(&p.pid) {
             style = style.patch(theme.tagged());
@@ -802,12 +790,11 @@ fn main_screen(
 
 /// Firing alerts, most severe first: at most three lines (one on short terminals).
 fn alert_panel(app: &App, theme: &Theme, height: u16) -> Vec<Line<'static>> {
-    let firing: Vec<Active> = app
+    let firing: Vec<&Active> = app
         .data
-        .monitor
-        .alerts
-        .active()
-        .into_iter()
+        .alert_marks
+        .active
+        .iter()
         .filter(|a| a.phase == Phase::Firing)
         .collect();
     let room = if height >= 30 { 3 } else { 1 };

@@ -419,11 +419,11 @@ pub fn alerts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> Text
     let now = app.data.monitor.history.now().unwrap_or(0.0);
     let ago = |at: f64| format!("{} ago", human_duration((now - at).max(0.0) as u64));
     let mut lines = vec![Line::from(Span::styled("Active", theme.header()))];
-    let active = app.data.monitor.alerts.active();
+    let active = &app.data.alert_marks.active;
     if active.is_empty() {
         lines.push(Line::from("  none"));
     }
-    for alert in &active {
+    for alert in active {
         lines.push(Line::from(vec![
             Span::styled(
                 format!("  {:<8}", alert.severity.label().to_uppercase()),

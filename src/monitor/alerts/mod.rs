@@ -331,6 +331,14 @@ impl Engine {
         })
     }
 
+    /// Every firing (rule, subject) pair.
+    pub fn firing(&self) -> impl Iterator<Item = (&Rule, Subject)> + '_ {
+        self.states
+            .iter()
+            .filter(|(_, state)| state.phase == Phase::Firing)
+            .map(|((index, subject), _)| (&self.rules[*index], *subject))
+    }
+
     /// The most severe firing alert about `subject`.
     pub fn severity_of(&self, subject: &Subject) -> Option<Severity> {
         self.firing_rules(subject).map(|rule| rule.severity).max()
