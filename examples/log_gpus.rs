@@ -30,7 +30,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             return Err("no snapshot in 10 s: the driver is not answering".into());
         };
         monitor.ingest(&snapshot);
-        let now = monitor.history.now().unwrap_or_default();
+        let now = monitor.history().now().unwrap_or_default();
         for device in &snapshot.devices {
             let memory = device.memory.get().map_or("N/A".into(), |m| {
                 format!("{} of {} MiB", m.used >> 20, m.total >> 20)
@@ -40,7 +40,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                 .get()
                 .map_or("N/A".into(), |u| format!("{u}%"));
             let mean = monitor
-                .history
+                .history()
                 .device(device.index, DeviceMetric::Utilization)
                 .and_then(|series| series.window(now - 30.0, now))
                 .map_or("N/A".into(), |w| format!("{:.0}%", w.mean));

@@ -417,7 +417,7 @@ impl App {
     /// alert transitions it caused.
     fn accept_snapshot(&mut self, snapshot: Arc<Snapshot>) -> Vec<Transition> {
         let transitions = self.data.monitor.ingest(&snapshot);
-        self.data.alert_marks = AlertMarks::of(&self.data.monitor.alerts);
+        self.data.alert_marks = AlertMarks::of(self.data.monitor.alerts());
         let pids: BTreeSet<u32> = snapshot.processes.iter().map(|p| p.pid).collect();
         self.view.tagged.retain(|pid| pids.contains(pid));
         self.data.snapshot = Some(snapshot);
@@ -540,7 +540,7 @@ impl App {
                 }
             }
             Go::ChartDevice(delta) => {
-                let count = self.data.monitor.history.device_count().max(1) as i64;
+                let count = self.data.monitor.history().device_count().max(1) as i64;
                 self.view.chart_device =
                     (i64::from(self.view.chart_device) + i64::from(delta)).rem_euclid(count) as u32;
             }

@@ -23,10 +23,10 @@ use usage::Accounting;
 /// and in one order.
 #[derive(Debug, Clone)]
 pub struct Monitor {
-    pub history: History,
-    pub alerts: Engine,
-    pub usage: Accounting,
-    pub clock_events: ClockEvents,
+    history: History,
+    alerts: Engine,
+    usage: Accounting,
+    clock_events: ClockEvents,
     /// What a restart starts again from.
     settings: (HistorySettings, AlertSettings, f64),
 }
@@ -61,6 +61,32 @@ impl Monitor {
         self.clock_events.record(snapshot);
         self.alerts.note_xids(snapshot);
         self.alerts.evaluate(&self.history)
+    }
+
+    /// Each metric's readings over time.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// The alert rules and where each (rule, subject) stands.
+    pub fn alerts(&self) -> &Engine {
+        &self.alerts
+    }
+
+    /// GPU use per user and per container.
+    pub fn usage(&self) -> &Accounting {
+        &self.usage
+    }
+
+    /// Adds totals saved by an earlier run ([`Accounting::saved`]) to the usage; refused
+    /// whole when any of it is out of range.
+    pub fn restore_usage(&mut self, saved: &serde_json::Value) -> Result<(), String> {
+        self.usage.restore(saved)
+    }
+
+    /// Clock-event reasons over time.
+    pub fn clock_events(&self) -> &ClockEvents {
+        &self.clock_events
     }
 
     /// Forgets everything (a replay that moved backwards).

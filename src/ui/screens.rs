@@ -298,7 +298,7 @@ pub fn details(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
         ),
     ];
     let rows = Layout::vertical([Constraint::Ratio(1, 3); 3]).split(charts);
-    let to = app.data.monitor.history.now().unwrap_or(0.0);
+    let to = app.data.monitor.history().now().unwrap_or(0.0);
     let from = to - CHART_SPANS[0];
     for ((metric, title, now, unit, top), row) in series.into_iter().zip(rows.iter()) {
         // Memory in GiB: MiB figures of a large GPU do not fit the axis.
@@ -310,7 +310,7 @@ pub fn details(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
         let points: Vec<(f64, Option<f64>)> = app
             .data
             .monitor
-            .history
+            .history()
             .process(&key, metric)
             .map(|s| s.points_since(from))
             .unwrap_or_default()
@@ -362,7 +362,7 @@ pub fn charts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     let outer = block(&title, theme);
     let inner = outer.inner(area);
     Widget::render(outer, area, buffer);
-    let to = app.data.monitor.history.now().unwrap_or(0.0);
+    let to = app.data.monitor.history().now().unwrap_or(0.0);
     let from = to - span;
     let power_limit = device
         .and_then(|d| d.power_limit_mw.get())
@@ -396,7 +396,7 @@ pub fn charts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
         } else {
             row
         };
-        let series = app.data.monitor.history.device(index, metric);
+        let series = app.data.monitor.history().device(index, metric);
         let points = series.map(|s| s.points_since(from)).unwrap_or_default();
         let stats = series.and_then(|s| s.window(from, to)).map_or_else(
             || "no data".to_string(),
@@ -416,7 +416,7 @@ pub fn charts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
 
 /// Active alerts, the log of transitions (newest first) and the rules in force.
 pub fn alerts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextGeometry {
-    let now = app.data.monitor.history.now().unwrap_or(0.0);
+    let now = app.data.monitor.history().now().unwrap_or(0.0);
     let ago = |at: f64| format!("{} ago", human_duration((now - at).max(0.0) as u64));
     let mut lines = vec![Line::from(Span::styled("Active", theme.header()))];
     let active = &app.data.alert_marks.active;
@@ -439,10 +439,10 @@ pub fn alerts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> Text
     }
     lines.push(Line::from(""));
     lines.push(Line::from(Span::styled("Log (newest first)", theme.header())));
-    if app.data.monitor.alerts.log().is_empty() {
+    if app.data.monitor.alerts().log().is_empty() {
         lines.push(Line::from("  nothing yet"));
     }
-    for t in app.data.monitor.alerts.log().iter().rev() {
+    for t in app.data.monitor.alerts().log().iter().rev() {
         lines.push(Line::from(vec![
             Span::styled(
                 format!("  {:<8}", t.severity.label().to_uppercase()),
@@ -459,7 +459,7 @@ pub fn alerts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> Text
     }
     lines.push(Line::from(""));
     lines.push(Line::from(Span::styled("Rules in force", theme.header())));
-    for rule in app.data.monitor.alerts.rules() {
+    for rule in app.data.monitor.alerts().rules() {
         lines.push(Line::from(format!(
             "  {:<8} {:<26} {} {}",
             rule.severity.label(),
@@ -482,7 +482,7 @@ pub fn alerts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> Text
 /// Who uses what: per user, then per container, the GPUs and memory they hold now, their
 /// processes, and GPU-time, memory-time and energy since the view started.
 pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextGeometry {
-    let usage = &app.data.monitor.usage;
+    let usage = &app.data.monitor.usage();
     // The columns every width shows take 75; ENERGY comes where there is room for it too.
     let energy = area.width >= 75 + 8 + 2;
     let header = |first: &str| {

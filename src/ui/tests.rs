@@ -470,7 +470,7 @@ fn charts_alerts_and_the_alert_panel() {
     let firing: Vec<String> = app
         .data
         .monitor
-        .alerts
+        .alerts()
         .active()
         .iter()
         .map(|a| a.rule.clone())
@@ -525,7 +525,7 @@ fn charts_alerts_and_the_alert_panel() {
 fn users_screen_accumulates_gpu_time_per_user_and_container() {
     let mut app = app_with_history();
     // 330 snapshots 2 s apart: 658 s. alice holds GPU 0 throughout; bob GPU 1, in Docker.
-    let alice = &app.data.monitor.usage.users["alice"];
+    let alice = &app.data.monitor.usage().users["alice"];
     assert!((alice.gpu_seconds - 658.0).abs() < 1e-6, "{}", alice.gpu_seconds);
     assert_eq!(alice.processes, 2);
     // GPU 0 draws 300 W, all of it alice's processes'.
@@ -534,7 +534,7 @@ fn users_screen_accumulates_gpu_time_per_user_and_container() {
         "{}",
         alice.energy_joules
     );
-    assert!((app.data.monitor.usage.containers["docker:3f2a1b9c0d12"].gpu_seconds - 658.0).abs() < 1e-6);
+    assert!((app.data.monitor.usage().containers["docker:3f2a1b9c0d12"].gpu_seconds - 658.0).abs() < 1e-6);
     app.update(Action::Go(Go::Users));
     for (w, h) in [(80, 24), (200, 50)] {
         insta::assert_snapshot!(format!("users_{w}x{h}"), render(&mut app, &DARK, w, h));

@@ -99,7 +99,7 @@ pub fn run(
     };
     let mut state = match state_path {
         Some(path) => {
-            let (state, problem) = usage_state::UsageState::open(path, &mut monitor.usage)?;
+            let (state, problem) = usage_state::UsageState::open(path, &mut monitor)?;
             if let Some(problem) = problem {
                 eprintln!("gputop export: {problem}");
             }
@@ -158,7 +158,7 @@ pub fn run(
             let transitions = monitor.ingest(&snapshot);
             let stop = stopping.load(Ordering::SeqCst);
             if let Some(state) = state.as_mut().filter(|s| stop || s.due())
-                && let Err(problem) = state.save(&monitor.usage)
+                && let Err(problem) = state.save(monitor.usage())
             {
                 eprintln!("gputop export: {}", crate::format::sanitize(&problem));
             }

@@ -64,9 +64,9 @@ impl SnapshotPages {
     pub fn new(snapshot: Arc<Snapshot>, monitor: &Monitor, options: Options) -> Self {
         Self {
             snapshot,
-            alerts: monitor.alerts.active(),
-            usage: monitor.usage.clone(),
-            clock_events: monitor.clock_events.clone(),
+            alerts: monitor.alerts().active(),
+            usage: monitor.usage().clone(),
+            clock_events: monitor.clock_events().clone(),
             options,
             metrics: OnceLock::new(),
             json: OnceLock::new(),

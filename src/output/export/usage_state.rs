@@ -14,6 +14,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::monitor::Monitor;
 use crate::monitor::usage::Accounting;
 
 /// How often the totals are written while the exporter runs.
@@ -94,18 +95,18 @@ fn lock(path: &Path) -> Result<File, String> {
 }
 
 impl UsageState {
-    /// Locks the totals at `path` for this exporter and adds those saved there to
-    /// `accounting`. `Err`: another exporter holds them, or the lock could not be made. The
+    /// Locks the totals at `path` for this exporter and adds those saved there to the
+    /// `monitor`'s usage. `Err`: another exporter holds them, or the lock could not be made. The
     /// message beside `Ok`, if any, says what was wrong with the file and where it was set
     /// aside.
-    pub fn open(path: PathBuf, accounting: &mut Accounting) -> Result<(Self, Option<String>), String> {
+    pub fn open(path: PathBuf, monitor: &mut Monitor) -> Result<(Self, Option<String>), String> {
         let lock = lock(&path)?;
         let problem = match crate::files::read_text(&path, MAX_BYTES) {
             Err(_) if !path.exists() => None,
             Err(e) => Some(e),
             Ok(text) => serde_json::from_str(&text)
                 .map_err(|e| e.to_string())
-                .and_then(|saved| accounting.restore(&saved))
+                .and_then(|saved| monitor.restore_usage(&saved))
                 .err(),
         };
         let message = problem.map(|problem| {
