@@ -1,18 +1,18 @@
 //! Micro-benchmarks of gputop's own work, without a terminal: building a snapshot through the
 //! NVML path (on the simulator), sorting and filtering 10 000 processes, and rendering a
-//! 200x50 frame of them. `cargo bench --bench core --features internals` prints medians (the
+//! 200x50 frame of them. `cargo bench --bench core` prints medians (the
 //! feature makes the view public to this benchmark); nothing here asserts time.
 
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use gputop::app::filter::Selection;
-use gputop::app::state::{Action, App, Received};
 use gputop::config::Settings;
 use gputop::model::*;
 use gputop::source::nvml::NvmlSource;
-use gputop::ui::{self, theme::Theme};
+use gputop_program::app::filter::Selection;
+use gputop_program::app::state::{Action, App, Received};
+use gputop_program::ui::{self, theme::Theme};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 

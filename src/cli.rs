@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::app::filter::{DeviceSpec, Selection, parse_device_list};
-use crate::config::CliOverrides;
+use gputop::config::CliOverrides;
 
 /// An interactive viewer for NVIDIA GPUs and the processes using them.
 ///
@@ -222,7 +222,7 @@ fn positive(text: &str) -> Result<f64, String> {
 /// `--interval`: the range `display.refresh_interval` allows, checked where the flag is read
 /// so that a bad value is a usage error like any other.
 fn interval(text: &str) -> Result<f64, String> {
-    let key = crate::config::schema::find("display", "refresh_interval").expect("a key of the schema");
+    let key = gputop::config::schema::find("display", "refresh_interval").expect("a key of the schema");
     let number: f64 = text
         .parse()
         .map_err(|_| "expected a number of seconds from 0.1 to 3600")?;
@@ -263,9 +263,9 @@ fn listen_address(text: &str) -> Result<String, String> {
     }
 }
 
-/// A size as [`crate::format::parse_size`] reads it: "64M", "512K", "1GiB", "2GB" or bytes.
+/// A size as [`gputop::format::parse_size`] reads it: "64M", "512K", "1GiB", "2GB" or bytes.
 fn size(text: &str) -> Result<u64, String> {
-    let bytes = crate::format::parse_size(text).ok_or_else(|| {
+    let bytes = gputop::format::parse_size(text).ok_or_else(|| {
         "expected a size in bytes, or with K, M or G (binary) or KB, MB or GB (decimal), such as 64M"
             .to_string()
     })?;

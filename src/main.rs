@@ -1,5 +1,5 @@
-//! The `gputop` binary: everything is in the library's `program_main`.
+//! The `gputop` binary: everything is in the program's `program_main`.
 
 fn main() {
-    gputop::program_main();
+    gputop_program::program_main();
 }

@@ -6,8 +6,25 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+/// The two source trees: the library's (`crates/core/src`, imported as `gputop`) and the
+/// program's (`src`). Their top-level modules have distinct names.
+fn roots() -> [PathBuf; 2] {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    [root.join("crates/core/src"), root.join("src")]
+}
+
+/// Every `.rs` file of both trees.
+fn sources() -> Vec<PathBuf> {
+    roots().iter().flat_map(|root| files(root)).collect()
+}
+
+/// `path` relative to its tree's `src/`.
+fn relative(path: &Path) -> PathBuf {
+    roots()
+        .iter()
+        .find_map(|root| path.strip_prefix(root).ok())
+        .unwrap()
+        .to_path_buf()
 }
 
 /// Every `.rs` file under `dir`.
@@ -28,7 +45,7 @@ fn files(dir: &Path) -> Vec<PathBuf> {
 /// A file's text without its unit tests: `#[cfg(test)] mod tests` runs to the file's end, or
 /// is a file of its own (`tests.rs`, or under `src/tests/`).
 fn code(path: &Path) -> String {
-    let relative = path.strip_prefix(src()).unwrap();
+    let relative = relative(path);
     if relative.starts_with("tests") || relative.ends_with("tests.rs") {
         return String::new();
     }
@@ -41,7 +58,7 @@ fn code(path: &Path) -> String {
 
 /// The top-level module a file belongs to: `src/source/nvml/raw.rs` is `source`.
 fn top_module(path: &Path) -> String {
-    let relative = path.strip_prefix(src()).unwrap();
+    let relative = relative(path);
     let first = relative
         .components()
         .next()
@@ -54,15 +71,20 @@ fn top_module(path: &Path) -> String {
 /// Each top-level module and the top-level modules its code names (`crate::NAME`).
 fn imports() -> BTreeMap<String, BTreeSet<String>> {
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for path in files(&src()) {
+    for path in sources() {
         let module = top_module(&path);
         if module == "lib" || module == "main" || module == "tests" {
             continue;
         }
         let text = code(&path);
         let named = graph.entry(module.clone()).or_default();
-        for (at, _) in text.match_indices("crate::") {
-            let name: String = text[at + 7..]
+        // `crate::NAME` within a tree; `gputop::NAME`, the program naming the library's.
+        let named_at = text
+            .match_indices("crate::")
+            .map(|(at, _)| at + 7)
+            .chain(text.match_indices("gputop::").map(|(at, _)| at + 8));
+        for at in named_at {
+            let name: String = text[at..]
                 .chars()
                 .take_while(|c| c.is_ascii_lowercase() || *c == '_')
                 .collect();
@@ -113,15 +135,15 @@ fn top_level_modules_form_no_import_cycle() {
     assert_eq!(model, ["format"], "the model imports {model:?}");
 }
 
-/// The files, relative to `src/`, whose code contains any of `needles`.
+/// The files, relative to their tree's `src/`, whose code contains any of `needles`.
 fn files_naming(needles: &[&str]) -> Vec<String> {
-    files(&src())
+    sources()
         .into_iter()
         .filter(|path| {
             let text = code(path);
             needles.iter().any(|n| text.contains(n))
         })
-        .map(|path| path.strip_prefix(src()).unwrap().display().to_string())
+        .map(|path| relative(&path).display().to_string())
         .collect()
 }
 
@@ -159,7 +181,7 @@ fn view_state_and_drawing_do_no_io_and_read_no_clock() {
 
 #[test]
 fn every_module_says_what_it_is() {
-    for path in files(&src()) {
+    for path in sources() {
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with("//! "), "{} has no //! header", path.display());
     }

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::monitor::alerts::rules::{Comparison, Metric, Severity};
-use crate::monitor::alerts::{Active, Engine, Subject};
-use crate::monitor::history::DeviceMetric;
+use gputop::monitor::alerts::rules::{Comparison, Metric, Severity};
+use gputop::monitor::alerts::{Active, Engine, Subject};
+use gputop::monitor::history::DeviceMetric;
 
 /// The alerts as the screen marks them.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -6,7 +6,7 @@
 //! `MIG-GPU-<uuid>/<gpu instance>/<compute instance>`. As CUDA does, the list ends at the
 //! first entry that names no device (or more than one).
 
-use crate::model::{Device, GpuProcess, MigId, Snapshot};
+use gputop::model::{Device, GpuProcess, MigId, Snapshot};
 
 /// One entry of a device list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,7 +184,7 @@ impl Selection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{DeviceStatus, MigDevice, ProcessType, Reading, testing};
+    use gputop::model::{DeviceStatus, MigDevice, ProcessType, Reading, testing};
 
     fn process(pid: u32, gpu: u32, kind: ProcessType, user: &str) -> GpuProcess {
         GpuProcess {

@@ -5,8 +5,8 @@ use ratatui_crossterm::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::app::state::{Action, App, Arrange, Go, Move, Signal, Signalling};
 use crate::app::view::{LayoutMode, Screen};
-use crate::model::order::SortKey;
-use crate::source::replay::PlayerCommand;
+use gputop::model::order::SortKey;
+use gputop::source::replay::PlayerCommand;
 
 /// A key as the tables name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -517,7 +517,7 @@ pub fn decode(app: &App, event: &KeyEvent) -> Option<Action> {
 mod tests {
     use super::*;
     use crate::app::filter::Selection;
-    use crate::config::Settings;
+    use gputop::config::Settings;
 
     fn key(code: KeyCode) -> KeyEvent {
         KeyEvent::new(code, KeyModifiers::NONE)

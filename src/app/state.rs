@@ -9,16 +9,16 @@ use std::sync::Arc;
 use crate::app::alert_marks::AlertMarks;
 use crate::app::filter::Selection;
 use crate::app::query::Query;
-use crate::config::Settings;
-use crate::model::order::{self, SortKey};
-use crate::model::{GpuProcess, Snapshot};
-use crate::monitor::Monitor;
-use crate::monitor::alerts::Transition;
-use crate::source::remote::Cluster;
-use crate::source::replay::{PlayerCommand, ReplayStatus};
+use gputop::config::Settings;
+use gputop::model::order::{self, SortKey};
+use gputop::model::{GpuProcess, Snapshot};
+use gputop::monitor::Monitor;
+use gputop::monitor::alerts::Transition;
+use gputop::source::remote::Cluster;
+use gputop::source::replay::{PlayerCommand, ReplayStatus};
 
 use crate::app::view::{CHART_SPANS, Confirmation, LayoutMode, Screen, View};
-pub use crate::model::ProcessKey;
+pub use gputop::model::ProcessKey;
 
 /// Where the rows come from. Only this machine's live processes are read from /proc (their
 /// environment) or signalled; the others say why not.
@@ -193,7 +193,7 @@ pub enum Received {
         last_top: usize,
     },
     EnvironmentRead(Result<Vec<String>, String>),
-    ProcessTableRead(Vec<crate::host::ProcessEntry>),
+    ProcessTableRead(Vec<gputop::host::ProcessEntry>),
     SignalsSent(Vec<String>),
     /// Replay: where playback stands.
     ReplayStatus(ReplayStatus),
@@ -249,7 +249,7 @@ pub struct Observed {
     /// Set in the remote view: every node's latest state.
     pub cluster: Option<Arc<Cluster>>,
     /// Every process's parent and name, read for the tree view.
-    pub process_table: Vec<crate::host::ProcessEntry>,
+    pub process_table: Vec<gputop::host::ProcessEntry>,
     /// Set while the live data is older than two refreshes, or not there yet.
     pub stale: Option<Stale>,
     /// Whose processes the rows are.
@@ -370,10 +370,10 @@ impl App {
     fn unreachable_choice(&self) -> Option<String> {
         let p = self.selected_process()?;
         match &p.host.mapping {
-            crate::model::PidMapping::Unmapped { reason } => Some(format!(
+            gputop::model::PidMapping::Unmapped { reason } => Some(format!(
                 "Signals disabled: PID {} is {}",
                 p.pid,
-                crate::format::sanitize(reason)
+                gputop::format::sanitize(reason)
             )),
             _ => None,
         }

@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 
 use crate::app::filter::Selection;
 use crate::app::state::{Signal, Target};
-use crate::model::ProcessKey;
-use crate::model::order::SortKey;
+use gputop::model::ProcessKey;
+use gputop::model::order::SortKey;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Screen {

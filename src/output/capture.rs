@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 
 use toml::{Table, Value};
 
-use crate::model::{Device, DeviceStatus, Reading};
-use crate::source::Readout;
-use crate::source::nvml::{DriverExports, RawSample, SampledMetric};
+use gputop::model::{Device, DeviceStatus, Reading};
+use gputop::source::Readout;
+use gputop::source::nvml::{DriverExports, RawSample, SampledMetric};
 
 /// One refresh of a capture: its second since the capture began, what it read, and the
 /// device samples the driver gave it.
@@ -364,7 +364,7 @@ fn gpu(d: &Device, capture: &Captured, period_ms: u64) -> Table {
         let mut nvlink = Table::new();
         int(&mut nvlink, "links", Some(links.len() as u64));
         // The simulator keeps every counter: one the driver did not give is captured as 0.
-        let list = |f: fn(&crate::model::NvLink) -> Option<u64>| {
+        let list = |f: fn(&gputop::model::NvLink) -> Option<u64>| {
             let counts = links
                 .iter()
                 .map(|l| f(l).unwrap_or(0).min(i64::MAX as u64) as i64);
@@ -502,7 +502,7 @@ fn processes(d: &Device, capture: &Captured) -> Vec<Value> {
     }
     pids.into_iter()
         .map(|pid| {
-            let seen: Vec<(f64, &crate::model::GpuProcess)> = capture
+            let seen: Vec<(f64, &gputop::model::GpuProcess)> = capture
                 .reads
                 .iter()
                 .filter_map(|r| {
@@ -525,7 +525,7 @@ fn processes(d: &Device, capture: &Captured) -> Vec<Value> {
                 Some(keys) => t.insert("used_memory".into(), keys),
                 None => t.insert("used_memory".into(), Value::String("unavailable".into())),
             };
-            let percent = |f: fn(&crate::model::GpuProcess) -> &Reading<u32>| {
+            let percent = |f: fn(&gputop::model::GpuProcess) -> &Reading<u32>| {
                 keyframes(
                     seen.iter()
                         .filter_map(|(at, p)| Some((*at, f64::from(f(p).get()?)))),
@@ -534,7 +534,7 @@ fn processes(d: &Device, capture: &Captured) -> Vec<Value> {
             for (key, f) in [
                 (
                     "sm",
-                    (|p| &p.sm_percent) as fn(&crate::model::GpuProcess) -> &Reading<u32>,
+                    (|p| &p.sm_percent) as fn(&gputop::model::GpuProcess) -> &Reading<u32>,
                 ),
                 ("mem", |p| &p.memory_bandwidth_percent),
                 ("enc", |p| &p.encoder_percent),

@@ -1,5 +1,5 @@
 //! `gputop record`: writes snapshots into a recording (the format is
-//! [`crate::model::recording`]'s).
+//! [`gputop::model::recording`]'s).
 //!
 //! Files are created with mode 0600, never through a symbolic link, never over an existing
 //! file. Every string is sanitized before it is written. Each frame is written with one
@@ -15,9 +15,9 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use crate::format::sanitize;
-use crate::model::Snapshot;
-use crate::model::recording::{FORMAT_VERSION, diff, previous_segment, to_stored};
+use gputop::format::sanitize;
+use gputop::model::Snapshot;
+use gputop::model::recording::{FORMAT_VERSION, diff, previous_segment, to_stored};
 
 /// Frames between key frames.
 pub const KEY_EVERY: usize = 60;
@@ -40,9 +40,9 @@ impl std::fmt::Display for RecordError {
 }
 
 /// Creates `path` for a recording: mode 0600, never over an existing file, never through
-/// a symbolic link (see [`crate::files`]).
+/// a symbolic link (see [`gputop::files`]).
 fn create(path: &Path) -> Result<File, RecordError> {
-    crate::files::open_for_writing(path, crate::files::Write::CreateNew).map_err(RecordError)
+    gputop::files::open_for_writing(path, gputop::files::Write::CreateNew).map_err(RecordError)
 }
 
 /// Writes one recording, segment by segment.
@@ -124,7 +124,7 @@ impl Recorder {
         let half_bytes = self.limits.max_bytes / 2;
         let half_age = self.limits.max_age_seconds / 2.0;
         let stored = to_stored(snapshot);
-        let t = crate::monitor::history::timestamp(snapshot);
+        let t = gputop::monitor::history::timestamp(snapshot);
         let (mut line, mut key) = self.frame_line(t, &stored);
         let has_frames = self.since_key > 0;
         if has_frames

@@ -4,10 +4,10 @@
 //! Pure functions from a snapshot to text. Unknown values print as `N/A` (text) or `null`
 //! (JSON); text from processes is escaped so it can never drive the terminal.
 
-use crate::format::{human_bytes, human_duration, rfc3339, sanitize, table};
-use crate::model::wire::{WireReport, WireSnapshot};
-use crate::model::{Device, DeviceStatus, GpuProcess, Reading, Snapshot, Window};
-use crate::monitor::alerts::Active;
+use gputop::format::{human_bytes, human_duration, rfc3339, sanitize, table};
+use gputop::model::wire::{WireReport, WireSnapshot};
+use gputop::model::{Device, DeviceStatus, GpuProcess, Reading, Snapshot, Window};
+use gputop::monitor::alerts::Active;
 
 const NA: &str = "N/A";
 
@@ -239,7 +239,7 @@ pub fn list(snapshot: &Snapshot) -> String {
 pub fn json_report(
     snapshot: &Snapshot,
     alerts: &[Active],
-    usage: &crate::monitor::usage::Accounting,
+    usage: &gputop::monitor::usage::Accounting,
 ) -> WireReport {
     WireReport {
         snapshot: WireSnapshot::from(snapshot),

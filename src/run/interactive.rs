@@ -17,18 +17,18 @@ use crate::app::filter::Selection;
 use crate::app::keymap;
 use crate::app::state::{Action, App, Arrange, Effect, Move, Origin, Received, Stale};
 use crate::app::view::Screen;
-use crate::collector::Collector;
-use crate::config::Settings;
-use crate::host::HostCollector;
-use crate::model::Snapshot;
-use crate::monitor::alerts::sink::Sink;
 use crate::signal;
-use crate::source::nvml::NvmlUnusable;
-use crate::source::remote::{Cluster, Node, Poller};
-use crate::source::replay::{Played, Player, Recording};
-use crate::source::{Opening, Source};
 use crate::term::Term;
 use crate::ui::{self, TableGeometry, theme::Theme};
+use gputop::collector::Collector;
+use gputop::config::Settings;
+use gputop::host::HostCollector;
+use gputop::model::Snapshot;
+use gputop::monitor::alerts::sink::Sink;
+use gputop::source::nvml::NvmlUnusable;
+use gputop::source::remote::{Cluster, Node, Poller};
+use gputop::source::replay::{Played, Player, Recording};
+use gputop::source::{Opening, Source};
 
 /// Where the snapshots come from.
 #[derive(Debug)]
@@ -323,17 +323,17 @@ pub fn run(
                     }
                     Effect::ReadEnvironment { pid } => {
                         app.update(Action::Received(Received::EnvironmentRead(
-                            crate::host::environment(pid),
+                            gputop::host::environment(pid),
                         )));
                     }
                     Effect::ReadProcessTable => {
                         let table = if real_host {
-                            crate::host::process_table()
+                            gputop::host::process_table()
                         } else {
                             app.data
                                 .snapshot
                                 .as_deref()
-                                .map(crate::host::table_of)
+                                .map(gputop::host::table_of)
                                 .unwrap_or_default()
                         };
                         app.update(Action::Received(Received::ProcessTableRead(table)));

@@ -45,7 +45,7 @@ pub fn page() -> String {
          prints every effective setting and where it came from. The built-in defaults, with what \
          each key means:\n.PP\n.nf\n",
     );
-    for line in crate::config::DEFAULT_TOML.lines() {
+    for line in gputop::config::DEFAULT_TOML.lines() {
         page.push_str(&escape(line));
         page.push('\n');
     }

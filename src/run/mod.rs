@@ -16,18 +16,18 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use crate::app::filter::Selection;
 use crate::cli::{CaptureArgs, Cli, Command, RecordArgs, ReplayArgs, ValidateArgs};
-use crate::collector::{Collector, collect_once};
-use crate::config::{self, ConfigError, Effective, Settings};
-use crate::format::sanitize;
-use crate::monitor::Monitor;
-use crate::monitor::alerts::{self, sink::Sink};
 use crate::output::record::{Limits, Recorder};
 use crate::output::report;
-use crate::source::nvml::{NvmlSource, NvmlUnusable};
-use crate::source::remote::{MAX_NODES, Node, parse_hosts_file};
-use crate::source::replay::Recording;
-use crate::source::{Opening, Source};
 use crate::ui::theme::Theme;
+use gputop::collector::{Collector, collect_once};
+use gputop::config::{self, ConfigError, Effective, Settings};
+use gputop::format::sanitize;
+use gputop::monitor::Monitor;
+use gputop::monitor::alerts::{self, sink::Sink};
+use gputop::source::nvml::{NvmlSource, NvmlUnusable};
+use gputop::source::remote::{MAX_NODES, Node, parse_hosts_file};
+use gputop::source::replay::Recording;
+use gputop::source::{Opening, Source};
 use interactive::{Ending, Feed};
 use validate::SmiFailure;
 
@@ -178,7 +178,7 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
 
 /// The alerts of a one-shot's snapshot, judged by the same engine as the viewer's and the
 /// exporter's, on its one reading.
-fn one_shot_alerts(settings: &Settings, snapshot: &crate::model::Snapshot) -> Vec<alerts::Active> {
+fn one_shot_alerts(settings: &Settings, snapshot: &gputop::model::Snapshot) -> Vec<alerts::Active> {
     Monitor::new(
         &settings.history,
         &settings.alert,
@@ -193,7 +193,7 @@ const ONE_SHOT_LIMIT: Duration = Duration::from_secs(15);
 
 /// Opens the source and takes one snapshot on a thread of its own, so that a driver whose
 /// calls never return ends gputop with an error after [`ONE_SHOT_LIMIT`] instead of a hang.
-fn one_snapshot(cli: &Cli, window: Duration) -> Result<crate::model::Snapshot, Failure> {
+fn one_snapshot(cli: &Cli, window: Duration) -> Result<gputop::model::Snapshot, Failure> {
     let (done, result) = std::sync::mpsc::channel();
     let cli = cli.clone();
     std::thread::Builder::new()
@@ -274,10 +274,10 @@ fn run_capture(cli: &Cli, args: &CaptureArgs) -> Result<(), Failure> {
         ));
     }
     let mut nvml = NvmlSource::open(cli.nvml_lib.as_deref()).map_err(Failure::Nvml)?;
-    let mut file = crate::files::open_for_writing(&args.file, crate::files::Write::CreateNew)
+    let mut file = gputop::files::open_for_writing(&args.file, gputop::files::Write::CreateNew)
         .map_err(Failure::Message)?;
     nvml.log_samples();
-    let hostname = crate::host::HostCollector::new().hostname().to_string();
+    let hostname = gputop::host::HostCollector::new().hostname().to_string();
     let started = Instant::now();
     let mut reads = Vec::new();
     loop {
@@ -319,7 +319,7 @@ fn run_record(cli: &Cli, args: &RecordArgs, effective: &Effective) -> Result<(),
         max_age_seconds: args.max_age,
     };
     let interval = settings.display.refresh_interval;
-    let hostname = crate::host::HostCollector::new().hostname().to_string();
+    let hostname = gputop::host::HostCollector::new().hostname().to_string();
     let mut recorder = Recorder::create(&args.file, limits, interval, &hostname)
         .map_err(|e| Failure::Message(e.to_string()))?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -457,7 +457,7 @@ fn run_remote(cli: &Cli, effective: &Effective, env: &dyn Fn(&str) -> Option<Str
         nodes.push(Node::parse(address).map_err(|e| Failure::Message(format!("--remote {e}")))?);
     }
     if let Some(path) = &cli.hosts_file {
-        let text = crate::files::read_text(path, 1 << 20)
+        let text = gputop::files::read_text(path, 1 << 20)
             .map_err(|e| Failure::Message(format!("{}: cannot read the hosts file: {e}", path.display())))?;
         let listed =
             parse_hosts_file(&text).map_err(|e| Failure::Message(format!("{}: {e}", path.display())))?;
@@ -492,14 +492,14 @@ fn run_remote(cli: &Cli, effective: &Effective, env: &dyn Fn(&str) -> Option<Str
 
 /// The `--once` report, as text or JSON.
 fn once_report(
-    snapshot: &crate::model::Snapshot,
+    snapshot: &gputop::model::Snapshot,
     alerts: &[alerts::Active],
     json: bool,
     effective: &Effective,
 ) -> Result<String, Failure> {
     if json {
         // One snapshot: who holds what now; nothing has accumulated yet.
-        let mut usage = crate::monitor::usage::Accounting::new(std::time::Duration::from_secs(1));
+        let mut usage = gputop::monitor::usage::Accounting::new(std::time::Duration::from_secs(1));
         usage.record(snapshot);
         let mut text = serde_json::to_string_pretty(&report::json_report(snapshot, alerts, &usage))
             .map_err(|e| Failure::Output(e.into()))?;

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::model::{Device, ProcessType};
-use crate::source::Readout;
+use gputop::model::{Device, ProcessType};
+use gputop::source::Readout;
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -545,8 +545,8 @@ pub fn text(report: &Report) -> String {
         out.push_str(&format!(
             "\nGPU {}  {}  {}\n",
             gpu.index,
-            crate::format::sanitize(gpu.name.as_deref().unwrap_or("N/A")),
-            crate::format::sanitize(&gpu.uuid)
+            gputop::format::sanitize(gpu.name.as_deref().unwrap_or("N/A")),
+            gputop::format::sanitize(&gpu.uuid)
         ));
         let mut rows = vec![
             ["METRIC", "GPUTOP", "NVIDIA-SMI", "DIFF", "AGREE", "LIKELY CAUSE"]
@@ -563,7 +563,7 @@ pub fn text(report: &Report) -> String {
                 m.likely_cause.clone().unwrap_or_default(),
             ]);
         }
-        out.push_str(&crate::format::table(&rows, &[]));
+        out.push_str(&gputop::format::table(&rows, &[]));
     }
     if !report.processes.is_empty() {
         out.push_str("\nProcesses (GPU memory)\n");
@@ -574,7 +574,7 @@ pub fn text(report: &Report) -> String {
         ];
         for p in &report.processes {
             rows.push(vec![
-                crate::format::sanitize(&p.gpu_uuid),
+                gputop::format::sanitize(&p.gpu_uuid),
                 p.pid.to_string(),
                 number(p.gputop_mib, "MiB"),
                 number(p.nvidia_smi_mib, "MiB"),
@@ -582,7 +582,7 @@ pub fn text(report: &Report) -> String {
                 p.likely_cause.clone().unwrap_or_default(),
             ]);
         }
-        out.push_str(&crate::format::table(&rows, &[]));
+        out.push_str(&gputop::format::table(&rows, &[]));
     }
     let differ = report.disagreements();
     out.push_str(&format!(

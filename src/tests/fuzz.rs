@@ -20,10 +20,10 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use crate::app::filter::Selection;
 use crate::app::state::{Action, App, Received};
-use crate::config::{CliOverrides, Settings};
-use crate::model::wire::WireSnapshot;
-use crate::monitor::Monitor;
-use crate::source::replay::Recording;
+use gputop::config::{CliOverrides, Settings};
+use gputop::model::wire::WireSnapshot;
+use gputop::monitor::Monitor;
+use gputop::source::replay::Recording;
 
 /// Tokens inserted whole: the values and shapes that break readers.
 const TOKENS: &[&[u8]] = &[
@@ -211,8 +211,8 @@ fn fuzz_the_config_parser() {
     let path = dir.path().join("config.toml");
     fuzz("config", &[repo("config/default.toml")], |input| {
         std::fs::write(&path, input).unwrap();
-        if let Ok(effective) = crate::config::load(Some(&path), &|_| None, &CliOverrides::default()) {
-            let _ = crate::config::dump(&effective);
+        if let Ok(effective) = gputop::config::load(Some(&path), &|_| None, &CliOverrides::default()) {
+            let _ = gputop::config::dump(&effective);
         }
     });
 }

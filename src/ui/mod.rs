@@ -19,12 +19,12 @@ use ratatui::widgets::{Paragraph, Widget};
 
 use crate::app::state::{App, ProcessKey};
 use crate::app::view::{LayoutMode, Screen};
-use crate::format::trim_number;
-use crate::format::{age, human_bytes, human_duration, sanitize};
-use crate::model::order::SortKey;
-use crate::model::{Device, DeviceStatus, GpuProcess, PidNamespace, Reading, Snapshot};
-use crate::monitor::alerts::rules::Severity;
-use crate::monitor::alerts::{Active, Phase, Subject};
+use gputop::format::trim_number;
+use gputop::format::{age, human_bytes, human_duration, sanitize};
+use gputop::model::order::SortKey;
+use gputop::model::{Device, DeviceStatus, GpuProcess, PidNamespace, Reading, Snapshot};
+use gputop::monitor::alerts::rules::Severity;
+use gputop::monitor::alerts::{Active, Phase, Subject};
 use theme::{Load, Theme};
 
 /// Below this the screen shows a notice instead of the panels.
@@ -342,7 +342,7 @@ fn device_lines(
         na(&d.memory, |m| format!("reserved {}", human_bytes(m.reserved))),
         format!(
             "ENERGY {}",
-            na(&d.energy_mj, |mj| crate::format::human_energy(*mj))
+            na(&d.energy_mj, |mj| gputop::format::human_energy(*mj))
         ),
     ]);
     // Four columns in: two of indent, then the gap each item is preceded by.

@@ -12,11 +12,11 @@ use super::{na, percent_of};
 use crate::app::keymap::{self, Binding};
 use crate::app::state::{App, ProcessKey};
 use crate::app::view::{CHART_SPANS, Confirmation};
-use crate::format::seconds_text;
-use crate::format::{human_bytes, human_duration, sanitize};
-use crate::model::{Device, GpuProcess, PidMapping, Snapshot};
-use crate::monitor::history::{DeviceMetric, ProcessMetric};
-use crate::source::remote::NodeStatus;
+use gputop::format::seconds_text;
+use gputop::format::{human_bytes, human_duration, sanitize};
+use gputop::model::{Device, GpuProcess, PidMapping, Snapshot};
+use gputop::monitor::history::{DeviceMetric, ProcessMetric};
+use gputop::source::remote::NodeStatus;
 
 fn block<'a>(title: &str, theme: &Theme) -> Block<'a> {
     let block = Block::default()
@@ -495,7 +495,7 @@ pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextG
         }
         Line::from(Span::styled(text, theme.header()))
     };
-    let row = |owner: &str, u: &crate::monitor::usage::Usage| {
+    let row = |owner: &str, u: &gputop::monitor::usage::Usage| {
         let gpus: Vec<String> = u.gpus.iter().map(u32::to_string).collect();
         let gpus = if gpus.is_empty() {
             "-".to_string()
@@ -508,14 +508,14 @@ pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextG
             gpus.chars().take(8).collect::<String>(),
             human_bytes(u.memory_bytes),
             u.processes,
-            crate::format::human_duration(u.gpu_seconds.max(0.0).round() as u64),
+            gputop::format::human_duration(u.gpu_seconds.max(0.0).round() as u64),
             format!(
                 "{:.2} GiB·h",
                 u.memory_byte_seconds / (1u64 << 30) as f64 / 3600.0
             ),
         );
         if energy {
-            let joules = crate::format::human_energy((u.energy_joules.max(0.0) * 1000.0) as u64);
+            let joules = gputop::format::human_energy((u.energy_joules.max(0.0) * 1000.0) as u64);
             text.push_str(&format!(" {joules:>7}"));
         }
         let line = Line::from(text);
@@ -539,12 +539,12 @@ pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextG
     if usage.users.is_empty() {
         lines.push(Line::from("  nobody yet"));
     }
-    for (user, u) in crate::monitor::usage::Accounting::ranked(&usage.users) {
+    for (user, u) in gputop::monitor::usage::Accounting::ranked(&usage.users) {
         lines.push(row(user, u));
     }
     lines.push(Line::from(""));
     lines.push(header("CONTAINER (-: host)"));
-    for (container, u) in crate::monitor::usage::Accounting::ranked(&usage.containers) {
+    for (container, u) in gputop::monitor::usage::Accounting::ranked(&usage.containers) {
         lines.push(row(container, u));
     }
     text_screen(
@@ -636,7 +636,7 @@ pub fn cluster(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
             (NodeStatus::Up, None) => ("up".to_string(), theme.ok()),
             (NodeStatus::Up, Some(age)) => (
                 format!("up, data {age} s old"),
-                theme.severity(crate::monitor::alerts::rules::Severity::Warning),
+                theme.severity(gputop::monitor::alerts::rules::Severity::Warning),
             ),
             (NodeStatus::Down { reason, failures }, age) => {
                 let age = age.map_or_else(String::new, |s| format!(", data {s} s old"));
@@ -743,7 +743,7 @@ struct UserTotals {
 }
 
 /// Per user, over the nodes that are up: largest GPU memory first.
-fn user_totals(nodes: &[crate::source::remote::NodeState]) -> Vec<(String, UserTotals)> {
+fn user_totals(nodes: &[gputop::source::remote::NodeState]) -> Vec<(String, UserTotals)> {
     let mut totals: std::collections::BTreeMap<
         String,
         (UserTotals, std::collections::BTreeSet<(usize, u32)>),

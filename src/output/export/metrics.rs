@@ -4,13 +4,13 @@
 
 use std::fmt::Write;
 
-use crate::format::sanitize;
-use crate::model::{
+use gputop::format::sanitize;
+use gputop::model::{
     CLOCK_EVENT_REASONS, Container, Device, DeviceStatus, GpuProcess, PodContainer, Reading, Runtime,
     Snapshot,
 };
-use crate::monitor::clock_events::ClockEvents;
-use crate::monitor::usage::{Accounting, Usage};
+use gputop::monitor::clock_events::ClockEvents;
+use gputop::monitor::usage::{Accounting, Usage};
 
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -241,7 +241,7 @@ pub fn exposition(snapshot: Option<(&Snapshot, &Accounting, &ClockEvents)>, opti
         "gauge",
         "When the snapshot served was taken, in seconds since the Unix epoch.",
     );
-    collected.add("", Some(crate::monitor::history::timestamp(snapshot)));
+    collected.add("", Some(gputop::monitor::history::timestamp(snapshot)));
     collected.write(&mut out);
 
     let driver = label_value(snapshot.driver.driver_version.value().map_or("", String::as_str));
@@ -678,7 +678,7 @@ mod tests {
 
     #[test]
     fn a_slurm_job_without_a_user_in_its_cgroup_is_labelled_with_the_owner() {
-        use crate::model::testing::{process, snapshot};
+        use gputop::model::testing::{process, snapshot};
         use std::time::{Duration, SystemTime};
         let mut named = process(10, 0, "alice", 1 << 30);
         named.host.container = Some(Container {

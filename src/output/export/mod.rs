@@ -18,12 +18,12 @@ use std::time::Duration;
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
-use crate::collector::Collector;
-use crate::config::Settings;
-use crate::host::HostCollector;
-use crate::monitor::Monitor;
-use crate::monitor::alerts::sink::Sink;
-use crate::source::Source;
+use gputop::collector::Collector;
+use gputop::config::Settings;
+use gputop::host::HostCollector;
+use gputop::monitor::Monitor;
+use gputop::monitor::alerts::sink::Sink;
+use gputop::source::Source;
 use metrics::Options;
 use server::{SharedPages, SnapshotPages};
 use web_config::WebConfig;
@@ -54,7 +54,7 @@ fn pod_naming_host(socket: &str) -> HostCollector {
         );
         return host;
     }
-    match crate::host::pods::ask(&path) {
+    match gputop::host::pods::ask(&path) {
         Ok(allocations) => eprintln!(
             "gputop export: pod labels from the kubelet at {} ({} devices allocated now)",
             path.display(),
@@ -62,7 +62,7 @@ fn pod_naming_host(socket: &str) -> HostCollector {
         ),
         Err(why) => eprintln!(
             "gputop export: no pod labels for now: {}",
-            crate::format::sanitize(&why)
+            gputop::format::sanitize(&why)
         ),
     }
     if let Err(e) = host.watch_pods(path) {
@@ -154,20 +154,20 @@ pub fn run(
         source,
         pod_naming_host(&settings.collect.pod_resources_socket),
         interval,
-        crate::heap::releasing(move |snapshot: Arc<crate::model::Snapshot>| {
+        crate::heap::releasing(move |snapshot: Arc<gputop::model::Snapshot>| {
             let transitions = monitor.ingest(&snapshot);
             let stop = stopping.load(Ordering::SeqCst);
             if let Some(state) = state.as_mut().filter(|s| stop || s.due())
                 && let Err(problem) = state.save(monitor.usage())
             {
-                eprintln!("gputop export: {}", crate::format::sanitize(&problem));
+                eprintln!("gputop export: {}", gputop::format::sanitize(&problem));
             }
             if stop {
                 let _ = saved.send(());
                 return false;
             }
             for problem in sink.deliver(&transitions) {
-                eprintln!("gputop export: {}", crate::format::sanitize(&problem));
+                eprintln!("gputop export: {}", gputop::format::sanitize(&problem));
             }
             let page = SnapshotPages::new(Arc::clone(&snapshot), &monitor, options);
             *shared.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(page));

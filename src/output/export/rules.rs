@@ -9,9 +9,9 @@
 
 use std::fmt::Write;
 
-use crate::format::{seconds_text, trim_number};
-use crate::monitor::alerts::rules::{Function, Holders, Metric, Rule};
-use crate::monitor::history::{DeviceMetric, ProcessMetric};
+use gputop::format::{seconds_text, trim_number};
+use gputop::monitor::alerts::rules::{Function, Holders, Metric, Rule};
+use gputop::monitor::history::{DeviceMetric, ProcessMetric};
 
 /// The series and the scaling that turn a rule's metric into Prometheus terms:
 /// `(selector, suffix)`, the value being `f(selector[window]) suffix`.
@@ -82,7 +82,9 @@ fn quote(text: &str) -> String {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
             // YAML also breaks lines at U+2028 and U+2029 and strips a byte-order mark.
-            c if crate::format::is_hidden_control(c) || matches!(c, '\u{2028}' | '\u{2029}' | '\u{FEFF}') => {
+            c if gputop::format::is_hidden_control(c)
+                || matches!(c, '\u{2028}' | '\u{2029}' | '\u{FEFF}') =>
+            {
                 let _ = write!(out, "\\u{:04X}", u32::from(c));
             }
             c => out.push(c),

@@ -17,13 +17,13 @@ use std::time::{Duration, Instant};
 
 use super::metrics::{CONTENT_TYPE, Options, exposition};
 use super::web_config::WebConfig;
-use crate::model::Snapshot;
-use crate::monitor::Monitor;
-use crate::monitor::alerts::Active;
-use crate::monitor::clock_events::ClockEvents;
-use crate::monitor::usage::Accounting;
 use crate::output::report::json_report;
-use crate::source::Activity;
+use gputop::model::Snapshot;
+use gputop::monitor::Monitor;
+use gputop::monitor::alerts::Active;
+use gputop::monitor::clock_events::ClockEvents;
+use gputop::monitor::usage::Accounting;
+use gputop::source::Activity;
 
 const TEXT: &str = "text/plain; charset=utf-8";
 
@@ -323,7 +323,7 @@ fn answer(
     answering: impl FnOnce(),
 ) {
     let bad_request = |stream: &mut Conn, problem: &str| {
-        eprintln!("gputop export: {peer}: {}", crate::format::sanitize(problem));
+        eprintln!("gputop export: {peer}: {}", gputop::format::sanitize(problem));
         let _ = respond(stream, 400, TEXT, b"bad request\n", false);
     };
     let head = match read_head(stream) {

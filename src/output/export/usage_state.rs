@@ -14,13 +14,13 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::monitor::Monitor;
-use crate::monitor::usage::Accounting;
+use gputop::monitor::Monitor;
+use gputop::monitor::usage::Accounting;
 
 /// How often the totals are written while the exporter runs.
 pub const SAVE_EVERY: Duration = Duration::from_secs(60);
 
-/// Largest totals file read (two tables of [`crate::monitor::usage::MAX_OWNERS`] owners fit
+/// Largest totals file read (two tables of [`gputop::monitor::usage::MAX_OWNERS`] owners fit
 /// in about 1.5 MiB).
 pub const MAX_BYTES: u64 = 8 << 20;
 
@@ -101,7 +101,7 @@ impl UsageState {
     /// aside.
     pub fn open(path: PathBuf, monitor: &mut Monitor) -> Result<(Self, Option<String>), String> {
         let lock = lock(&path)?;
-        let problem = match crate::files::read_text(&path, MAX_BYTES) {
+        let problem = match gputop::files::read_text(&path, MAX_BYTES) {
             Err(_) if !path.exists() => None,
             Err(e) => Some(e),
             Ok(text) => serde_json::from_str(&text)
@@ -115,7 +115,7 @@ impl UsageState {
                 |e| format!("could not set it aside ({e})"),
                 |()| format!("set aside as {}", aside.display()),
             );
-            crate::format::sanitize(&format!(
+            gputop::format::sanitize(&format!(
                 "usage totals {}: {problem}; {moved}; counting from zero",
                 path.display()
             ))

@@ -65,7 +65,7 @@ pub struct WebConfig {
 /// hashes. An error names the file (and line and column for the YAML).
 pub fn load(path: &Path) -> Result<WebConfig, String> {
     let shown = path.display();
-    let text = crate::files::read_text(path, MAX_BYTES).map_err(|e| format!("{shown}: {e}"))?;
+    let text = gputop::files::read_text(path, MAX_BYTES).map_err(|e| format!("{shown}: {e}"))?;
     let file: File = serde_norway::from_str(&text).map_err(|e| {
         let place = e
             .location()
@@ -73,7 +73,7 @@ pub fn load(path: &Path) -> Result<WebConfig, String> {
         // The crate's message repeats the place at its end.
         let message = e.to_string();
         let message = message.split(" at line ").next().unwrap_or(&message).to_string();
-        crate::format::sanitize(&format!("{shown}{place}: {message}"))
+        gputop::format::sanitize(&format!("{shown}{place}: {message}"))
     })?;
     if file.http_server_config.and_then(|h| h.http2) == Some(true) {
         return Err(format!(
@@ -90,7 +90,7 @@ pub fn load(path: &Path) -> Result<WebConfig, String> {
     } else {
         for (user, hash) in &file.basic_auth_users {
             if hash.parse::<bcrypt::HashParts>().is_err() {
-                return Err(crate::format::sanitize(&format!(
+                return Err(gputop::format::sanitize(&format!(
                     "{shown}: basic_auth_users: {user}: not a bcrypt hash (make one with \
                      htpasswd -nBC 10 \"\" | tr -d ':\\n')"
                 )));
@@ -138,7 +138,7 @@ fn tls_config(file: &TlsFile, directory: &Path) -> Result<Arc<rustls::ServerConf
     };
     let read_pem = |p: &Path| -> Result<Vec<u8>, String> {
         let full = directory.join(p);
-        crate::files::read_text(&full, MAX_BYTES)
+        gputop::files::read_text(&full, MAX_BYTES)
             .map(String::into_bytes)
             .map_err(|e| format!("{}: {e}", full.display()))
     };

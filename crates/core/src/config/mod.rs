@@ -16,7 +16,7 @@ pub use crate::monitor::history::HistorySettings;
 use schema::{KEYS, Key, Value, suggest};
 
 /// The commented reference configuration; equal to the built-in defaults (a test checks).
-pub const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
+pub const DEFAULT_TOML: &str = include_str!("../../../../config/default.toml");
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1244,10 +1244,10 @@ mod tests {
     use crate::model::testing;
 
     /// The committed schema is the one the wire types generate. After a change to them:
-    /// `GPUTOP_UPDATE_SCHEMA=1 cargo test --lib schema`, then review the file's diff.
+    /// `GPUTOP_UPDATE_SCHEMA=1 cargo test -p gputop-core schema`, then review the file's diff.
     #[test]
     fn the_committed_schema_is_the_generated_one() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/snapshot.schema.json");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/snapshot.schema.json");
         let generated = serde_json::to_string_pretty(&json_schema()).unwrap() + "\n";
         if std::env::var_os("GPUTOP_UPDATE_SCHEMA").is_some() {
             std::fs::write(&path, &generated).unwrap();
@@ -1255,8 +1255,8 @@ mod tests {
         let committed = std::fs::read_to_string(&path).unwrap();
         assert!(
             committed == generated,
-            "{} is not what the wire types generate; run GPUTOP_UPDATE_SCHEMA=1 cargo test --lib \
-             schema and review the diff",
+            "{} is not what the wire types generate; run GPUTOP_UPDATE_SCHEMA=1 cargo test -p \
+             gputop-core schema and review the diff",
             path.display()
         );
     }

@@ -120,7 +120,7 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
 }
 
 /// When `pid` started, in whole seconds since the epoch, as the process table shows it.
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 pub fn start_time_seconds(pid: u32) -> Option<u64> {
     let stat = parse_stat(&std::fs::read(format!("/proc/{pid}/stat")).ok()?)?;
     // SAFETY: sysconf has no preconditions.

@@ -703,7 +703,7 @@ pub fn clock_event_names(bits: u64) -> Vec<String> {
 }
 
 /// Minimal values for unit tests elsewhere in the crate.
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing {
     use super::*;
 
