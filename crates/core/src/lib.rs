@@ -24,6 +24,8 @@
 //! The viewer, the exporter and the other commands are the `gputop` program's own, not part
 //! of this library.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod collector;
 pub mod config;
 pub mod files;

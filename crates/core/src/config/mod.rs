@@ -21,9 +21,18 @@ pub const DEFAULT_TOML: &str = include_str!("../../../../config/default.toml");
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
+    /// Nothing set it: the built-in default.
     Default,
-    File { path: PathBuf, line: usize },
+    /// A config file set it.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The line of the key, from 1.
+        line: usize,
+    },
+    /// The environment variable it names set it.
     Env(String),
+    /// The command-line flag it names set it.
     Cli(&'static str),
 }
 
@@ -50,6 +59,7 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// The `[display]` table: the view's refresh and colours, the one-shot report's columns.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DisplaySettings {
     /// Seconds between refreshes.
@@ -58,17 +68,22 @@ pub struct DisplaySettings {
     pub default_metrics: Vec<String>,
     /// Load colours: below `low` light, from `high` heavy (percent).
     pub utilization_low: f64,
+    /// From this percent utilization on, heavy.
     pub utilization_high: f64,
+    /// Below this percent of memory used, light.
     pub memory_low: f64,
+    /// From this percent of memory used on, heavy.
     pub memory_high: f64,
 }
 
+/// The `[signals]` table: whether gputop may signal processes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SignalSettings {
     /// Never send signals (the same as --readonly).
     pub readonly: bool,
 }
 
+/// The `[collect]` table: what is read besides each refresh's own readings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CollectSettings {
     /// Seconds between PCIe throughput reads (each blocks in the driver).
@@ -80,25 +95,35 @@ pub struct CollectSettings {
 /// The validated, typed settings every other module reads.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
+    /// The `[display]` table.
     pub display: DisplaySettings,
+    /// The `[alert]` table and its rules.
     pub alert: AlertSettings,
+    /// The `[history]` table.
     pub history: HistorySettings,
+    /// The `[collect]` table.
     pub collect: CollectSettings,
+    /// The `[signals]` table.
     pub signals: SignalSettings,
 }
 
 /// One key's effective value and origin.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
+    /// The key.
     pub key: &'static Key,
+    /// Its value, from `origin`.
     pub value: Value,
+    /// What set it.
     pub origin: Origin,
 }
 
 /// The effective configuration: typed settings and, per key, where its value came from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Effective {
+    /// The settings, typed.
     pub settings: Settings,
+    /// Every key's value and origin, in the table's order.
     pub entries: Vec<Entry>,
     /// The config file read, or looked for and not found.
     pub file: ConfigFile,
@@ -107,6 +132,7 @@ pub struct Effective {
 /// The config file behind an [`Effective`] configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigFile {
+    /// This file was read.
     Read(PathBuf),
     /// The usual place, where there is no file: the built-in defaults hold.
     NotFound(PathBuf),
@@ -189,6 +215,7 @@ impl Settings {
 /// Overrides given on the command line.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CliOverrides {
+    /// `--interval`: seconds between refreshes.
     pub interval: Option<f64>,
 }
 
@@ -206,10 +233,10 @@ pub fn default_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     Some(base.join("gputop").join("config.toml"))
 }
 
-/// Loads the effective configuration. `explicit` is `--config`; `env` reads the environment.
 /// Largest config file read: a full commented config is about 10 KiB.
 const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
+/// Loads the effective configuration. `explicit` is `--config`; `env` reads the environment.
 pub fn load(
     explicit: Option<&Path>,
     env: &dyn Fn(&str) -> Option<String>,

@@ -27,7 +27,8 @@ struct RulesSection {
     rules: Vec<Spanned<SpannedTable>>,
 }
 
-pub const FIELDS: &[&str] = &[
+/// The keys an `[[alert.rules]]` table may have.
+const FIELDS: &[&str] = &[
     "name",
     "enabled",
     "scope",

@@ -8,10 +8,15 @@ use std::fmt;
 /// A configuration value after type checking.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
+    /// A number with a fraction.
     Float(f64),
+    /// A whole number.
     Int(i64),
+    /// True or false.
     Bool(bool),
+    /// A list of strings.
     List(Vec<String>),
+    /// A string.
     Text(String),
 }
 
@@ -46,18 +51,24 @@ impl Value {
 pub enum Kind {
     /// A number (integers accepted) in `min..=max`.
     Float {
+        /// The smallest value accepted.
         min: f64,
+        /// The largest value accepted.
         max: f64,
     },
     /// A whole number in `min..=max`.
     Int {
+        /// The smallest value accepted.
         min: i64,
+        /// The largest value accepted.
         max: i64,
     },
     /// A list of distinct strings, each one of `choices`.
     Choices {
+        /// The strings the list may hold.
         choices: &'static [&'static str],
     },
+    /// True or false.
     Bool,
     /// A string, e.g. a file path; empty means "none".
     Text,
@@ -68,24 +79,36 @@ pub enum Kind {
 /// One configuration key.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Key {
+    /// The TOML table the key is in (`display`, `alert`, ...).
     pub section: &'static str,
+    /// The key's name within its table.
     pub name: &'static str,
+    /// Its type and the values it accepts.
     pub kind: Kind,
+    /// Its value when nothing sets it.
     pub default: Default,
+    /// The unit its value is in, with a leading space (` seconds`), for range errors; empty
+    /// for none.
     pub unit: &'static str,
 }
 
 /// A default that can live in a `const` table.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Default {
+    /// A number with a fraction.
     Float(f64),
+    /// A whole number.
     Int(i64),
+    /// True or false.
     Bool(bool),
+    /// A list of strings.
     List(&'static [&'static str]),
+    /// A string.
     Text(&'static str),
 }
 
 impl Key {
+    /// `section.name`, as the key is written in messages and `--dump-config`.
     pub fn path(&self) -> String {
         format!("{}.{}", self.section, self.name)
     }
@@ -95,6 +118,7 @@ impl Key {
         format!("GPUTOP_{}_{}", self.section, self.name).to_ascii_uppercase()
     }
 
+    /// The built-in default as a value.
     pub fn default_value(&self) -> Value {
         match self.default {
             Default::Float(v) => Value::Float(v),
@@ -398,6 +422,7 @@ pub fn sections() -> Vec<&'static str> {
     out
 }
 
+/// The key `name` of table `section`, if there is one.
 pub fn find(section: &str, name: &str) -> Option<&'static Key> {
     KEYS.iter().find(|k| k.section == section && k.name == name)
 }

@@ -159,6 +159,7 @@ fn namespace_inode(link: &str) -> Option<u64> {
 /// Where gputop runs, and what that means for NVML's PIDs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Namespaces {
+    /// Whether NVML's PIDs are gputop's own or those of another PID namespace.
     pub view: PidNamespace,
     /// gputop's own PID namespace inode.
     own: Option<u64>,

@@ -24,7 +24,7 @@ struct Memory {
 
 /// Reads the machine's figures; keeps the files and the last CPU times between refreshes.
 #[derive(Debug)]
-pub struct MachineReader {
+pub(super) struct MachineReader {
     stat: Option<File>,
     meminfo: Option<File>,
     loadavg: Option<File>,
@@ -40,7 +40,7 @@ impl Default for MachineReader {
 }
 
 impl MachineReader {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         let open = |path: &str| File::open(path).ok();
         Self {
             stat: open("/proc/stat"),
@@ -53,7 +53,7 @@ impl MachineReader {
     }
 
     /// The figures now; %CPU is over the time since the previous call.
-    pub fn read(&mut self) -> HostStats {
+    pub(super) fn read(&mut self) -> HostStats {
         let cpu = parsed(self.stat.as_ref(), &mut self.buffer, parse_cpu, "/proc/stat");
         let cpu_percent = match (&cpu, self.previous_cpu) {
             (Ok(now), Some(before)) if now.total > before.total => {

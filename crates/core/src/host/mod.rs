@@ -179,6 +179,7 @@ impl Default for HostCollector {
 }
 
 impl HostCollector {
+    /// A reader that knows no process yet: the first [`HostCollector::fill`] gives no %CPU.
     pub fn new() -> Self {
         // SAFETY: sysconf has no preconditions.
         let (ticks, page) = unsafe {
@@ -620,8 +621,11 @@ fn read_small(path: &str, buffer: &mut Vec<u8>, limit: usize) -> std::io::Result
 /// One process of the whole table, for the tree view.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessEntry {
+    /// Its PID, as this PID namespace sees it.
     pub pid: u32,
+    /// Its parent's PID (0 for none).
     pub parent_pid: u32,
+    /// Its name as `/proc/PID/stat` gives it.
     pub name: String,
 }
 

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 /// One metric as read from the driver or the OS.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reading<T> {
+    /// The value read.
     Value(T),
     /// The device or driver does not offer this metric.
     NotSupported,
@@ -23,10 +24,12 @@ pub enum Reading<T> {
 }
 
 impl<T> Reading<T> {
+    /// A failed reading, with `reason`.
     pub fn failed(reason: &str) -> Self {
         Self::Failed(reason.to_string())
     }
 
+    /// The value, if there is one.
     pub fn value(&self) -> Option<&T> {
         match self {
             Self::Value(v) => Some(v),
@@ -34,6 +37,7 @@ impl<T> Reading<T> {
         }
     }
 
+    /// The value changed by `f`; not supported and failed stay so.
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Reading<U> {
         match self {
             Self::Value(v) => Reading::Value(f(v)),
@@ -44,6 +48,7 @@ impl<T> Reading<T> {
 }
 
 impl<T: Copy> Reading<T> {
+    /// A copy of the value, if there is one.
     pub fn get(&self) -> Option<T> {
         self.value().copied()
     }
@@ -52,7 +57,9 @@ impl<T: Copy> Reading<T> {
 /// Mean and peak of a metric over the last interval, from the driver's sample buffer.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Window {
+    /// The time-weighted mean of the samples.
     pub mean: f64,
+    /// The highest sample.
     pub peak: f64,
     /// The driver samples behind mean and peak; 0 when its buffer held none (an idle GPU's
     /// runs dry), and mean and peak are then the current reading.
@@ -62,6 +69,7 @@ pub struct Window {
 /// Whether a device answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceStatus {
+    /// It answers.
     Ok,
     /// Fallen off the bus or otherwise gone; the other GPUs go on.
     Lost(String),
@@ -69,52 +77,73 @@ pub enum DeviceStatus {
     Failed(String),
 }
 
+/// A GPU's (or MIG device's) memory, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Memory {
+    /// All of it.
     pub total: u64,
+    /// Allocated by processes and contexts.
     pub used: u64,
+    /// Neither used nor reserved.
     pub free: u64,
     /// Reserved by the driver and firmware; not part of `used`.
     pub reserved: u64,
 }
 
+/// The BAR1 aperture through which the host maps GPU memory, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bar1 {
+    /// All of it.
     pub total: u64,
+    /// Mapped now.
     pub used: u64,
 }
 
+/// Clock frequencies, MHz.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Clocks {
+    /// The graphics clock.
     pub graphics: Reading<u32>,
+    /// The SM clock.
     pub sm: Reading<u32>,
+    /// The memory clock.
     pub memory: Reading<u32>,
+    /// The video (encoder and decoder) clock.
     pub video: Reading<u32>,
 }
 
+/// A GPU's PCIe link.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PcieLink {
+    /// The generation it runs at now (it falls when idle).
     pub generation: Reading<u32>,
+    /// The lanes it runs on now.
     pub width: Reading<u32>,
+    /// The highest generation the GPU and its slot allow.
     pub max_generation: Reading<u32>,
+    /// The most lanes the GPU and its slot allow.
     pub max_width: Reading<u32>,
 }
 
 /// A MIG device's place in its GPU: GPU instance and compute instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct MigId {
+    /// The GPU instance.
     pub gpu_instance: u32,
+    /// The compute instance within it.
     pub compute_instance: u32,
 }
 
 /// One MIG device: a slice of a GPU with its own memory and compute.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MigDevice {
+    /// Its GPU and compute instance.
     pub id: MigId,
     /// As nvidia-smi names it: `3g.40gb`.
     pub profile: Reading<String>,
     /// `MIG-...`: what `CUDA_VISIBLE_DEVICES` takes.
     pub uuid: Reading<String>,
+    /// Its own memory.
     pub memory: Reading<Memory>,
     /// Most drivers do not report utilization per MIG device.
     pub utilization_gpu: Reading<u32>,
@@ -125,37 +154,65 @@ pub struct MigDevice {
 /// One GPU at one instant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Device {
+    /// NVML's index.
     pub index: u32,
+    /// Whether it answers.
     pub status: DeviceStatus,
+    /// The product name: `NVIDIA H100 80GB HBM3`.
     pub name: Reading<String>,
+    /// `GPU-...`: what `CUDA_VISIBLE_DEVICES` takes.
     pub uuid: Reading<String>,
+    /// `00000000:17:00.0`.
     pub pci_bus_id: Reading<String>,
+    /// Percent of the last sample period in which a kernel ran.
     pub utilization_gpu: Reading<u32>,
+    /// Percent of the last sample period in which memory was read or written.
     pub utilization_memory: Reading<u32>,
+    /// `utilization_gpu` over the last interval, from the driver's sample buffer.
     pub utilization_gpu_window: Reading<Window>,
+    /// `utilization_memory` over the last interval, from the driver's sample buffer.
     pub utilization_memory_window: Reading<Window>,
+    /// Its memory.
     pub memory: Reading<Memory>,
+    /// Its BAR1 aperture.
     pub bar1: Reading<Bar1>,
+    /// Degrees Celsius, the GPU core's.
     pub temperature: Reading<u32>,
+    /// Degrees Celsius at which the GPU slows its clocks.
     pub temperature_slowdown: Reading<u32>,
+    /// Degrees Celsius at which the GPU shuts down.
     pub temperature_shutdown: Reading<u32>,
     /// Per fan, in percent.
     pub fan_speeds: Reading<Vec<u32>>,
+    /// Power draw now, milliwatts.
     pub power_usage_mw: Reading<u32>,
     /// Mean and peak power draw (mW) over the last interval, from the driver's sample buffer.
     pub power_usage_window: Reading<Window>,
+    /// The power limit set, milliwatts.
     pub power_limit_mw: Reading<u32>,
+    /// The power limit in force (the least of every limit), milliwatts.
     pub power_enforced_limit_mw: Reading<u32>,
+    /// Energy used since the driver loaded, millijoules (Volta and newer).
     pub energy_mj: Reading<u64>,
+    /// The performance state: 0 (P0, most) to 15 (P15, least).
     pub performance_state: Reading<u32>,
+    /// Clocks now.
     pub clocks: Clocks,
+    /// The highest clocks it allows.
     pub max_clocks: Clocks,
+    /// Its PCIe link.
     pub pcie_link: PcieLink,
+    /// PCIe bytes sent per second, in KB/s as NVML gives them (a 20 ms sample).
     pub pcie_tx_kbps: Reading<u32>,
+    /// PCIe bytes received per second, in KB/s as NVML gives them (a 20 ms sample).
     pub pcie_rx_kbps: Reading<u32>,
+    /// Video encoder utilization, percent.
     pub encoder: Reading<u32>,
+    /// Video decoder utilization, percent.
     pub decoder: Reading<u32>,
+    /// Whether ECC is on.
     pub ecc_enabled: Reading<bool>,
+    /// Uncorrected ECC errors since the driver loaded.
     pub ecc_uncorrected_volatile: Reading<u64>,
     /// Rows remapped after memory errors (Ampere and newer).
     pub remapped_rows: Reading<RemappedRows>,
@@ -166,8 +223,11 @@ pub struct Device {
     /// Xid errors the driver reported while gputop watched its events (the view, the
     /// exporter; a one-shot watches none).
     pub xid_errors: Reading<XidErrors>,
+    /// `Default`, `Exclusive_Process` or `Prohibited`, as nvidia-smi writes it.
     pub compute_mode: Reading<String>,
+    /// Whether the driver stays loaded with no client.
     pub persistence_mode: Reading<bool>,
+    /// Whether MIG mode is on.
     pub mig_enabled: Reading<bool>,
     /// What holds the clocks down now (NVML's clock event or throttle reasons), by the names
     /// of [`CLOCK_EVENT_REASONS`].
@@ -260,12 +320,16 @@ impl Device {
 /// How a process uses a GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ProcessType {
+    /// A compute (CUDA) context.
     Compute,
+    /// A graphics context.
     Graphics,
+    /// Both.
     ComputeGraphics,
 }
 
 impl ProcessType {
+    /// `C`, `G` or `C+G`, as nvidia-smi writes it.
     pub fn label(self) -> &'static str {
         match self {
             Self::Compute => "C",
@@ -274,10 +338,12 @@ impl ProcessType {
         }
     }
 
+    /// Whether it has a compute context.
     pub fn is_compute(self) -> bool {
         matches!(self, Self::Compute | Self::ComputeGraphics)
     }
 
+    /// Whether it has a graphics context.
     pub fn is_graphics(self) -> bool {
         matches!(self, Self::Graphics | Self::ComputeGraphics)
     }
@@ -297,18 +363,27 @@ impl ProcessType {
 #[serde(rename_all = "lowercase")]
 #[schemars(rename = "runtime")]
 pub enum Runtime {
+    /// Docker.
     Docker,
+    /// Podman.
     Podman,
+    /// containerd without Kubernetes.
     Containerd,
+    /// CRI-O.
     #[serde(rename = "cri-o")]
     CriO,
+    /// A Kubernetes pod (any runtime).
     Kubernetes,
+    /// LXC or LXD.
     Lxc,
+    /// A Slurm job.
     Slurm,
+    /// A systemd slice or service.
     Systemd,
 }
 
 impl Runtime {
+    /// The runtime's short name in labels: `docker`, `pod`, `slurm`, ...
     pub fn label(self) -> &'static str {
         match self {
             Self::Docker => "docker",
@@ -326,6 +401,7 @@ impl Runtime {
 /// The container (or Kubernetes pod, Slurm job, systemd slice) a process runs in.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Container {
+    /// What runs it.
     pub runtime: Runtime,
     /// The container's short id (12 hex digits), the Slurm job number, the LXC name, or the
     /// systemd slice and service.
@@ -381,7 +457,9 @@ impl Container {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 #[schemars(rename = "pod_container", deny_unknown_fields)]
 pub struct PodContainer {
+    /// The pod's namespace.
     pub namespace: String,
+    /// The pod's name.
     pub pod: String,
     /// Empty when only the pod is known.
     pub container: String,
@@ -405,10 +483,16 @@ pub enum PidMapping {
     #[default]
     Same,
     /// gputop knows this process by another number in its own namespace (from NSpid).
-    Mapped { local_pid: u32 },
+    Mapped {
+        /// Its PID in gputop's namespace.
+        local_pid: u32,
+    },
     /// gputop cannot reach this process: signals are disabled, and a local process that
     /// merely shares the number is never shown or signalled in its place.
-    Unmapped { reason: String },
+    Unmapped {
+        /// Why, in words.
+        reason: String,
+    },
 }
 
 /// Where gputop runs relative to the PID namespace NVML reports PIDs in.
@@ -429,18 +513,24 @@ pub enum PidNamespace {
 /// Facts about a process from the host (procfs), not from the GPU driver.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostFacts {
+    /// The owner's user name (the uid's number where it has no name).
     pub user: Reading<String>,
     /// The real uid behind `user`; signals re-check it.
     pub uid: Reading<u32>,
+    /// Its parent's PID.
     pub parent_pid: Reading<u32>,
+    /// Its command line, arguments joined by spaces.
     pub command: Reading<String>,
+    /// CPU since the previous reading, percent of one core.
     pub cpu_percent: Reading<f64>,
+    /// Resident memory, bytes.
     pub memory_bytes: Reading<u64>,
     /// Seconds since the Unix epoch.
     pub start_time: Reading<u64>,
     /// Clock ticks after boot at which it started: with the PID, the kernel's own identity
     /// of a process, which signals check (two processes can start in the same second).
     pub start_ticks: Reading<u64>,
+    /// Seconds since it started.
     pub running_seconds: Reading<u64>,
     /// From its cgroup; `None` on the host itself.
     pub container: Option<Container>,
@@ -502,17 +592,27 @@ impl HostFacts {
 /// One process on one GPU.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GpuProcess {
+    /// Its PID as NVML reports it (the host's PID namespace).
     pub pid: u32,
+    /// The GPU's index.
     pub gpu_index: u32,
+    /// The GPU's UUID.
     pub gpu_uuid: Reading<String>,
+    /// Compute, graphics or both.
     pub kind: ProcessType,
+    /// GPU memory it holds.
     pub gpu_memory_bytes: Reading<u64>,
+    /// SM utilization over the last interval, percent.
     pub sm_percent: Reading<u32>,
+    /// Memory-bandwidth utilization over the last interval, percent.
     pub memory_bandwidth_percent: Reading<u32>,
+    /// Video encoder utilization over the last interval, percent.
     pub encoder_percent: Reading<u32>,
+    /// Video decoder utilization over the last interval, percent.
     pub decoder_percent: Reading<u32>,
     /// On a MIG-enabled GPU: the MIG device it runs on.
     pub mig: Option<MigId>,
+    /// What the host knows of it.
     pub host: HostFacts,
 }
 
@@ -535,19 +635,28 @@ impl GpuProcess {
 /// The host's own load.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostStats {
+    /// CPU since the previous reading, percent of all cores.
     pub cpu_percent: Reading<f64>,
+    /// Memory, bytes.
     pub memory_total_bytes: Reading<u64>,
+    /// Memory in use (total less available), bytes.
     pub memory_used_bytes: Reading<u64>,
+    /// Swap, bytes.
     pub swap_total_bytes: Reading<u64>,
+    /// Swap in use, bytes.
     pub swap_used_bytes: Reading<u64>,
+    /// Load averages over 1, 5 and 15 minutes.
     pub load_average: Reading<[f64; 3]>,
+    /// Seconds since boot.
     pub uptime_seconds: Reading<u64>,
 }
 
 /// Driver-level facts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DriverInfo {
+    /// The kernel driver's version: `550.54.15`.
     pub driver_version: Reading<String>,
+    /// The NVML library's version.
     pub nvml_version: Reading<String>,
     /// As `major.minor`, e.g. `12.4`.
     pub cuda_driver_version: Reading<String>,
@@ -556,13 +665,19 @@ pub struct DriverInfo {
 /// Everything gputop knows at one instant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
+    /// When it was taken.
     pub taken_at: SystemTime,
+    /// The host's name.
     pub hostname: String,
+    /// The driver's versions.
     pub driver: DriverInfo,
+    /// The GPUs, by index.
     pub devices: Vec<Device>,
     /// Largest GPU memory first.
     pub processes: Vec<GpuProcess>,
+    /// The host's own load.
     pub host: HostStats,
+    /// How NVML's PIDs relate to gputop's.
     pub pid_namespace: PidNamespace,
 }
 
@@ -578,12 +693,16 @@ impl Snapshot {
 /// What identifies a process row across refreshes and re-sorts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ProcessKey {
+    /// The PID as NVML reports it.
     pub pid: u32,
+    /// When it started (seconds since the epoch), where known: PIDs are reused.
     pub start_time: Option<u64>,
+    /// The GPU.
     pub gpu_index: u32,
 }
 
 impl ProcessKey {
+    /// The key of process row `p`.
     pub fn of(p: &GpuProcess) -> Self {
         Self {
             pid: p.pid,
@@ -598,16 +717,22 @@ impl ProcessKey {
 /// (the GPU needs service).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RemappedRows {
+    /// Rows remapped after correctable errors.
     pub correctable: u32,
+    /// Rows remapped after uncorrectable errors.
     pub uncorrectable: u32,
+    /// A remap waits for a GPU reset.
     pub pending: bool,
+    /// A remap failed: the GPU needs service.
     pub failure: bool,
 }
 
 /// Pages retired after multiple single-bit ECC errors and after a double-bit one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RetiredPages {
+    /// Pages retired after multiple single-bit errors.
     pub single_bit: u32,
+    /// Pages retired after a double-bit error.
     pub double_bit: u32,
 }
 
@@ -615,11 +740,17 @@ pub struct RetiredPages {
 /// (`None` for a link that is down, or a counter the driver does not keep).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct NvLink {
+    /// The link number.
     pub link: u32,
+    /// Whether it is up.
     pub active: bool,
+    /// Replay errors.
     pub replay_errors: Option<u64>,
+    /// Recovery errors.
     pub recovery_errors: Option<u64>,
+    /// CRC errors in flow-control units.
     pub crc_flit_errors: Option<u64>,
+    /// CRC errors in data.
     pub crc_data_errors: Option<u64>,
 }
 
@@ -638,6 +769,7 @@ pub fn is_critical_xid(xid: u32) -> bool {
 /// One Xid error as the driver reported it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct XidEvent {
+    /// The Xid number (NVIDIA's Xid catalogue explains each).
     pub xid: u32,
     /// When gputop received it.
     pub at: SystemTime,
@@ -650,7 +782,9 @@ pub struct XidEvent {
 pub struct XidErrors {
     /// Events per Xid, by Xid.
     pub counts: std::collections::BTreeMap<u32, u64>,
+    /// The latest event.
     pub last: Option<XidEvent>,
+    /// The latest event of a critical Xid.
     pub last_critical: Option<XidEvent>,
 }
 

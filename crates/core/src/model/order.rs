@@ -9,15 +9,23 @@ use crate::model::GpuProcess;
 pub enum SortKey {
     /// GPU index, then PID.
     Natural,
+    /// PID, ascending.
     Pid,
+    /// User name, ascending.
     User,
     /// The container, pod, job or slice; processes on the host last.
     Container,
+    /// GPU memory held.
     GpuMemory,
+    /// SM utilization.
     Sm,
+    /// Memory-bandwidth utilization.
     MemoryBandwidth,
+    /// CPU utilization.
     Cpu,
+    /// Host memory (resident set).
     HostMemory,
+    /// Time since the process started.
     Time,
 }
 
@@ -52,12 +60,14 @@ impl SortKey {
         }
     }
 
+    /// The key for `letter` (either case), if one has it.
     pub fn from_letter(letter: char) -> Option<Self> {
         Self::ALL
             .into_iter()
             .find(|k| k.letter() == letter.to_ascii_lowercase())
     }
 
+    /// The key's name as the view's header writes it.
     pub fn name(self) -> &'static str {
         match self {
             Self::Natural => "natural",
@@ -78,11 +88,13 @@ impl SortKey {
         !matches!(self, Self::Natural | Self::Pid | Self::User | Self::Container)
     }
 
+    /// The key after this one in [`SortKey::ALL`], wrapping around.
     pub fn next(self) -> Self {
         let i = Self::ALL.iter().position(|k| *k == self).unwrap_or(0);
         Self::ALL[(i + 1) % Self::ALL.len()]
     }
 
+    /// The key before this one in [`SortKey::ALL`], wrapping around.
     pub fn previous(self) -> Self {
         let i = Self::ALL.iter().position(|k| *k == self).unwrap_or(0);
         Self::ALL[(i + Self::ALL.len() - 1) % Self::ALL.len()]

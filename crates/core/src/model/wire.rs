@@ -45,22 +45,37 @@ pub mod limits {
 pub struct WireError {
     /// Where the value is: `devices[0].index`, `processes[3].command`, `host.cpu_percent`.
     pub place: String,
+    /// What is wrong with it.
     pub problem: Problem,
 }
 
 /// What is wrong with a value ([`WireError`]).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Problem {
+    /// A string longer than [`limits::TEXT_BYTES`].
     #[error("a string of {bytes} bytes (at most {max})", max = limits::TEXT_BYTES)]
-    TooLong { bytes: usize },
+    TooLong {
+        /// Its length in bytes.
+        bytes: usize,
+    },
+    /// A number over the most its field accepts.
     #[error("{value} is over {max}")]
-    OverMax { value: f64, max: f64 },
+    OverMax {
+        /// The number.
+        value: f64,
+        /// The most accepted.
+        max: f64,
+    },
+    /// A negative or non-finite number where a count or a measure belongs.
     #[error("{0} is not a count or a measure")]
     NotAMeasure(f64),
+    /// A GPU index of [`limits::DEVICES`] or more.
     #[error("{0} is not a GPU index (0 to {max})", max = limits::DEVICES - 1)]
     NotAGpuIndex(u32),
+    /// Two GPUs with one index.
     #[error("GPU {0} is listed twice")]
     ListedTwice(u32),
+    /// A time after the year 9999.
     #[error("{0} is not a time between 1970 and 9999")]
     NotATime(u64),
 }
@@ -114,23 +129,32 @@ fn bounded_or_null<'de, const N: usize, D: Deserializer<'de>, T: Deserialize<'de
 /// A snapshot on the wire.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct WireSnapshot {
+    /// The document's format version; readers refuse another.
     #[schemars(extend("const" = VERSION))]
     pub version: u32,
     /// RFC 3339, UTC, whole seconds.
     #[schemars(extend("format" = "date-time"))]
     pub timestamp: String,
+    /// The host's name.
     pub hostname: String,
+    /// How the processes' PIDs relate to gputop's PID namespace.
     #[serde(default)]
     pub pid_namespace: PidNamespace,
+    /// The kernel driver's version: `550.54.15`.
     pub driver_version: Option<String>,
+    /// The CUDA version the driver supports, `major.minor`: `12.4`.
     pub cuda_driver_version: Option<String>,
+    /// The NVML library's version.
     pub nvml_version: Option<String>,
+    /// The GPUs, by index.
     #[serde(deserialize_with = "bounded::<{ limits::DEVICES }, _, _>")]
     #[schemars(length(max = limits::DEVICES))]
     pub devices: Vec<WireDevice>,
+    /// The processes on them, one per process and GPU, largest GPU memory first.
     #[serde(deserialize_with = "bounded::<{ limits::PROCESSES }, _, _>")]
     #[schemars(length(max = limits::PROCESSES))]
     pub processes: Vec<WireProcess>,
+    /// The host's own load.
     pub host: WireHost,
 }
 
@@ -138,63 +162,117 @@ pub struct WireSnapshot {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[schemars(rename = "device", deny_unknown_fields)]
 pub struct WireDevice {
+    /// NVML's index.
     pub index: u32,
+    /// The product name: `NVIDIA H100 80GB HBM3`.
     pub name: Option<String>,
+    /// `GPU-...`: what `CUDA_VISIBLE_DEVICES` takes.
     pub uuid: Option<String>,
+    /// `00000000:17:00.0`.
     pub pci_bus_id: Option<String>,
+    /// Whether it answers.
     pub status: WireStatus,
+    /// Why it does not (`null` when it does).
     pub status_reason: Option<String>,
+    /// Percent of the last sample period in which a kernel ran.
     pub utilization_gpu_percent: Option<u32>,
+    /// `utilization_gpu_percent`'s mean over the last interval, from the driver's samples.
     pub utilization_gpu_mean_percent: Option<f64>,
+    /// `utilization_gpu_percent`'s peak over the last interval, from the driver's samples.
     pub utilization_gpu_peak_percent: Option<f64>,
+    /// Percent of the last sample period in which memory was read or written.
     pub utilization_memory_percent: Option<u32>,
+    /// `utilization_memory_percent`'s mean over the last interval.
     pub utilization_memory_mean_percent: Option<f64>,
+    /// `utilization_memory_percent`'s peak over the last interval.
     pub utilization_memory_peak_percent: Option<f64>,
+    /// All its memory.
     pub memory_total_bytes: Option<u64>,
+    /// Memory allocated by processes and contexts.
     pub memory_used_bytes: Option<u64>,
+    /// Memory neither used nor reserved.
     pub memory_free_bytes: Option<u64>,
+    /// Memory reserved by the driver and firmware; not part of `memory_used_bytes`.
     pub memory_reserved_bytes: Option<u64>,
+    /// The BAR1 aperture through which the host maps GPU memory.
     pub bar1_total_bytes: Option<u64>,
+    /// BAR1 mapped now.
     pub bar1_used_bytes: Option<u64>,
+    /// The GPU core's temperature.
     pub temperature_celsius: Option<u32>,
+    /// The temperature at which the GPU slows its clocks.
     pub temperature_slowdown_celsius: Option<u32>,
+    /// The temperature at which the GPU shuts down.
     pub temperature_shutdown_celsius: Option<u32>,
     /// The first fan's, as nvidia-smi and nvitop show it.
     pub fan_speed_percent: Option<u32>,
+    /// Every fan's speed, in the driver's order.
     #[serde(default, deserialize_with = "bounded_or_null::<{ limits::SHORT_LIST }, _, _>")]
     #[schemars(length(max = limits::SHORT_LIST))]
     pub fan_speeds_percent: Option<Vec<u32>>,
+    /// Power draw now.
     pub power_usage_watts: Option<f64>,
+    /// Power draw's mean over the last interval, from the driver's samples.
     pub power_usage_mean_watts: Option<f64>,
+    /// Power draw's peak over the last interval, from the driver's samples.
     pub power_usage_peak_watts: Option<f64>,
+    /// The power limit set.
     pub power_limit_watts: Option<f64>,
+    /// The power limit in force (the least of every limit).
     pub power_enforced_limit_watts: Option<f64>,
+    /// Energy used since the driver loaded (Volta and newer).
     pub energy_joules: Option<f64>,
+    /// The performance state: 0 (P0, most) to 15 (P15, least).
     pub performance_state: Option<u32>,
+    /// The graphics clock now.
     pub clock_graphics_mhz: Option<u32>,
+    /// The SM clock now.
     pub clock_sm_mhz: Option<u32>,
+    /// The memory clock now.
     pub clock_memory_mhz: Option<u32>,
+    /// The video (encoder and decoder) clock now.
     pub clock_video_mhz: Option<u32>,
+    /// The highest graphics clock the GPU allows.
     pub clock_max_graphics_mhz: Option<u32>,
+    /// The highest SM clock the GPU allows.
     pub clock_max_sm_mhz: Option<u32>,
+    /// The highest memory clock the GPU allows.
     pub clock_max_memory_mhz: Option<u32>,
+    /// The highest video clock the GPU allows.
     pub clock_max_video_mhz: Option<u32>,
+    /// The PCIe generation the link runs at now (it falls when idle).
     pub pcie_link_generation: Option<u32>,
+    /// The PCIe lanes the link runs on now.
     pub pcie_link_width: Option<u32>,
+    /// The highest PCIe generation the GPU and its slot allow.
     pub pcie_link_max_generation: Option<u32>,
+    /// The most PCIe lanes the GPU and its slot allow.
     pub pcie_link_max_width: Option<u32>,
+    /// PCIe bytes sent per second (a 20 ms sample of the driver's).
     pub pcie_tx_bytes_per_second: Option<u64>,
+    /// PCIe bytes received per second (a 20 ms sample of the driver's).
     pub pcie_rx_bytes_per_second: Option<u64>,
+    /// Video encoder utilization.
     pub encoder_utilization_percent: Option<u32>,
+    /// Video decoder utilization.
     pub decoder_utilization_percent: Option<u32>,
+    /// Whether ECC is on.
     pub ecc_enabled: Option<bool>,
+    /// Uncorrected ECC errors since the driver loaded.
     pub ecc_uncorrected_volatile_errors: Option<u64>,
+    /// Rows remapped after correctable memory errors (Ampere and newer).
     pub remapped_rows_correctable: Option<u32>,
+    /// Rows remapped after uncorrectable memory errors.
     pub remapped_rows_uncorrectable: Option<u32>,
+    /// A row remap waits for a GPU reset.
     pub remapped_rows_pending: Option<bool>,
+    /// A row remap failed: the GPU needs service.
     pub remapped_rows_failure: Option<bool>,
+    /// Pages retired after multiple single-bit ECC errors (Kepler to Turing).
     pub retired_pages_single_bit: Option<u32>,
+    /// Pages retired after a double-bit ECC error.
     pub retired_pages_double_bit: Option<u32>,
+    /// Its NVLinks (SXM boards), by link number.
     #[serde(default, deserialize_with = "bounded_or_null::<{ limits::SHORT_LIST }, _, _>")]
     #[schemars(length(max = limits::SHORT_LIST))]
     pub nvlinks: Option<Vec<WireNvLink>>,
@@ -209,12 +287,17 @@ pub struct WireDevice {
     /// The latest critical one (an Xid applications do not cause).
     #[serde(default)]
     pub last_critical_xid: Option<WireXid>,
+    /// `Default`, `Exclusive_Process` or `Prohibited`, as nvidia-smi writes it.
     pub compute_mode: Option<String>,
+    /// Whether the driver stays loaded with no client.
     pub persistence_mode: Option<bool>,
+    /// Whether MIG mode is on.
     pub mig_mode: Option<bool>,
+    /// What holds the clocks down now (NVML's clock event reasons): `sw_power_cap`, ...
     #[serde(default, deserialize_with = "bounded_or_null::<{ limits::SHORT_LIST }, _, _>")]
     #[schemars(length(max = limits::SHORT_LIST))]
     pub throttle_reasons: Option<Vec<String>>,
+    /// With MIG on: its MIG devices, by GPU and compute instance.
     #[serde(default, deserialize_with = "bounded::<{ limits::MIG_DEVICES }, _, _>")]
     #[schemars(length(max = limits::MIG_DEVICES))]
     pub mig_devices: Vec<WireMig>,
@@ -232,8 +315,11 @@ pub struct WireDevice {
 #[serde(rename_all = "lowercase")]
 #[schemars(rename = "status")]
 pub enum WireStatus {
+    /// It answers.
     Ok,
+    /// Fallen off the bus.
     Lost,
+    /// Unusable for another reason.
     Error,
 }
 
@@ -241,10 +327,13 @@ pub enum WireStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[schemars(rename = "process_type")]
 pub enum WireProcessType {
+    /// A compute (CUDA) context.
     #[serde(rename = "C")]
     Compute,
+    /// A graphics context.
     #[serde(rename = "G")]
     Graphics,
+    /// Both.
     #[serde(rename = "C+G")]
     ComputeGraphics,
 }
@@ -255,8 +344,11 @@ pub enum WireProcessType {
 #[serde(rename_all = "lowercase")]
 #[schemars(rename = "pid_mapping")]
 pub enum WirePidMapping {
+    /// The driver's PID is gputop's.
     Same,
+    /// gputop knows it as `local_pid`.
     Mapped,
+    /// gputop cannot reach it.
     Unmapped,
 }
 
@@ -264,13 +356,21 @@ pub enum WirePidMapping {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[schemars(rename = "mig_device", deny_unknown_fields)]
 pub struct WireMig {
+    /// The GPU instance.
     pub gpu_instance_id: u32,
+    /// The compute instance within it.
     pub compute_instance_id: u32,
+    /// As nvidia-smi names it: `3g.40gb`.
     pub profile: Option<String>,
+    /// `MIG-...`: what `CUDA_VISIBLE_DEVICES` takes.
     pub uuid: Option<String>,
+    /// All its memory.
     pub memory_total_bytes: Option<u64>,
+    /// Its memory in use.
     pub memory_used_bytes: Option<u64>,
+    /// Its memory free.
     pub memory_free_bytes: Option<u64>,
+    /// Most drivers do not report utilization per MIG device.
     pub utilization_gpu_percent: Option<u32>,
     /// The pods' containers the kubelet allocated the MIG device to.
     #[serde(default, deserialize_with = "bounded::<{ limits::SHORT_LIST }, _, _>")]
@@ -282,30 +382,50 @@ pub struct WireMig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[schemars(rename = "process", deny_unknown_fields)]
 pub struct WireProcess {
+    /// Its PID as the driver reports it (the host's PID namespace).
     pub pid: u32,
+    /// The GPU's index.
     pub gpu_index: u32,
+    /// The GPU's UUID.
     pub gpu_uuid: Option<String>,
+    /// Compute, graphics or both.
     #[serde(rename = "type")]
     pub kind: WireProcessType,
+    /// GPU memory it holds.
     pub gpu_memory_bytes: Option<u64>,
+    /// SM utilization over the last interval.
     pub sm_percent: Option<u32>,
+    /// Memory-bandwidth utilization over the last interval.
     pub memory_bandwidth_percent: Option<u32>,
+    /// Video encoder utilization over the last interval.
     pub encoder_percent: Option<u32>,
+    /// Video decoder utilization over the last interval.
     pub decoder_percent: Option<u32>,
+    /// On a MIG device: its GPU instance.
     pub gpu_instance_id: Option<u32>,
+    /// On a MIG device: its compute instance.
     pub compute_instance_id: Option<u32>,
+    /// The owner's user name.
     pub user: Option<String>,
+    /// Its command line, arguments joined by spaces; `null` on `/snapshot` unless `gputop export --process-commands`.
     pub command: Option<String>,
+    /// CPU since the previous reading, percent of one core.
     pub cpu_percent: Option<f64>,
+    /// Resident host memory.
     pub host_memory_bytes: Option<u64>,
+    /// When it started.
     pub start_time_unix_seconds: Option<u64>,
+    /// How long it has run.
     pub running_seconds: Option<u64>,
+    /// The container, pod, Slurm job or systemd slice it runs in; `null` on the host.
     pub container: Option<WireContainer>,
     /// Its PID inside its own container's namespace.
     pub container_pid: Option<u32>,
     /// The PID that names it in gputop's own namespace; `null` when unreachable.
     pub local_pid: Option<u32>,
+    /// Whether gputop's PID namespace can reach it.
     pub pid_mapping: WirePidMapping,
+    /// Why it cannot (`null` when it can).
     pub unmapped_reason: Option<String>,
 }
 
@@ -314,8 +434,11 @@ pub struct WireProcess {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[schemars(rename = "container", deny_unknown_fields)]
 pub struct WireContainer {
+    /// What runs it.
     pub runtime: super::Runtime,
+    /// The container's short id, the Slurm job number, the LXC name, or the systemd unit.
     pub id: String,
+    /// Kubernetes: the pod's UID.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
     /// Kubernetes: the pod's namespace and name and the container's, from the kubelet.
@@ -324,6 +447,7 @@ pub struct WireContainer {
     /// Slurm: the job's user.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// How the CONTAINER column names it: `docker:3f2a1b9c0d12`, `team-a/trainer-0/pytorch`.
     #[serde(default)]
     pub label: String,
 }
@@ -332,12 +456,19 @@ pub struct WireContainer {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[schemars(rename = "host", deny_unknown_fields)]
 pub struct WireHost {
+    /// CPU since the previous reading, percent of all cores.
     pub cpu_percent: Option<f64>,
+    /// Its memory.
     pub memory_total_bytes: Option<u64>,
+    /// Its memory in use (total less available).
     pub memory_used_bytes: Option<u64>,
+    /// Its swap.
     pub swap_total_bytes: Option<u64>,
+    /// Its swap in use.
     pub swap_used_bytes: Option<u64>,
+    /// Load averages over 1, 5 and 15 minutes.
     pub load_average: Option<[f64; 3]>,
+    /// Seconds since boot.
     pub uptime_seconds: Option<u64>,
 }
 
@@ -351,10 +482,12 @@ pub struct WireHost {
     deny_unknown_fields
 )]
 pub struct WireReport {
+    /// The snapshot, its keys at the top level.
     #[serde(flatten)]
     pub snapshot: WireSnapshot,
     /// Pending and firing alerts, most severe first.
     pub alerts: Vec<WireAlert>,
+    /// GPU use per user and container.
     pub usage: WireUsage,
 }
 
@@ -382,17 +515,23 @@ pub fn json_schema() -> serde_json::Value {
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[schemars(rename = "alert", deny_unknown_fields)]
 pub struct WireAlert {
+    /// The rule's name.
     pub rule: String,
+    /// The rule's severity.
     pub severity: WireSeverity,
+    /// Pending or firing.
     pub state: WireAlertState,
     /// `GPU 0`, `PID 4242 on GPU 1` or `host`.
     pub subject: String,
+    /// The GPU it is about; `null` for the host.
     pub gpu_index: Option<u32>,
+    /// The process it is about (the driver's PID); `null` for a GPU or the host.
     pub pid: Option<u32>,
     /// Seconds since the epoch when the alert entered its state.
     pub since: f64,
     /// The rule's value when last evaluated.
     pub value: Option<f64>,
+    /// The rule's summary with the subject and value filled in.
     pub summary: String,
 }
 
@@ -401,8 +540,11 @@ pub struct WireAlert {
 #[serde(rename_all = "lowercase")]
 #[schemars(rename = "severity")]
 pub enum WireSeverity {
+    /// Worth knowing.
     Info,
+    /// Worth a look.
     Warning,
+    /// Worth acting on now.
     Critical,
 }
 
@@ -411,7 +553,9 @@ pub enum WireSeverity {
 #[serde(rename_all = "lowercase")]
 #[schemars(rename = "alert_state")]
 pub enum WireAlertState {
+    /// The condition holds, not yet for the rule's `for` duration.
     Pending,
+    /// The condition has held for the rule's `for` duration.
     Firing,
 }
 
@@ -425,7 +569,9 @@ pub struct WireUsage {
     /// The seconds accounted for.
     #[schemars(range(min = 0.0))]
     pub seconds: f64,
+    /// By user, most GPU memory now first, then most GPU-seconds.
     pub users: Vec<WireUserUsage>,
+    /// By container, in the same order.
     pub containers: Vec<WireContainerUsage>,
 }
 
@@ -433,7 +579,9 @@ pub struct WireUsage {
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[schemars(rename = "user_usage", deny_unknown_fields)]
 pub struct WireUserUsage {
+    /// The user name.
     pub user: String,
+    /// Its use.
     #[serde(flatten)]
     pub totals: WireUsageTotals,
 }
@@ -442,7 +590,9 @@ pub struct WireUserUsage {
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[schemars(rename = "container_usage", deny_unknown_fields)]
 pub struct WireContainerUsage {
+    /// The container's label.
     pub container: String,
+    /// Its use.
     #[serde(flatten)]
     pub totals: WireUsageTotals,
 }
@@ -454,9 +604,9 @@ pub struct WireUsageTotals {
     pub gpus: Vec<u32>,
     /// GPU memory its processes hold now.
     pub gpu_memory_bytes: u64,
-    /// Its processes on GPUs now (one per process and GPU).
+    /// Its processes holding a GPU now (a process on two GPUs counts once).
     pub processes: u64,
-    /// SM share times seconds, summed over its processes.
+    /// GPU-seconds: each GPU holding one of its processes counts one per second.
     #[schemars(range(min = 0.0))]
     pub gpu_seconds: f64,
     /// GPU memory held times seconds.
@@ -872,7 +1022,9 @@ impl From<&Device> for WireDevice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[schemars(rename = "xid_count", deny_unknown_fields)]
 pub struct WireXidCount {
+    /// The Xid number.
     pub xid: u32,
+    /// Events of it.
     pub count: u64,
 }
 
@@ -880,7 +1032,9 @@ pub struct WireXidCount {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[schemars(rename = "xid", deny_unknown_fields)]
 pub struct WireXid {
+    /// The Xid number.
     pub xid: u32,
+    /// When gputop received it.
     #[schemars(range(max = LATEST_TIME_UNIX_SECONDS))]
     pub time_unix_seconds: u64,
 }
@@ -911,11 +1065,17 @@ impl From<WireXid> for XidEvent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[schemars(rename = "nvlink", deny_unknown_fields)]
 pub struct WireNvLink {
+    /// The link number.
     pub link: u32,
+    /// Whether it is up.
     pub active: bool,
+    /// Replay errors since the driver loaded; `null` for a link that is down.
     pub replay_errors: Option<u64>,
+    /// Recovery errors since the driver loaded.
     pub recovery_errors: Option<u64>,
+    /// CRC errors in flow-control units since the driver loaded.
     pub crc_flit_errors: Option<u64>,
+    /// CRC errors in data since the driver loaded.
     pub crc_data_errors: Option<u64>,
 }
 

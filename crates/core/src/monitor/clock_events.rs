@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::usage::Elapsed;
 use crate::model::{CLOCK_EVENT_REASONS, Snapshot};
 
+/// Seconds per GPU and clock event reason, accumulated over snapshots.
 #[derive(Debug, Clone)]
 pub struct ClockEvents {
     elapsed: Elapsed,
@@ -25,6 +26,7 @@ impl ClockEvents {
         }
     }
 
+    /// Adds the time since the previous snapshot to each reason `snapshot` shows.
     pub fn record(&mut self, snapshot: &Snapshot) {
         let elapsed = self.elapsed.to(snapshot.taken_at);
         for device in &snapshot.devices {

@@ -16,7 +16,9 @@ use crate::model::{Device, DeviceStatus, GpuProcess, ProcessKey, Reading, Snapsh
 /// The `[history]` settings: how long readings are kept, and at what resolution.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistorySettings {
+    /// Seconds of readings kept.
     pub retention_time: u64,
+    /// Seconds each bucket averages once a reading is older than the raw span.
     pub sample_interval: u64,
 }
 
@@ -84,10 +86,13 @@ impl Tier {
 pub struct Aggregate {
     /// Time-weighted mean.
     pub mean: f64,
+    /// The least reading.
     pub min: f64,
+    /// The greatest reading.
     pub max: f64,
     /// The earliest and latest reading (or bucket mean) in the window.
     pub first: f64,
+    /// See `first`.
     pub last: f64,
     /// Fraction of the window that readings cover, 0 to 1.
     pub coverage: f64,
@@ -405,6 +410,7 @@ pub enum DeviceMetric {
     MemoryPercent,
     /// Used memory in MiB.
     MemoryMib,
+    /// Degrees Celsius.
     Temperature,
     /// Watts; the interval mean where the driver offers power samples.
     Power,
@@ -414,6 +420,7 @@ pub enum DeviceMetric {
 }
 
 impl DeviceMetric {
+    /// Every device metric, in the order series are kept.
     pub const ALL: [Self; 7] = [
         Self::Utilization,
         Self::MemoryBandwidth,
@@ -457,13 +464,17 @@ impl DeviceMetric {
 pub enum ProcessMetric {
     /// GPU memory in MiB.
     GpuMemoryMib,
+    /// SM utilization, percent.
     Sm,
+    /// CPU, percent of one core.
     Cpu,
 }
 
 impl ProcessMetric {
+    /// Every process metric, in the order series are kept.
     pub const ALL: [Self; 3] = [Self::GpuMemoryMib, Self::Sm, Self::Cpu];
 
+    /// The reading this metric records from a process.
     pub fn read(self, process: &GpuProcess) -> Option<f64> {
         match self {
             Self::GpuMemoryMib => process.gpu_memory_bytes.get().map(|b| b as f64 / MIB),
@@ -476,13 +487,17 @@ impl ProcessMetric {
 /// What is recorded for the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum HostMetric {
+    /// CPU, percent of all cores.
     Cpu,
+    /// Used memory as a percentage of the total.
     MemoryPercent,
 }
 
 impl HostMetric {
+    /// Every host metric, in the order series are kept.
     pub const ALL: [Self; 2] = [Self::Cpu, Self::MemoryPercent];
 
+    /// The reading this metric records from a snapshot's host.
     pub fn read(self, snapshot: &Snapshot) -> Option<f64> {
         let host = &snapshot.host;
         match self {
@@ -549,6 +564,7 @@ impl History {
         }
     }
 
+    /// Adds `snapshot`'s readings to every series, and forgets processes gone for a while.
     pub fn record(&mut self, snapshot: &Snapshot) {
         let t = timestamp(snapshot);
         self.now = Some(t);
@@ -600,10 +616,12 @@ impl History {
         self.now
     }
 
+    /// How many GPUs have series (one more than the highest index seen).
     pub fn device_count(&self) -> usize {
         self.devices.len()
     }
 
+    /// GPU `index`'s series of `metric`, if the GPU was seen.
     pub fn device(&self, index: u32, metric: DeviceMetric) -> Option<&Series> {
         let position = DeviceMetric::ALL.iter().position(|m| *m == metric)?;
         self.devices.get(index as usize).map(|series| &series[position])
@@ -614,6 +632,7 @@ impl History {
         self.occupied.get(index as usize).copied().unwrap_or(false)
     }
 
+    /// The series of `metric` for the process `key`, if it was seen lately.
     pub fn process(&self, key: &ProcessKey, metric: ProcessMetric) -> Option<&Series> {
         let position = ProcessMetric::ALL.iter().position(|m| *m == metric)?;
         self.processes.get(key).map(|p| &p.series[position])
@@ -624,6 +643,7 @@ impl History {
         self.processes.iter().filter(|(_, p)| p.present).map(|(k, _)| k)
     }
 
+    /// The host's series of `metric`.
     pub fn host(&self, metric: HostMetric) -> &Series {
         let position = HostMetric::ALL.iter().position(|m| *m == metric).unwrap_or(0);
         &self.host[position]

@@ -246,10 +246,12 @@ impl Spans {
         self.0.iter().any(|s| s.tag == tag)
     }
 
+    /// Closes every span.
     pub fn close_all(&mut self) {
         self.0.clear();
     }
 
+    /// Whether no span is open.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

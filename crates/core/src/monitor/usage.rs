@@ -32,9 +32,13 @@ pub const UNKNOWN_USER: &str = "(unknown)";
 pub struct Usage {
     /// GPUs with at least one of its processes, now.
     pub gpus: BTreeSet<u32>,
+    /// GPU memory its processes hold now.
     pub memory_bytes: u64,
+    /// Its processes holding a GPU now (a process on two GPUs counts once).
     pub processes: usize,
+    /// GPU-seconds: each GPU holding one of its processes counts one per second.
     pub gpu_seconds: f64,
+    /// Byte-seconds of GPU memory held.
     pub memory_byte_seconds: f64,
     /// Joules of its GPUs' energy that its processes' shares account for.
     pub energy_joules: f64,
@@ -76,11 +80,14 @@ impl Elapsed {
 /// Usage per user and per container since gputop started.
 #[derive(Debug, Clone)]
 pub struct Accounting {
+    /// The first snapshot's time.
     pub since: Option<SystemTime>,
     elapsed: Elapsed,
     /// Seconds of time the accumulations cover.
     pub seconds: f64,
+    /// By user name.
     pub users: BTreeMap<String, Usage>,
+    /// By container label.
     pub containers: BTreeMap<String, Usage>,
     /// Per GPU by index: its energy counter and the shares of it held since it last advanced.
     energy: BTreeMap<u32, EnergyShares>,

@@ -35,6 +35,7 @@ fn reading<T>(result: Result<T, Code>) -> Reading<T> {
 }
 
 impl DemoSource {
+    /// The demo machine at its scenario's start.
     pub fn new() -> Self {
         let text = nvml_sim::builtin("demo").unwrap_or_default();
         let scenario = Scenario::parse(text, "builtin:demo", &|_| None)
@@ -47,6 +48,7 @@ impl DemoSource {
         }
     }
 
+    /// The demo machine now; utilization means and peaks cover the last `window`.
     pub fn read(&mut self, window: Duration) -> Readout {
         let t = self.time.scenario_t(wall_now_us());
         let system = &self.sim.scenario.system;

@@ -19,8 +19,11 @@ use nvml::NvmlSource;
 /// What a GPU source read: devices and the processes on them.
 #[derive(Debug, Clone)]
 pub struct Readout {
+    /// The driver's versions.
     pub driver: DriverInfo,
+    /// The GPUs.
     pub devices: Vec<Device>,
+    /// The processes on them, one per process and GPU.
     pub processes: Vec<GpuProcess>,
     /// Whether the source gave its processes' host facts itself (the demo); else they are
     /// read from /proc when the snapshot is assembled.
@@ -67,9 +70,11 @@ pub enum Gauge {
     GpuUtilization,
     /// GPU and memory utilization, now and over the window.
     Utilization,
+    /// The GPU's temperature.
     Temperature,
     /// Power draw, now and over the window.
     Power,
+    /// Every fan's speed.
     FanSpeeds,
     /// The energy counter: millijoules since the driver loaded.
     Energy,
@@ -90,7 +95,9 @@ pub(crate) enum Reach {
 /// Where device and process readings come from.
 #[derive(Debug)]
 pub enum Source {
+    /// The NVIDIA driver's NVML library.
     Nvml(Box<NvmlSource>),
+    /// The built-in demo machine.
     Demo(Box<DemoSource>),
 }
 
@@ -156,6 +163,7 @@ impl Source {
 pub struct Opening(Receiver<Result<Source, nvml::NvmlUnusable>>);
 
 impl Opening {
+    /// Calls `open` on a thread of its own; [`Opening::finish`] or [`Opening::wait`] gives its result.
     pub fn start(
         open: impl FnOnce() -> Result<Source, nvml::NvmlUnusable> + Send + 'static,
     ) -> std::io::Result<Self> {

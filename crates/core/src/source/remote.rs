@@ -30,7 +30,9 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// A node to watch: `host:port` of its `gputop export`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
+    /// The host name or address.
     pub host: String,
+    /// The port `gputop export` listens on.
     pub port: u16,
 }
 
@@ -60,6 +62,7 @@ impl Node {
         Ok(Self { host, port })
     }
 
+    /// `host:port`, as the view names the node.
     pub fn label(&self) -> String {
         format!("{}:{}", self.host, self.port)
     }
@@ -89,10 +92,14 @@ pub fn parse_hosts_file(text: &str) -> Result<Vec<Node>, String> {
 pub enum NodeStatus {
     /// Not asked yet.
     Waiting,
+    /// Its latest fetch succeeded.
     Up,
-    /// The last fetch failed; the next try is after `retry_in` from `at`.
+    /// The last fetch failed; it is tried again after a wait that grows with each failure, up
+    /// to [`BACKOFF_MAX`].
     Down {
+        /// Why the last fetch failed.
         reason: String,
+        /// Fetches failed in a row.
         failures: u32,
     },
 }
@@ -100,12 +107,15 @@ pub enum NodeStatus {
 /// One node and what it last said.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeState {
+    /// The node.
     pub node: Node,
+    /// Where it stands.
     pub status: NodeStatus,
     /// The latest snapshot it sent (kept while it is down, marked stale by the status).
     pub snapshot: Option<Arc<Snapshot>>,
     /// Firing alerts in its latest report.
     pub alerts: usize,
+    /// When its latest snapshot arrived.
     pub last_ok: Option<SystemTime>,
     /// Whole seconds since that snapshot arrived, once that is longer than the interval
     /// (`None` while it is fresh, or there is none).
@@ -115,6 +125,7 @@ pub struct NodeState {
 /// Every node, in the order given.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Cluster {
+    /// Each node's state.
     pub nodes: Vec<NodeState>,
 }
 

@@ -34,6 +34,7 @@ pub struct Recording {
     pub skipped: usize,
     /// The first skipped line, and why: `FILE line N: ...`.
     pub first_problem: Option<String>,
+    /// The host it was recorded on.
     pub hostname: String,
     /// Seconds between snapshots when it was recorded.
     pub interval: f64,
@@ -150,10 +151,12 @@ impl Recording {
         }
     }
 
+    /// How many frames it holds.
     pub fn len(&self) -> usize {
         self.frames.len()
     }
 
+    /// Whether it holds no frame.
     pub fn is_empty(&self) -> bool {
         self.frames.is_empty()
     }
@@ -314,6 +317,7 @@ impl<'p> LineReader<'p> {
 /// What the player is asked to do.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum PlayerCommand {
+    /// Pause, or go on.
     TogglePause,
     /// Move by this many seconds of recording time.
     Seek(f64),
@@ -326,17 +330,24 @@ pub enum PlayerCommand {
 pub struct ReplayStatus {
     /// Seconds from the first frame.
     pub position: f64,
+    /// Seconds from the first frame to the last.
     pub length: f64,
+    /// Recording seconds played per second.
     pub speed: f64,
+    /// Whether playback is paused.
     pub paused: bool,
+    /// The frame on screen, from 0.
     pub frame: usize,
+    /// How many frames the recording holds.
     pub frames: usize,
 }
 
 /// One published frame.
 #[derive(Debug, Clone)]
 pub struct Played {
+    /// The frame's snapshot.
     pub snapshot: Arc<Snapshot>,
+    /// Where playback stands with it.
     pub status: ReplayStatus,
     /// The frame is earlier than the one before it: history must start over.
     pub rewound: bool,
@@ -349,7 +360,9 @@ pub struct Player {
     thread: Option<JoinHandle<()>>,
 }
 
+/// The slowest playback speed.
 pub const SPEED_MIN: f64 = 0.125;
+/// The fastest playback speed.
 pub const SPEED_MAX: f64 = 64.0;
 
 impl Player {
@@ -369,6 +382,7 @@ impl Player {
         })
     }
 
+    /// Asks the player to do `command`; nothing once it has stopped.
     pub fn send(&self, command: PlayerCommand) {
         if let Some(commands) = &self.commands {
             let _ = commands.send(command);

@@ -22,12 +22,16 @@ pub const LOG_LENGTH: usize = 1000;
 /// What an alert is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Subject {
+    /// A GPU, by index.
     Device(u32),
+    /// A process on one GPU.
     Process(ProcessKey),
+    /// The host (its CPU or memory).
     Host,
 }
 
 impl Subject {
+    /// How messages name the subject: `GPU 0`, `PID 4242 on GPU 1`, `host`.
     pub fn label(&self) -> String {
         match self {
             Self::Device(index) => format!("GPU {index}"),
@@ -40,15 +44,20 @@ impl Subject {
 /// Where a (rule, subject) pair stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
+    /// The condition does not hold.
     Inactive,
+    /// The condition holds, for less than the rule's `for` duration.
     Pending,
+    /// The condition has held for the rule's `for` duration.
     Firing,
     /// Too few readings in the window to judge.
     NoData,
+    /// Firing until the latest judgement; inactive from the next.
     Resolved,
 }
 
 impl Phase {
+    /// The phase as logs and the view write it: `pending`, `no data`, ...
     pub fn label(self) -> &'static str {
         match self {
             Self::Inactive => "inactive",
@@ -73,13 +82,21 @@ struct State {
 /// One change of state, as logged.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transition {
+    /// When (seconds since the epoch).
     pub at: f64,
+    /// The rule's name.
     pub rule: String,
+    /// The rule's severity.
     pub severity: Severity,
+    /// What it is about.
     pub subject: Subject,
+    /// The phase before.
     pub from: Phase,
+    /// The phase after.
     pub to: Phase,
+    /// The value the rule judged, in its metric's unit, if there was one.
     pub value: Option<f64>,
+    /// The rule's summary with the subject and value filled in.
     pub summary: String,
 }
 
@@ -102,12 +119,19 @@ impl Transition {
 /// An alert that is pending or firing now.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Active {
+    /// The rule's name.
     pub rule: String,
+    /// The rule's severity.
     pub severity: Severity,
+    /// What it is about.
     pub subject: Subject,
+    /// Pending or firing.
     pub phase: Phase,
+    /// When that phase began (seconds since the epoch).
     pub since: f64,
+    /// The value the rule judged last, in its metric's unit.
     pub value: Option<f64>,
+    /// The rule's summary with the subject and value filled in.
     pub summary: String,
 }
 
@@ -158,6 +182,7 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// An engine for `rules`, with every pair inactive and an empty log.
     pub fn new(rules: Vec<Rule>) -> Self {
         Self {
             evaluated: vec![f64::MIN; rules.len()],
@@ -178,6 +203,7 @@ impl Engine {
             .collect();
     }
 
+    /// The rules, in the order given.
     pub fn rules(&self) -> &[Rule] {
         &self.rules
     }

@@ -4,14 +4,19 @@
 use crate::format::{seconds_text, trim_number};
 use crate::monitor::history::{DeviceMetric, HostMetric, ProcessMetric, Series};
 
+/// How serious an alert is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Severity {
+    /// Worth knowing.
     Info,
+    /// Worth a look.
     Warning,
+    /// Worth acting on now.
     Critical,
 }
 
 impl Severity {
+    /// Every severity, least serious first.
     pub const ALL: [Self; 3] = [Self::Info, Self::Warning, Self::Critical];
 
     /// The Prometheus/Alertmanager label value.
@@ -23,6 +28,7 @@ impl Severity {
         }
     }
 
+    /// The severity its label names.
     pub fn parse(text: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|s| s.label() == text)
     }
@@ -31,8 +37,11 @@ impl Severity {
 /// The metric a rule watches; its scope follows from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Metric {
+    /// Read from each GPU.
     Device(DeviceMetric),
+    /// Read from each process on each GPU.
     Process(ProcessMetric),
+    /// Read from the host.
     Host(HostMetric),
 }
 
@@ -100,18 +109,22 @@ impl Metric {
             .expect("every metric is in METRICS")
     }
 
+    /// `device`, `process` or `host`.
     pub fn scope(self) -> &'static str {
         self.entry().0
     }
 
+    /// The name rules give it within its scope (`memory_percent`).
     pub fn name(self) -> &'static str {
         self.entry().1
     }
 
+    /// Its unit as messages write it after a number (`%`, ` MiB`); empty for a count.
     pub fn unit(self) -> &'static str {
         self.entry().3
     }
 
+    /// The metric `name` of `scope`, if there is one.
     pub fn parse(scope: &str, name: &str) -> Option<Self> {
         METRICS
             .iter()
@@ -125,7 +138,9 @@ impl Metric {
 pub enum Function {
     /// Time-weighted mean (the default).
     Mean,
+    /// The least reading.
     Min,
+    /// The greatest reading.
     Max,
     /// The latest reading.
     Last,
@@ -140,6 +155,7 @@ pub enum Function {
 }
 
 impl Function {
+    /// Every function with the name rules give it.
     pub const ALL: [(&'static str, Self); 7] = [
         ("mean", Self::Mean),
         ("min", Self::Min),
@@ -150,6 +166,7 @@ impl Function {
         ("range", Self::Range),
     ];
 
+    /// The name rules give it.
     pub fn name(self) -> &'static str {
         Self::ALL
             .iter()
@@ -157,6 +174,7 @@ impl Function {
             .map_or("mean", |(n, _)| n)
     }
 
+    /// The function named `text`, if there is one.
     pub fn parse(text: &str) -> Option<Self> {
         Self::ALL.iter().find(|(n, _)| *n == text).map(|(_, f)| *f)
     }
@@ -167,13 +185,17 @@ impl Function {
     }
 }
 
+/// How a rule's value is compared with its threshold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Comparison {
+    /// The condition holds above the threshold.
     Above,
+    /// The condition holds below the threshold.
     Below,
 }
 
 impl Comparison {
+    /// `>` or `<`.
     pub fn symbol(self) -> &'static str {
         match self {
             Self::Above => ">",
@@ -181,6 +203,7 @@ impl Comparison {
         }
     }
 
+    /// `>`, `above`, `<` or `below`.
     pub fn parse(text: &str) -> Option<Self> {
         match text {
             ">" | "above" => Some(Self::Above),
@@ -189,6 +212,7 @@ impl Comparison {
         }
     }
 
+    /// Whether `value` passes `threshold` this way.
     pub fn holds(self, value: f64, threshold: f64) -> bool {
         match self {
             Self::Above => value > threshold,
@@ -200,15 +224,20 @@ impl Comparison {
 /// For device rules: whether processes must hold the GPU for the rule to apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Holders {
+    /// Whatever holds the GPU.
     Any,
+    /// Only while processes hold it.
     Some,
+    /// Only while no process holds it.
     None,
 }
 
 impl Holders {
+    /// Every choice with the name rules give it.
     pub const ALL: [(&'static str, Self); 3] =
         [("any", Self::Any), ("some", Self::Some), ("none", Self::None)];
 
+    /// The name rules give it.
     pub fn name(self) -> &'static str {
         Self::ALL
             .iter()
@@ -216,10 +245,12 @@ impl Holders {
             .map_or("any", |(n, _)| n)
     }
 
+    /// The choice named `text`, if there is one.
     pub fn parse(text: &str) -> Option<Self> {
         Self::ALL.iter().find(|(n, _)| *n == text).map(|(_, h)| *h)
     }
 
+    /// Whether a GPU that is (or is not) `occupied` may be judged.
     pub fn admits(self, occupied: bool) -> bool {
         match self {
             Self::Any => true,
@@ -232,10 +263,15 @@ impl Holders {
 /// One alert rule.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rule {
+    /// Its name, unique among the rules; a file's rule replaces a built-in of that name.
     pub name: String,
+    /// What it watches.
     pub metric: Metric,
+    /// What it computes over its window.
     pub function: Function,
+    /// Whether above or below the threshold is wrong.
     pub comparison: Comparison,
+    /// The level the value must pass to start the alert, in the metric's unit.
     pub threshold: f64,
     /// Once firing, the alert stays until the value no longer passes this (hysteresis).
     pub clear: f64,
@@ -243,16 +279,19 @@ pub struct Rule {
     pub window: f64,
     /// Seconds the condition must hold before the alert fires.
     pub for_seconds: f64,
+    /// How serious it is.
     pub severity: Severity,
     /// Fraction of the window readings must cover; less is "no data", never OK.
     pub min_coverage: f64,
+    /// For device rules: whether processes must (or must not) hold the GPU.
     pub holders: Holders,
     /// A sentence for people; the default is generated from the rule.
     pub summary: Option<String>,
 }
 
-/// Defaults of a rule's optional fields.
+/// A rule's window when it gives none, in seconds.
 pub const DEFAULT_WINDOW: f64 = 30.0;
+/// A rule's `min_coverage` when it gives none.
 pub const DEFAULT_MIN_COVERAGE: f64 = 0.5;
 
 impl Rule {
@@ -334,7 +373,9 @@ fn steady_increase(slices: &[Option<f64>]) -> Option<f64> {
 /// A rule as written: either a full rule, or `enabled = false` to turn a built-in off.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RuleEntry {
+    /// A rule, new or replacing a built-in of its name.
     Rule(Rule),
+    /// `enabled = false`: the built-in rule of this name is off.
     Disabled(String),
 }
 
@@ -342,8 +383,11 @@ pub enum RuleEntry {
 /// and where transitions are delivered.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AlertSettings {
+    /// GPU memory use, percent of the total, that fires `gpu_memory_high`.
     pub memory_usage_threshold: f64,
+    /// No effect: kept so that files which set it still load.
     pub gpu_utilization_threshold: f64,
+    /// Degrees Celsius that fire `gpu_temperature_high`.
     pub temperature_threshold: f64,
     /// Whether the built-in rules apply (each can still be replaced or disabled by name).
     pub builtin_rules: bool,
@@ -351,8 +395,11 @@ pub struct AlertSettings {
     pub log_file: String,
     /// Commands run when an alert of each severity fires; empty for none.
     pub notify_info: Vec<String>,
+    /// See `notify_info`.
     pub notify_warning: Vec<String>,
+    /// See `notify_info`.
     pub notify_critical: Vec<String>,
+    /// Seconds a notification command may run before it is killed.
     pub notify_timeout: f64,
     /// Seconds between two notifications of one severity.
     pub notify_min_interval: f64,

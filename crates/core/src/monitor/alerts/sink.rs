@@ -27,6 +27,7 @@ pub struct Sink {
 }
 
 impl Sink {
+    /// Opens the alert log (appending) and takes the notify commands; an error names the key.
     pub fn open(settings: &AlertSettings) -> Result<Self, String> {
         let log = match settings.log_file.as_str() {
             "" => None,

@@ -38,17 +38,24 @@ use crate::model::{
 /// `gputop capture` keeps.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RawSample {
+    /// The GPU's index.
     pub gpu: u32,
+    /// Which buffer.
     pub metric: SampledMetric,
+    /// The driver's timestamp, microseconds.
     pub timestamp_us: u64,
+    /// The value, in the buffer's unit.
     pub value: f64,
 }
 
 /// The sample buffers gputop reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SampledMetric {
+    /// GPU utilization, percent.
     GpuUtilization,
+    /// Memory utilization, percent.
     MemoryUtilization,
+    /// Power draw, milliwatts.
     PowerMilliwatts,
 }
 
@@ -56,7 +63,9 @@ pub enum SampledMetric {
 /// does not export, and the size of its `_v3` process entries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DriverExports {
+    /// The NVML functions gputop calls that the library does not export.
     pub absent: Vec<&'static str>,
+    /// The size of a `_v3` process entry, where the library has the `_v3` calls.
     pub v3_entry_bytes: Option<usize>,
 }
 
@@ -65,10 +74,15 @@ pub struct DriverExports {
 pub enum NvmlUnusable {
     /// The library could not be loaded (missing, wrong architecture, no `nvmlInit_v2`).
     LibraryMissing(String),
+    /// No NVIDIA kernel driver is loaded.
     DriverNotLoaded,
+    /// The NVML library and the kernel driver are of different versions.
     DriverLibraryMismatch,
+    /// The user may not open the GPUs' device files.
     NoPermission,
+    /// NVML found no GPU.
     NoGpu,
+    /// Another error, as NVML names it.
     Other(String),
 }
 

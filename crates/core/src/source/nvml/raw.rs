@@ -58,7 +58,7 @@ fn handle(device: &NvmlDevice<'_>) -> nvmlDevice_t {
 /// Registers `device` for `events` on `set`. nvml-wrapper's own `register_events` frees the
 /// whole set when one GPU refuses (NOT_SUPPORTED on an old board or a virtual GPU), which
 /// would end every other GPU's events too; this leaves the set as it is.
-pub fn register_events(
+pub(super) fn register_events(
     device: &NvmlDevice<'_>,
     events: EventTypes,
     set: &EventSet<'_>,
@@ -69,7 +69,11 @@ pub fn register_events(
 }
 
 /// Samples of `sampling` newer than `since` (µs), oldest first.
-pub fn samples(device: &NvmlDevice<'_>, sampling: Sampling, since: u64) -> Result<Vec<Sample>, NvmlError> {
+pub(super) fn samples(
+    device: &NvmlDevice<'_>,
+    sampling: Sampling,
+    since: u64,
+) -> Result<Vec<Sample>, NvmlError> {
     let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetSamples.as_ref())?;
     let mut value_type: nvmlValueType_t = 0;
     let mut capacity = SAMPLE_CAPACITY;
@@ -97,7 +101,7 @@ pub fn samples(device: &NvmlDevice<'_>, sampling: Sampling, since: u64) -> Resul
 
 /// Which running-process list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProcessList {
+pub(super) enum ProcessList {
     Compute,
     Graphics,
     Mps,
@@ -105,7 +109,7 @@ pub enum ProcessList {
 
 /// Which process-list symbols a driver has, and the entry size its answers use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProcessApi {
+pub(super) enum ProcessApi {
     /// `…RunningProcesses_v3`, whose entries are 24 bytes, or 32 on the drivers that added
     /// `usedGpuCcProtectedMemory` without a version bump.
     V3 { entry_bytes: usize },
@@ -125,7 +129,7 @@ impl ProcessApi {
     }
 
     /// The next older API, for a driver that turns out to lack this one.
-    pub fn older(self) -> Option<Self> {
+    pub(super) fn older(self) -> Option<Self> {
         match self {
             Self::V3 { .. } => Some(Self::V2),
             Self::V2 => Some(Self::V1),
@@ -176,7 +180,7 @@ fn list_symbol(device: &NvmlDevice<'_>, list: ProcessList, api: ProcessApi) -> R
 }
 
 /// A process list through `api`; `capacity` carries the buffer size between refreshes.
-pub fn processes(
+pub(super) fn processes(
     device: &NvmlDevice<'_>,
     list: ProcessList,
     api: ProcessApi,
@@ -228,7 +232,7 @@ fn parse_entry(entry: &[u8]) -> ProcessInfo {
 /// Per-process utilization samples newer than `since` (µs), through
 /// `nvmlDeviceGetProcessesUtilizationInfo` where the driver has it (R550+; the legacy call
 /// was reported reading 0 on Blackwell), else `nvmlDeviceGetProcessUtilization`.
-pub fn process_utilization(
+pub(super) fn process_utilization(
     device: &NvmlDevice<'_>,
     since: u64,
     capacity: &mut usize,
@@ -291,7 +295,7 @@ fn legacy_process_utilization(
 
 /// Memory through the v1 call, for drivers before R510 that lack `_v2`. Its `used` counts
 /// what newer drivers report as reserved, so nothing is reported reserved.
-pub fn memory_v1(device: &NvmlDevice<'_>) -> Result<(u64, u64, u64), NvmlError> {
+pub(super) fn memory_v1(device: &NvmlDevice<'_>) -> Result<(u64, u64, u64), NvmlError> {
     let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetMemoryInfo.as_ref())?;
     // SAFETY: nvmlMemory_t is plain data; all-zero is a valid value.
     let mut memory: nvmlMemory_t = unsafe { std::mem::zeroed() };
@@ -302,7 +306,7 @@ pub fn memory_v1(device: &NvmlDevice<'_>) -> Result<(u64, u64, u64), NvmlError> 
 
 /// Row remapping (`nvmlDeviceGetRemappedRows`, Ampere and newer), which nvml-wrapper does
 /// not wrap.
-pub fn remapped_rows(device: &NvmlDevice<'_>) -> Result<crate::model::RemappedRows, NvmlError> {
+pub(super) fn remapped_rows(device: &NvmlDevice<'_>) -> Result<crate::model::RemappedRows, NvmlError> {
     let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetRemappedRows.as_ref())?;
     let (mut correctable, mut uncorrectable, mut pending, mut failure) = (0, 0, 0, 0);
     // SAFETY: a valid handle and four pointers to unsigned ints.
