@@ -6,6 +6,11 @@ use clap::CommandFactory;
 
 use crate::cli::{Cli, EXIT_CODES};
 
+/// The commented reference configuration, `config/default.toml`; equal to the built-in
+/// defaults (a test checks). The program's, not the library's: the manual shows it, and the
+/// library's package holds no file outside its own folder.
+pub const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
+
 /// The completion script for `shell`.
 pub fn completions(shell: clap_complete::Shell) -> String {
     let mut out = Vec::new();
@@ -45,7 +50,7 @@ pub fn page() -> String {
          prints every effective setting and where it came from. The built-in defaults, with what \
          each key means:\n.PP\n.nf\n",
     );
-    for line in gputop::config::DEFAULT_TOML.lines() {
+    for line in DEFAULT_TOML.lines() {
         page.push_str(&escape(line));
         page.push('\n');
     }
@@ -108,5 +113,24 @@ mod tests {
     fn roff_text_is_escaped() {
         assert_eq!(escape(".hidden -x \\n"), "\\&.hidden \\-x \\en");
         assert_eq!(escape("plain"), "plain");
+    }
+
+    /// Moved from the library's config module with the file it checks; assertions unchanged.
+    #[test]
+    fn default_toml_is_complete_and_equal_to_the_built_in_defaults() {
+        use gputop::config::{CliOverrides, Origin, Settings, load};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("default.toml");
+        std::fs::write(&path, DEFAULT_TOML).unwrap();
+        let loaded =
+            load(Some(&path), &|_| None, &CliOverrides::default()).expect("config/default.toml loads");
+        assert_eq!(loaded.settings, Settings::default());
+        for entry in &loaded.entries {
+            assert!(
+                matches!(entry.origin, Origin::File { .. }),
+                "{} is missing from config/default.toml",
+                entry.key.path()
+            );
+        }
     }
 }

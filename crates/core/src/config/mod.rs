@@ -15,9 +15,6 @@ pub use crate::monitor::alerts::rules::{AlertSettings, RuleEntry};
 pub use crate::monitor::history::HistorySettings;
 use schema::{KEYS, Key, Value, suggest};
 
-/// The commented reference configuration; equal to the built-in defaults (a test checks).
-pub const DEFAULT_TOML: &str = include_str!("../../../../config/default.toml");
-
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
@@ -520,19 +517,6 @@ mod tests {
             entries,
             file: ConfigFile::Read(PathBuf::from("test.toml")),
         })
-    }
-
-    #[test]
-    fn default_toml_is_complete_and_equal_to_the_built_in_defaults() {
-        let loaded = load_text(DEFAULT_TOML).expect("config/default.toml loads");
-        assert_eq!(loaded.settings, Settings::default());
-        for entry in &loaded.entries {
-            assert!(
-                matches!(entry.origin, Origin::File { .. }),
-                "{} is missing from config/default.toml",
-                entry.key.path()
-            );
-        }
     }
 
     #[test]
