@@ -1,5 +1,6 @@
 //! The collector thread on the simulated library, in this process: snapshots published at
-//! the interval, PCIe read on its own thread, and a GPU lost mid-run while the others go on.
+//! the interval, PCIe read on its own thread, and a GPU lost mid-run while the others go on;
+//! and a collector that reads only when asked.
 
 mod common;
 
@@ -7,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use gputop::collector::Collector;
 use gputop::model::DeviceStatus;
-use gputop::source::Source;
 use gputop::source::nvml::NvmlSource;
+use gputop::source::{Gauge, Source};
 
 const SCENARIO: &str = r#"
 [meta]
@@ -141,4 +142,81 @@ fn snapshots_flow_and_a_lost_gpu_does_not_stop_the_others() {
         "memory read at every snapshot: {} for {reads}",
         calls[2]
     );
+}
+
+const ONE_GPU: &str = r#"
+[meta]
+version = 1
+[[gpu]]
+name = "Asked"
+[gpu.dynamic]
+utilization_gpu = 30
+temperature = 55
+"#;
+
+/// An on-demand collector (the Python module's) reads only when asked and only what is
+/// stale: a whole reading fresh enough is given again, one gauge asked for alone costs that
+/// gauge's driver call, and readers on several threads share the one collector.
+#[test]
+fn an_on_demand_collector_reads_only_what_is_asked_and_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("libnvidia-ml.so.1");
+    std::fs::copy(common::sim_lib(), &lib).unwrap();
+    std::fs::write(dir.path().join("gputop-sim.toml"), ONE_GPU).unwrap();
+    // SAFETY: loading our own simulator, whose constructors do nothing.
+    let counters = unsafe { libloading::Library::new(&lib) }.unwrap();
+    let calls = |name: &str| {
+        // SAFETY: the simulator's control export has this C signature.
+        unsafe {
+            let count: libloading::Symbol<unsafe extern "C" fn(*const std::ffi::c_char) -> u64> =
+                counters.get(b"gputop_sim_call_count").unwrap();
+            count(std::ffi::CString::new(name).unwrap().as_ptr())
+        }
+    };
+    let source = NvmlSource::open(Some(&lib)).expect("the simulator initialises");
+    let collector = Collector::on_demand(Source::Nvml(Box::new(source)), Duration::from_secs(1)).unwrap();
+
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(collector.latest().is_none(), "nothing is read unasked");
+
+    let long = Duration::from_secs(60);
+    let first = collector.read(long).expect("a reading");
+    assert_eq!(first.devices[0].temperature.get(), Some(55));
+    let again = collector.read(long).expect("a reading");
+    assert!(
+        std::sync::Arc::ptr_eq(&first, &again),
+        "a fresh reading is given again"
+    );
+
+    let temperatures = calls("nvmlDeviceGetTemperature");
+    let devices = collector.read_gauge(0, Gauge::Temperature, long).expect("GPUs");
+    assert_eq!(devices[0].temperature.get(), Some(55));
+    assert_eq!(
+        calls("nvmlDeviceGetTemperature"),
+        temperatures,
+        "fresh: not asked again"
+    );
+    collector
+        .read_gauge(0, Gauge::Temperature, Duration::ZERO)
+        .expect("GPUs");
+    assert_eq!(
+        calls("nvmlDeviceGetTemperature"),
+        temperatures + 1,
+        "stale: the one gauge read alone"
+    );
+
+    let readings: Vec<_> = std::thread::scope(|scope| {
+        let readers: Vec<_> = (0..4)
+            .map(|_| scope.spawn(|| collector.read(Duration::ZERO).expect("a reading")))
+            .collect();
+        readers.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    for reading in &readings {
+        assert!(
+            !std::sync::Arc::ptr_eq(reading, &first),
+            "asked fresh, read again"
+        );
+        assert_eq!(reading.devices[0].utilization_gpu.get(), Some(30));
+    }
+    drop(collector);
 }

@@ -1,15 +1,16 @@
 //! The collection thread: reads a [`Source`] and the host into whole `Arc<Snapshot>` values
-//! at the configured interval and publishes each one. Readers clone the `Arc` and never hold
-//! a lock while they use it. [`collect_once`] serves `--once` with the same read.
+//! at the configured interval (or when a reader asks) and publishes each one. Readers clone
+//! the `Arc` and never hold a lock while they use it. [`collect_once`] serves `--once` with
+//! the same read.
 
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::host::HostCollector;
-use crate::model::Snapshot;
-use crate::source::{Activity, Source};
+use crate::model::{Device, Snapshot};
+use crate::source::{Activity, Gauge, Source};
 
 /// Reads the source and the host into one snapshot.
 fn assemble(source: &mut Source, host: &mut HostCollector, window: Duration) -> Snapshot {
@@ -41,26 +42,50 @@ pub fn collect_once(source: &mut Source, window: Duration) -> Snapshot {
     assemble(source, &mut HostCollector::new(), window)
 }
 
-/// One snapshot read with `host`, which keeps what it learnt of each process between calls
-/// (so %CPU is the average since the last call): for readers that take snapshots when
-/// asked, such as the Python module, rather than on a thread.
-pub fn collect_with(source: &mut Source, host: &mut HostCollector, window: Duration) -> Snapshot {
-    assemble(source, host, window)
-}
-
 /// The latest snapshot, shared between the collector and its readers.
 pub type Latest = Arc<RwLock<Option<Arc<Snapshot>>>>;
 
-/// A collector thread publishing a snapshot every interval.
+/// Hands each snapshot on; returns false to stop the collector.
+pub type Publish = Box<dyn FnMut(Arc<Snapshot>) -> bool + Send>;
+
+/// What a reader asks the collection thread for, with where the answer goes.
+enum Request {
+    /// A whole snapshot no older than `fresh_for`.
+    Snapshot {
+        fresh_for: Duration,
+        reply: Sender<Arc<Snapshot>>,
+    },
+    /// The GPUs without their processes, no older than `fresh_for`.
+    Devices {
+        fresh_for: Duration,
+        reply: Sender<Arc<Vec<Device>>>,
+    },
+    /// The GPUs, with GPU `index`'s `gauge` read again alone when it is older than
+    /// `fresh_for`.
+    Gauge {
+        index: u32,
+        gauge: Gauge,
+        fresh_for: Duration,
+        reply: Sender<Arc<Vec<Device>>>,
+    },
+}
+
+/// A collector thread: snapshots every interval (or only when asked), and answers readers.
+///
+/// Every reading happens on its thread, one at a time, so readers on many threads share one
+/// source without a lock of their own: a reader asks ([`Collector::read`],
+/// [`Collector::read_devices`], [`Collector::read_gauge`]) and waits for the answer, and an
+/// answer fresh enough is given again without asking the driver.
 #[derive(Debug)]
 pub struct Collector {
     latest: Latest,
     activity: Activity,
     /// Closed when the collection thread ends.
-    finished: Receiver<()>,
+    finished: Mutex<Receiver<()>>,
     /// Present when snapshots are delivered through [`Collector::next`].
-    updates: Option<Receiver<Arc<Snapshot>>>,
-    stop: Option<Sender<()>>,
+    updates: Option<Mutex<Receiver<Arc<Snapshot>>>>,
+    /// Dropped to stop the thread.
+    requests: Option<Sender<Request>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -69,9 +94,10 @@ impl Collector {
     /// snapshot.
     pub fn spawn(source: Source, interval: Duration) -> std::io::Result<Self> {
         let (publish, updates) = mpsc::channel();
-        Self::spawn_inner(
+        Self::start(
             source,
             HostCollector::new(),
+            Some(interval),
             interval,
             Box::new(move |s| publish.send(s).is_ok()),
             Some(updates),
@@ -79,12 +105,15 @@ impl Collector {
     }
 
     /// Starts collecting and hands each snapshot to `publish`, which returns false to stop.
-    pub fn spawn_with(
-        source: Source,
-        interval: Duration,
-        publish: Box<dyn FnMut(Arc<Snapshot>) -> bool + Send>,
-    ) -> std::io::Result<Self> {
-        Self::spawn_inner(source, HostCollector::new(), interval, publish, None)
+    pub fn spawn_with(source: Source, interval: Duration, publish: Publish) -> std::io::Result<Self> {
+        Self::start(
+            source,
+            HostCollector::new(),
+            Some(interval),
+            interval,
+            publish,
+            None,
+        )
     }
 
     /// [`Collector::spawn_with`], reading the host with `host` (which may name pods, see
@@ -93,60 +122,58 @@ impl Collector {
         source: Source,
         host: HostCollector,
         interval: Duration,
-        publish: Box<dyn FnMut(Arc<Snapshot>) -> bool + Send>,
+        publish: Publish,
     ) -> std::io::Result<Self> {
-        Self::spawn_inner(source, host, interval, publish, None)
+        Self::start(source, host, Some(interval), interval, publish, None)
     }
 
-    fn spawn_inner(
-        mut source: Source,
-        mut host: HostCollector,
-        interval: Duration,
-        mut publish: Box<dyn FnMut(Arc<Snapshot>) -> bool + Send>,
+    /// A collector that reads only when asked, for callers that read when they choose (the
+    /// Python module); utilization means and peaks cover the `window` before each reading,
+    /// and each process's %CPU the time since the reading before.
+    pub fn on_demand(source: Source, window: Duration) -> std::io::Result<Self> {
+        Self::start(
+            source,
+            HostCollector::new(),
+            None,
+            window,
+            Box::new(|_| true),
+            None,
+        )
+    }
+
+    fn start(
+        source: Source,
+        host: HostCollector,
+        interval: Option<Duration>,
+        window: Duration,
+        publish: Publish,
         updates: Option<Receiver<Arc<Snapshot>>>,
     ) -> std::io::Result<Self> {
         let latest: Latest = Arc::new(RwLock::new(None));
-        let (stop, stopped) = mpsc::channel::<()>();
+        let (requests, inbox) = mpsc::channel::<Request>();
         let (finishing, finished) = mpsc::channel::<()>();
-        let shared = Arc::clone(&latest);
         let activity = source.activity();
+        let mut reader = Reader {
+            source,
+            host,
+            window,
+            latest: Arc::clone(&latest),
+            latest_at: None,
+            gpus: None,
+            publish,
+        };
         let thread = thread::Builder::new()
             .name("gputop-collect".into())
             .spawn(move || {
                 let _finishing = finishing;
-                #[cfg(debug_assertions)]
-                let mut published = 0_u32;
-                loop {
-                    let started = Instant::now();
-                    let snapshot = Arc::new(assemble(&mut source, &mut host, interval));
-                    *shared.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&snapshot));
-                    if !publish(snapshot) {
-                        return;
-                    }
-                    // Tests of the way a panic on a worker thread ends gputop (debug builds):
-                    // after the second snapshot, when the view is on screen.
-                    #[cfg(debug_assertions)]
-                    {
-                        published += 1;
-                        if published == 2
-                            && std::env::var_os("GPUTOP_DEBUG_PANIC").is_some_and(|v| v == "collector")
-                        {
-                            panic!("GPUTOP_DEBUG_PANIC=collector");
-                        }
-                    }
-                    let rest = interval.saturating_sub(started.elapsed());
-                    match stopped.recv_timeout(rest) {
-                        Err(RecvTimeoutError::Timeout) => {}
-                        _ => return,
-                    }
-                }
+                reader.run(interval, &inbox);
             })?;
         Ok(Self {
             latest,
             activity,
-            finished,
-            updates,
-            stop: Some(stop),
+            finished: Mutex::new(finished),
+            updates: updates.map(Mutex::new),
+            requests: Some(requests),
             thread: Some(thread),
         })
     }
@@ -164,7 +191,184 @@ impl Collector {
     /// Waits up to `timeout` for the next snapshot; `None` for a collector started with
     /// [`Collector::spawn_with`], whose snapshots go to its own callback.
     pub fn next(&self, timeout: Duration) -> Option<Arc<Snapshot>> {
-        self.updates.as_ref()?.recv_timeout(timeout).ok()
+        let updates = self.updates.as_ref()?.lock().unwrap_or_else(|e| e.into_inner());
+        updates.recv_timeout(timeout).ok()
+    }
+
+    /// A whole snapshot no older than `fresh_for`, taken now when the latest is older; `None`
+    /// once the collection has stopped.
+    pub fn read(&self, fresh_for: Duration) -> Option<Arc<Snapshot>> {
+        self.ask(|reply| Request::Snapshot { fresh_for, reply })
+    }
+
+    /// The GPUs without their processes (identity, limits, gauges), read now when the
+    /// latest reading of them is older than `fresh_for`; `None` once the collection has
+    /// stopped.
+    pub fn read_devices(&self, fresh_for: Duration) -> Option<Arc<Vec<Device>>> {
+        self.ask(|reply| Request::Devices { fresh_for, reply })
+    }
+
+    /// The GPUs, with GPU `index`'s `gauge` read again alone (one or two driver calls) when
+    /// it is older than `fresh_for`: for readers that ask for one value at a time, as
+    /// nvitop's getters do. `None` once the collection has stopped.
+    pub fn read_gauge(&self, index: u32, gauge: Gauge, fresh_for: Duration) -> Option<Arc<Vec<Device>>> {
+        self.ask(|reply| Request::Gauge {
+            index,
+            gauge,
+            fresh_for,
+            reply,
+        })
+    }
+
+    fn ask<T>(&self, request: impl FnOnce(Sender<T>) -> Request) -> Option<T> {
+        let (reply, answer) = mpsc::channel();
+        self.requests.as_ref()?.send(request(reply)).ok()?;
+        answer.recv().ok()
+    }
+}
+
+/// The collection thread's own: the source, the host reader, and the latest readings.
+struct Reader {
+    source: Source,
+    host: HostCollector,
+    window: Duration,
+    latest: Latest,
+    /// When the latest whole snapshot was taken.
+    latest_at: Option<Instant>,
+    gpus: Option<Gpus>,
+    publish: Publish,
+}
+
+/// The GPUs' latest reading, and when each GPU's gauges were read again alone since.
+struct Gpus {
+    readings: Arc<Vec<Device>>,
+    read_at: Instant,
+    /// By position in `readings`, then by [`Gauge`].
+    gauges_at: Vec<[Option<Instant>; Gauge::COUNT]>,
+}
+
+impl Gpus {
+    fn new(readings: Vec<Device>, read_at: Instant) -> Self {
+        Self {
+            gauges_at: vec![[None; Gauge::COUNT]; readings.len()],
+            readings: Arc::new(readings),
+            read_at,
+        }
+    }
+}
+
+impl Reader {
+    /// Snapshots every `interval` (never unasked without one) and answers requests between
+    /// them, until the collector is dropped or `publish` says stop.
+    fn run(&mut self, interval: Option<Duration>, inbox: &Receiver<Request>) {
+        #[cfg(debug_assertions)]
+        let mut published = 0_u32;
+        let mut due = interval.map(|_| Instant::now());
+        loop {
+            let request = match due {
+                Some(at) => match inbox.recv_timeout(at.saturating_duration_since(Instant::now())) {
+                    Ok(request) => Some(request),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                },
+                None => match inbox.recv() {
+                    Ok(request) => Some(request),
+                    Err(_) => return,
+                },
+            };
+            let snapshot = match request {
+                Some(Request::Snapshot { fresh_for, reply }) => {
+                    let fresh = self.fresh_snapshot(fresh_for);
+                    let taken = fresh.is_none();
+                    let snapshot = fresh.unwrap_or_else(|| self.snapshot());
+                    let _ = reply.send(Arc::clone(&snapshot));
+                    if !taken {
+                        continue;
+                    }
+                    snapshot
+                }
+                Some(Request::Devices { fresh_for, reply }) => {
+                    let _ = reply.send(Arc::clone(&self.devices(fresh_for).readings));
+                    continue;
+                }
+                Some(Request::Gauge {
+                    index,
+                    gauge,
+                    fresh_for,
+                    reply,
+                }) => {
+                    let _ = reply.send(self.gauge(index, gauge, fresh_for));
+                    continue;
+                }
+                None => {
+                    let started = Instant::now();
+                    due = interval.map(|every| started + every);
+                    self.snapshot()
+                }
+            };
+            if !(self.publish)(snapshot) {
+                return;
+            }
+            // Tests of the way a panic on a worker thread ends gputop (debug builds):
+            // after the second snapshot, when the view is on screen.
+            #[cfg(debug_assertions)]
+            {
+                published += 1;
+                if published == 2 && std::env::var_os("GPUTOP_DEBUG_PANIC").is_some_and(|v| v == "collector")
+                {
+                    panic!("GPUTOP_DEBUG_PANIC=collector");
+                }
+            }
+        }
+    }
+
+    /// The latest whole snapshot, if it is younger than `fresh_for`.
+    fn fresh_snapshot(&self, fresh_for: Duration) -> Option<Arc<Snapshot>> {
+        self.latest_at.filter(|at| at.elapsed() < fresh_for)?;
+        self.latest.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// A whole snapshot taken now, made the latest (its GPUs too).
+    fn snapshot(&mut self) -> Arc<Snapshot> {
+        let snapshot = Arc::new(assemble(&mut self.source, &mut self.host, self.window));
+        let now = Instant::now();
+        self.latest_at = Some(now);
+        self.gpus = Some(Gpus::new(snapshot.devices.clone(), now));
+        *self.latest.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&snapshot));
+        snapshot
+    }
+
+    /// The GPUs' reading, taken now when there is none or it is older than `fresh_for`.
+    fn devices(&mut self, fresh_for: Duration) -> &mut Gpus {
+        if self
+            .gpus
+            .as_ref()
+            .is_none_or(|g| g.read_at.elapsed() >= fresh_for)
+        {
+            let readings = self.source.read_devices(self.window);
+            self.gpus = Some(Gpus::new(readings, Instant::now()));
+        }
+        self.gpus.as_mut().expect("read above")
+    }
+
+    /// The GPUs, GPU `index`'s `gauge` read again alone when older than `fresh_for`.
+    fn gauge(&mut self, index: u32, gauge: Gauge, fresh_for: Duration) -> Arc<Vec<Device>> {
+        let window = self.window;
+        if self.gpus.is_none() {
+            self.devices(fresh_for);
+        }
+        let Self { source, gpus, .. } = self;
+        let gpus = gpus.as_mut().expect("read above");
+        if let Some(slot) = gpus.readings.iter().position(|d| d.index == index) {
+            let now = Instant::now();
+            let read_at = &mut gpus.gauges_at[slot][gauge as usize];
+            let last = read_at.map_or(gpus.read_at, |at| at.max(gpus.read_at));
+            if now.duration_since(last) >= fresh_for {
+                *read_at = Some(now);
+                source.refresh(&mut Arc::make_mut(&mut gpus.readings)[slot], gauge, window);
+            }
+        }
+        Arc::clone(&gpus.readings)
     }
 }
 
@@ -174,9 +378,10 @@ const STOP_WAIT: Duration = Duration::from_millis(500);
 
 impl Drop for Collector {
     fn drop(&mut self) {
-        self.stop.take();
+        self.requests.take();
+        let finished = self.finished.get_mut().unwrap_or_else(|e| e.into_inner());
         let ended = matches!(
-            self.finished.recv_timeout(STOP_WAIT),
+            finished.recv_timeout(STOP_WAIT),
             Err(RecvTimeoutError::Disconnected)
         );
         if let Some(thread) = self.thread.take()

@@ -9,10 +9,10 @@
 //! whole reading (the GPUs, their processes and the processes' host facts).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
-use gputop::host::HostCollector;
+use gputop::collector::Collector;
 use gputop::model::{Device as DeviceReading, GpuProcess as ProcessReading, Snapshot};
 use gputop::source::{Gauge, Source};
 use pyo3::create_exception;
@@ -30,62 +30,20 @@ create_exception!(
 );
 
 /// How old a reading may be to answer a call.
-const FRESH_FOR: Duration = Duration::from_millis(50);
+pub(crate) const FRESH_FOR: Duration = Duration::from_millis(50);
 
 /// Utilization means and peaks cover this much before a reading.
 const WINDOW: Duration = Duration::from_secs(1);
 
-/// What this process reads: the source, the host reader (which keeps each process's CPU
-/// time, for %CPU between readings), the latest whole reading and the latest of the GPUs.
-struct Machine {
-    source: Source,
-    host: HostCollector,
-    latest: Option<(Instant, Arc<Snapshot>)>,
-    gpus: Option<Gpus>,
-}
-
-/// The GPUs' latest reading, and when each GPU's gauges were read again alone since.
-struct Gpus {
-    readings: Arc<Vec<DeviceReading>>,
-    read_at: Instant,
-    /// By position in `readings`, then by [`Gauge`].
-    gauges_at: Vec<[Option<Instant>; Gauge::COUNT]>,
-}
-
-impl Gpus {
-    fn new(readings: Vec<DeviceReading>, read_at: Instant) -> Self {
-        Self {
-            gauges_at: vec![[None; Gauge::COUNT]; readings.len()],
-            readings: Arc::new(readings),
-            read_at,
-        }
-    }
-}
-
-impl Machine {
-    /// The GPUs' reading, taken now when there is none or it is older than `fresh_for`.
-    fn gpus(&mut self, fresh_for: Duration) -> &mut Gpus {
-        if self
-            .gpus
-            .as_ref()
-            .is_none_or(|g| g.read_at.elapsed() >= fresh_for)
-        {
-            self.gpus = Some(Gpus::new(self.source.read_devices(WINDOW), Instant::now()));
-        }
-        self.gpus.as_mut().expect("read above")
-    }
-}
-
-static MACHINE: Mutex<Option<Machine>> = Mutex::new(None);
+/// The collector this process reads through, once the GPUs are open: the one place
+/// readings are taken, on its own thread, whichever Python thread asks. The lock guards
+/// which collector is current (`init` and `demo` replace it), never a reading.
+static COLLECTOR: RwLock<Option<Arc<Collector>>> = RwLock::new(None);
 
 fn open(source: Result<Source, String>) -> PyResult<()> {
-    let source = source.map_err(GpuTopError::new_err)?;
-    *MACHINE.lock().unwrap_or_else(|e| e.into_inner()) = Some(Machine {
-        source,
-        host: HostCollector::new(),
-        latest: None,
-        gpus: None,
-    });
+    let collector = Collector::on_demand(source.map_err(GpuTopError::new_err)?, WINDOW)
+        .map_err(|e| GpuTopError::new_err(format!("gputop cannot start its reading thread: {e}")))?;
+    *COLLECTOR.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(collector));
     Ok(())
 }
 
@@ -105,90 +63,56 @@ fn demo() -> PyResult<()> {
     open(Ok(Source::demo()))
 }
 
-/// Opens the machine's NVML unless something is open already.
-fn ensure_open(py: Python<'_>) -> PyResult<()> {
-    let opened = MACHINE.lock().unwrap_or_else(|e| e.into_inner()).is_some();
-    if opened { Ok(()) } else { init(py, None) }
-}
-
-/// The latest reading, taken now when the last one is older than [`FRESH_FOR`]; opens the
-/// machine's NVML on first use.
-fn reading(py: Python<'_>) -> PyResult<Arc<Snapshot>> {
-    ensure_open(py)?;
-    py.detach(read_machine).map_err(GpuTopError::new_err)
-}
-
-/// [`reading`] without the GIL, for the collector's thread: an error once the machine is
-/// not open.
-fn read_machine() -> Result<Arc<Snapshot>, String> {
-    {
-        let mut guard = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
-        let machine = guard.as_mut().ok_or("gputop has not opened the GPUs")?;
-        if let Some((at, snapshot)) = &machine.latest
-            && at.elapsed() < FRESH_FOR
-        {
-            return Ok(Arc::clone(snapshot));
-        }
-        let snapshot = Arc::new(gputop::collector::collect_with(
-            &mut machine.source,
-            &mut machine.host,
-            WINDOW,
-        ));
-        let now = Instant::now();
-        machine.latest = Some((now, Arc::clone(&snapshot)));
-        machine.gpus = Some(Gpus::new(snapshot.devices.clone(), now));
-        Ok(snapshot)
+/// The current collector, opening the machine's NVML on first use.
+pub(crate) fn collector(py: Python<'_>) -> PyResult<Arc<Collector>> {
+    if let Some(collector) = current_collector() {
+        return Ok(collector);
     }
+    init(py, None)?;
+    current_collector().ok_or_else(|| GpuTopError::new_err("gputop has not opened the GPUs"))
+}
+
+/// The current collector, if the GPUs are open.
+pub(crate) fn current_collector() -> Option<Arc<Collector>> {
+    COLLECTOR.read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+fn stopped() -> PyErr {
+    GpuTopError::new_err("gputop's reading thread has stopped")
+}
+
+/// The latest whole reading, taken now when the last one is older than [`FRESH_FOR`];
+/// opens the machine's NVML on first use.
+fn reading(py: Python<'_>) -> PyResult<Arc<Snapshot>> {
+    let collector = collector(py)?;
+    py.detach(|| collector.read(FRESH_FOR)).ok_or_else(stopped)
 }
 
 /// The latest reading of the GPUs alone (or of a whole reading's GPUs), taken now when older
 /// than [`FRESH_FOR`]; opens the machine's NVML on first use.
 fn devices_reading(py: Python<'_>) -> PyResult<Arc<Vec<DeviceReading>>> {
-    ensure_open(py)?;
-    py.detach(|| {
-        let mut guard = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
-        let machine = guard.as_mut().ok_or("gputop has not opened the GPUs")?;
-        Ok(Arc::clone(&machine.gpus(FRESH_FOR).readings))
-    })
-    .map_err(|e: &str| GpuTopError::new_err(e))
+    let collector = collector(py)?;
+    py.detach(|| collector.read_devices(FRESH_FOR))
+        .ok_or_else(stopped)
 }
 
 /// `read` of GPU `index`, its `gauge` read again alone (one or two driver calls) when older
 /// than [`FRESH_FOR`]: as nvitop's getters, which each ask the driver for their own field.
-fn gauge_reading<T: Send>(
+fn gauge_reading<T>(
     py: Python<'_>,
     index: u32,
     gauge: Gauge,
-    read: impl FnOnce(&DeviceReading) -> Option<T> + Send,
+    read: impl FnOnce(&DeviceReading) -> Option<T>,
 ) -> PyResult<Option<T>> {
-    ensure_open(py)?;
-    py.detach(|| {
-        let mut guard = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
-        let Machine { source, gpus, .. } = guard
-            .as_mut()
-            .ok_or_else(|| "gputop has not opened the GPUs".to_string())?;
-        let gpus = match gpus {
-            Some(gpus) => gpus,
-            None => gpus.insert(Gpus::new(source.read_devices(WINDOW), Instant::now())),
-        };
-        let slot = gpus
-            .readings
-            .iter()
-            .position(|d| d.index == index)
-            .ok_or_else(|| format!("GPU {index} is gone"))?;
-        let now = Instant::now();
-        let read_at = &mut gpus.gauges_at[slot][gauge as usize];
-        let device = if now.duration_since(read_at.unwrap_or(gpus.read_at).max(gpus.read_at)) >= FRESH_FOR {
-            *read_at = Some(now);
-            let device = &mut Arc::make_mut(&mut gpus.readings)[slot];
-            source.refresh(device, gauge, WINDOW);
-            &*device
-        } else {
-            &gpus.readings[slot]
-        };
-        Ok(read(device))
-    })
-    .map_err(|e: String| GpuTopError::new_err(e))
+    let collector = collector(py)?;
+    let devices = py
+        .detach(|| collector.read_gauge(index, gauge, FRESH_FOR))
+        .ok_or_else(stopped)?;
+    let device = devices
+        .iter()
+        .find(|d| d.index == index)
+        .ok_or_else(|| GpuTopError::new_err(format!("GPU {index} is gone")))?;
+    Ok(read(device))
 }
 
 /// A size as nvitop writes one, so printed reports read the same: four significant digits
@@ -232,11 +156,11 @@ struct Device {
 }
 
 impl Device {
-    fn gauge<T: Send>(
+    fn gauge<T>(
         &self,
         py: Python<'_>,
         gauge: Gauge,
-        read: impl FnOnce(&DeviceReading) -> Option<T> + Send,
+        read: impl FnOnce(&DeviceReading) -> Option<T>,
     ) -> PyResult<Option<T>> {
         gauge_reading(py, self.index, gauge, read)
     }

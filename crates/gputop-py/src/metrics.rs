@@ -2,7 +2,8 @@
 //! training run, an epoch in it), of the GPUs, the host and the GPU processes descended from
 //! `root_pids`, sampled on a Rust thread at the interval asked, without the GIL, into the
 //! library's [`gputop::monitor::spans::Spans`]; and, gputop's own, GPU use per user and
-//! container over the same samples ([`gputop::monitor::usage::Accounting`]).
+//! container over the same samples, kept by a [`gputop::monitor::Monitor`] as the viewer's
+//! and the exporter's is. Samples come from the module's one [`gputop::collector::Collector`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
@@ -10,14 +11,16 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use gputop::config::Settings;
 use gputop::model::GpuProcess;
+use gputop::monitor::Monitor;
 use gputop::monitor::spans::{Spans, metrics};
-use gputop::monitor::usage::{Accounting, Usage as UsageFigures};
+use gputop::monitor::usage::Usage as UsageFigures;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCFunction, PyDict, PyTuple};
 
-use crate::{Device, ensure_open, read_machine};
+use crate::{Device, FRESH_FOR, collector, current_collector};
 
 /// Seconds since the epoch, now.
 fn now() -> f64 {
@@ -79,20 +82,20 @@ impl Lineage {
 #[derive(Debug)]
 struct Fed {
     spans: Mutex<Spans>,
-    accounting: Mutex<Accounting>,
+    monitor: Mutex<Monitor>,
     sampled: Mutex<Option<Instant>>,
     lineage: Mutex<Lineage>,
 }
 
 /// Takes a reading and adds it to what `fed` keeps.
 fn sample(fed: &Fed, devices: Option<&[u32]>) {
-    if let Ok(snapshot) = read_machine() {
+    if let Some(snapshot) = current_collector().and_then(|c| c.read(FRESH_FOR)) {
         let metrics = {
             let mut lineage = locked(&fed.lineage);
             metrics(&snapshot, devices, &mut |p| lineage.descends(p))
         };
         locked(&fed.spans).record(now(), &metrics);
-        locked(&fed.accounting).record(&snapshot);
+        locked(&fed.monitor).ingest(&snapshot);
         *locked(&fed.sampled) = Some(Instant::now());
     }
 }
@@ -203,7 +206,7 @@ impl ResourceMetricCollector {
 
     /// Opens `tag` and starts sampling.
     fn open(&self, py: Python<'_>, tag: &str) -> PyResult<()> {
-        ensure_open(py)?;
+        collector(py)?;
         {
             let mut spans = locked(&self.fed.spans);
             if spans.is_open(tag) {
@@ -267,7 +270,10 @@ impl ResourceMetricCollector {
             interval,
             fed: Arc::new(Fed {
                 spans: Mutex::default(),
-                accounting: Mutex::new(Accounting::new(interval)),
+                monitor: Mutex::new({
+                    let settings = Settings::default();
+                    Monitor::new(&settings.history, &settings.alert, interval.as_secs_f64())
+                }),
                 sampled: Mutex::default(),
                 lineage: Mutex::new(Lineage {
                     roots,
@@ -334,7 +340,8 @@ impl ResourceMetricCollector {
     /// gputop's own: GPU use per user and per container while this collector sampled (its
     /// first sample to its last): `{"seconds": s, "users": {name: Usage}, "containers": {...}}`.
     fn usage<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let accounting = locked(&self.fed.accounting);
+        let monitor = locked(&self.fed.monitor);
+        let accounting = monitor.usage();
         let out = PyDict::new(py);
         out.set_item("seconds", accounting.seconds)?;
         for (name, table) in [

@@ -402,9 +402,7 @@ mod tests {
     #[test]
     fn each_chosen_process_has_its_host_metrics_once_and_its_gpu_metrics_per_gpu() {
         let mut source = crate::source::Source::demo();
-        let mut host = crate::host::HostCollector::new();
-        let snapshot =
-            crate::collector::collect_with(&mut source, &mut host, std::time::Duration::from_secs(1));
+        let snapshot = crate::collector::collect_once(&mut source, std::time::Duration::from_secs(1));
         let chosen = snapshot.processes[0].clone();
         let out = metrics(&snapshot, None, &mut |p| p.pid == chosen.pid);
         let keys: Vec<&str> = out.iter().map(|(k, _)| k.as_str()).collect();
