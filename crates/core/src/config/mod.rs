@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
 use toml::Spanned;
 
 pub use crate::monitor::alerts::rules::{AlertSettings, RuleEntry};
@@ -57,7 +58,8 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 /// The `[display]` table: the view's refresh and colours, the one-shot report's columns.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DisplaySettings {
     /// Seconds between refreshes.
     pub refresh_interval: f64,
@@ -74,14 +76,16 @@ pub struct DisplaySettings {
 }
 
 /// The `[signals]` table: whether gputop may signal processes.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SignalSettings {
     /// Never send signals (the same as --readonly).
     pub readonly: bool,
 }
 
 /// The `[collect]` table: what is read besides each refresh's own readings.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CollectSettings {
     /// Seconds between PCIe throughput reads (each blocks in the driver).
     pub pcie_interval: f64,
@@ -90,7 +94,8 @@ pub struct CollectSettings {
 }
 
 /// The validated, typed settings every other module reads.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Settings {
     /// The `[display]` table.
     pub display: DisplaySettings,
@@ -138,74 +143,32 @@ pub enum ConfigFile {
 }
 
 impl Default for Settings {
+    /// The built-in defaults: the key table's, typed (a test checks they fit).
     fn default() -> Self {
-        Settings::from_entries(&default_entries())
+        Settings::typed(&default_entries()).expect("the key table's defaults fit the typed settings")
     }
 }
 
 impl Settings {
-    fn from_entries(entries: &[Entry]) -> Self {
-        let get = |path: &str| {
-            entries
-                .iter()
-                .find(|e| e.key.path() == path)
-                .map(|e| e.value.clone())
-                .unwrap_or_else(|| panic!("configuration key {path} is missing from the schema"))
-        };
-        let float = |path: &str| match get(path) {
-            Value::Float(v) => v,
-            other => panic!("{path} holds {other:?}, not a number"),
-        };
-        let int = |path: &str| match get(path) {
-            Value::Int(v) => v.max(0) as u64,
-            other => panic!("{path} holds {other:?}, not a whole number"),
-        };
-        let boolean = |path: &str| match get(path) {
-            Value::Bool(v) => v,
-            other => panic!("{path} holds {other:?}, not a boolean"),
-        };
-        let list = |path: &str| match get(path) {
-            Value::List(v) => v,
-            other => panic!("{path} holds {other:?}, not a list"),
-        };
-        let text = |path: &str| match get(path) {
-            Value::Text(v) => v,
-            other => panic!("{path} holds {other:?}, not a string"),
-        };
-        Self {
-            display: DisplaySettings {
-                refresh_interval: float("display.refresh_interval"),
-                default_metrics: list("display.default_metrics"),
-                utilization_low: float("display.utilization_low"),
-                utilization_high: float("display.utilization_high"),
-                memory_low: float("display.memory_low"),
-                memory_high: float("display.memory_high"),
-            },
-            alert: AlertSettings {
-                memory_usage_threshold: float("alert.memory_usage_threshold"),
-                gpu_utilization_threshold: float("alert.gpu_utilization_threshold"),
-                temperature_threshold: float("alert.temperature_threshold"),
-                builtin_rules: boolean("alert.builtin_rules"),
-                log_file: text("alert.log_file"),
-                notify_info: list("alert.notify_info"),
-                notify_warning: list("alert.notify_warning"),
-                notify_critical: list("alert.notify_critical"),
-                notify_timeout: float("alert.notify_timeout"),
-                notify_min_interval: float("alert.notify_min_interval"),
-                rules: Vec::new(),
-            },
-            history: HistorySettings {
-                retention_time: int("history.retention_time"),
-                sample_interval: int("history.sample_interval"),
-            },
-            collect: CollectSettings {
-                pcie_interval: float("collect.pcie_interval"),
-                pod_resources_socket: text("collect.pod_resources_socket"),
-            },
-            signals: SignalSettings {
-                readonly: boolean("signals.readonly"),
-            },
+    /// The checked entries as typed settings: each `[section]` deserialized into its struct,
+    /// which refuses a key it lacks and misses none (`deny_unknown_fields`), so the key table
+    /// and these types cannot drift apart unnoticed. `[[alert.rules]]` are parsed on their own.
+    fn typed(entries: &[Entry]) -> Result<Self, ConfigError> {
+        let mut sections = toml::Table::new();
+        for entry in entries {
+            let section = sections
+                .entry(entry.key.section)
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if let toml::Value::Table(keys) = section {
+                keys.insert(entry.key.name.to_string(), entry.value.to_toml_value());
+            }
         }
+        Settings::deserialize(toml::Value::Table(sections)).map_err(|e| {
+            ConfigError(format!(
+                "the settings do not fit their types: {}",
+                e.message().trim()
+            ))
+        })
     }
 }
 
@@ -268,8 +231,8 @@ pub fn load(
             "--interval",
         )?;
     }
-    check_consistency(&entries)?;
-    let mut settings = Settings::from_entries(&entries);
+    let mut settings = Settings::typed(&entries)?;
+    check_consistency(&settings, &entries)?;
     settings.alert.rules = rules;
     Ok(Effective {
         settings,
@@ -289,11 +252,11 @@ fn default_entries() -> Vec<Entry> {
         .collect()
 }
 
-fn entry_mut<'a>(entries: &'a mut [Entry], path: &str) -> &'a mut Entry {
+fn entry_mut<'a>(entries: &'a mut [Entry], path: &str) -> Result<&'a mut Entry, ConfigError> {
     entries
         .iter_mut()
         .find(|e| e.key.path() == path)
-        .unwrap_or_else(|| panic!("configuration key {path} is missing from the schema"))
+        .ok_or_else(|| ConfigError(format!("{path} is not a configuration key")))
 }
 
 /// Parses a configuration file strictly and applies it over `entries`.
@@ -357,7 +320,7 @@ pub fn apply_file(entries: &mut [Entry], path: &Path, text: &str) -> Result<Vec<
                 .check(value.get_ref())
                 .map_err(|m| ConfigError(format!("{}: {}: {m}", at(value.span().start), key.path())))?;
             let (line, _) = line_column(text, name.span().start);
-            let entry = entry_mut(entries, &key.path());
+            let entry = entry_mut(entries, &key.path())?;
             entry.value = checked;
             entry.origin = Origin::File {
                 path: path.to_path_buf(),
@@ -400,7 +363,7 @@ fn apply_env(entries: &mut [Entry], env: &dyn Fn(&str) -> Option<String>) -> Res
         let checked = key
             .check(&value)
             .map_err(|m| ConfigError(format!("environment variable {var}={text}: {m}")))?;
-        let entry = entry_mut(entries, &key.path());
+        let entry = entry_mut(entries, &key.path())?;
         entry.value = checked;
         entry.origin = Origin::Env(var);
     }
@@ -421,7 +384,7 @@ fn set_from_cli(
     value: toml::Value,
     flag: &'static str,
 ) -> Result<(), ConfigError> {
-    let entry = entry_mut(entries, path);
+    let entry = entry_mut(entries, path)?;
     entry.value = entry
         .key
         .check(&value)
@@ -430,30 +393,46 @@ fn set_from_cli(
     Ok(())
 }
 
-/// Rules that involve more than one key.
-fn check_consistency(entries: &[Entry]) -> Result<(), ConfigError> {
-    let get = |path: &str| entries.iter().find(|e| e.key.path() == path);
-    for (low, high) in [
-        ("display.utilization_low", "display.utilization_high"),
-        ("display.memory_low", "display.memory_high"),
+/// Rules that involve more than one key, judged on the typed settings; `entries` say what
+/// set each key.
+fn check_consistency(settings: &Settings, entries: &[Entry]) -> Result<(), ConfigError> {
+    let origin = |path: &str| {
+        entries
+            .iter()
+            .find(|e| e.key.path() == path)
+            .map_or_else(|| Origin::Default.to_string(), |e| e.origin.to_string())
+    };
+    let display = &settings.display;
+    for (low, low_value, high, high_value) in [
+        (
+            "display.utilization_low",
+            display.utilization_low,
+            "display.utilization_high",
+            display.utilization_high,
+        ),
+        (
+            "display.memory_low",
+            display.memory_low,
+            "display.memory_high",
+            display.memory_high,
+        ),
     ] {
-        if let (Some(l), Some(h)) = (get(low), get(high))
-            && let (Value::Float(lv), Value::Float(hv)) = (&l.value, &h.value)
-            && lv >= hv
-        {
+        if low_value >= high_value {
             return Err(ConfigError(format!(
-                "{low} ({lv}, {}) must be below {high} ({hv}, {})",
-                l.origin, h.origin
+                "{low} ({low_value}, {}) must be below {high} ({high_value}, {})",
+                origin(low),
+                origin(high)
             )));
         }
     }
-    if let (Some(sample), Some(retention)) = (get("history.sample_interval"), get("history.retention_time"))
-        && let (Value::Int(s), Value::Int(r)) = (&sample.value, &retention.value)
-        && s > r
-    {
+    let history = &settings.history;
+    if history.sample_interval > history.retention_time {
         return Err(ConfigError(format!(
-            "history.sample_interval ({s} s, {}) must not exceed history.retention_time ({r} s, {})",
-            sample.origin, retention.origin
+            "history.sample_interval ({} s, {}) must not exceed history.retention_time ({} s, {})",
+            history.sample_interval,
+            origin("history.sample_interval"),
+            history.retention_time,
+            origin("history.retention_time")
         )));
     }
     Ok(())
@@ -509,14 +488,42 @@ mod tests {
     fn load_text(text: &str) -> Result<Effective, ConfigError> {
         let mut entries = default_entries();
         let rules = apply_file(&mut entries, Path::new("test.toml"), text)?;
-        check_consistency(&entries)?;
-        let mut settings = Settings::from_entries(&entries);
+        let mut settings = Settings::typed(&entries)?;
+        check_consistency(&settings, &entries)?;
         settings.alert.rules = rules;
         Ok(Effective {
             settings,
             entries,
             file: ConfigFile::Read(PathBuf::from("test.toml")),
         })
+    }
+
+    /// The key table and the typed settings cannot drift apart: a key the types lack, or a
+    /// key the table lacks, is an error that names it, never a panic or a silent default.
+    #[test]
+    fn the_key_table_and_the_typed_settings_agree_or_say_where_not() {
+        static EXTRA: schema::Key = schema::Key {
+            section: "display",
+            name: "no_such_key",
+            kind: schema::Kind::Bool,
+            default: schema::Default::Bool(true),
+            unit: "",
+        };
+        let mut entries = default_entries();
+        entries.push(Entry {
+            key: &EXTRA,
+            value: Value::Bool(true),
+            origin: Origin::Default,
+        });
+        let error = Settings::typed(&entries).unwrap_err();
+        assert!(error.0.contains("no_such_key"), "{error}");
+
+        let mut entries = default_entries();
+        entries.retain(|e| e.key.path() != "display.memory_low");
+        let error = Settings::typed(&entries).unwrap_err();
+        assert!(error.0.contains("memory_low"), "{error}");
+
+        assert!(Settings::typed(&default_entries()).is_ok());
     }
 
     #[test]

@@ -90,15 +90,17 @@ fn parse_one(table: &Spanned<SpannedTable>, at: &dyn Fn(usize) -> String) -> Res
         }
     }
     let get = |name: &str| fields.iter().find(|(k, _)| k.get_ref() == name).map(|(_, v)| v);
-    let error = |value: &Spanned<toml::Value>, field: &str, message: String| {
-        format!("{}: alert rule {field}: {message}", at(value.span().start))
+    // At the field's value, or at the rule's table where the field is not written.
+    let error = |field: &str, message: String| {
+        let offset = get(field).map_or(table.span().start, |v| v.span().start);
+        format!("{}: alert rule {field}: {message}", at(offset))
     };
     let text = |field: &str| -> Result<Option<String>, String> {
         match get(field) {
             None => Ok(None),
             Some(v) => match v.get_ref() {
                 toml::Value::String(s) => Ok(Some(s.clone())),
-                _ => Err(error(v, field, "expected a string".into())),
+                _ => Err(error(field, "expected a string".into())),
             },
         }
     };
@@ -109,11 +111,10 @@ fn parse_one(table: &Spanned<SpannedTable>, at: &dyn Fn(usize) -> String) -> Res
                 let n = match v.get_ref() {
                     toml::Value::Float(f) => *f,
                     toml::Value::Integer(i) => *i as f64,
-                    _ => return Err(error(v, field, "expected a number".into())),
+                    _ => return Err(error(field, "expected a number".into())),
                 };
                 if !(min..=max).contains(&n) {
                     return Err(error(
-                        v,
                         field,
                         format!("{n} is out of range: expected {min} to {max}"),
                     ));
@@ -132,7 +133,6 @@ fn parse_one(table: &Spanned<SpannedTable>, at: &dyn Fn(usize) -> String) -> Res
         let hint = suggest(&value, names.iter().copied())
             .map_or_else(String::new, |s| format!(" (did you mean '{s}'?)"));
         Err(error(
-            get(field).expect("the field exists"),
             field,
             format!(
                 "unknown value '{value}'{hint}; expected one of {}",
@@ -144,7 +144,6 @@ fn parse_one(table: &Spanned<SpannedTable>, at: &dyn Fn(usize) -> String) -> Res
     let name = text("name")?.ok_or_else(|| format!("{start}: an [[alert.rules]] table needs a name"))?;
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Err(error(
-            get("name").expect("the name exists"),
             "name",
             format!("'{name}' must be letters, digits and _ (it becomes a Prometheus alert name)"),
         ));
@@ -160,7 +159,7 @@ fn parse_one(table: &Spanned<SpannedTable>, at: &dyn Fn(usize) -> String) -> Res
                 return Ok(RuleEntry::Disabled(name));
             }
             toml::Value::Boolean(true) => {}
-            _ => return Err(error(enabled, "enabled", "expected true or false".into())),
+            _ => return Err(error("enabled", "expected true or false".into())),
         }
     }
     let scope = choice("scope", &["device", "process", "host"])?.unwrap_or_else(|| "device".into());
@@ -175,20 +174,16 @@ fn parse_one(table: &Spanned<SpannedTable>, at: &dyn Fn(usize) -> String) -> Res
             metric_names.join(", ")
         )
     })?;
-    let metric = Metric::parse(&scope, &metric_name).expect("checked against METRICS");
+    let metric = Metric::parse(&scope, &metric_name)
+        .ok_or_else(|| error("metric", format!("unknown metric '{metric_name}'")))?;
     let function_names: Vec<&str> = Function::ALL.iter().map(|(n, _)| *n).collect();
     let function = choice("function", &function_names)?
         .and_then(|f| Function::parse(&f))
         .unwrap_or(Function::Mean);
     let comparison = match text("comparison")? {
         None => Comparison::Above,
-        Some(c) => Comparison::parse(&c).ok_or_else(|| {
-            error(
-                get("comparison").expect("exists"),
-                "comparison",
-                format!("unknown comparison '{c}'; expected > or <"),
-            )
-        })?,
+        Some(c) => Comparison::parse(&c)
+            .ok_or_else(|| error("comparison", format!("unknown comparison '{c}'; expected > or <")))?,
     };
     let threshold = number("threshold", f64::MIN, f64::MAX)?
         .ok_or_else(|| format!("{start}: alert rule '{name}' needs a threshold"))?;
@@ -204,7 +199,6 @@ fn parse_one(table: &Spanned<SpannedTable>, at: &dyn Fn(usize) -> String) -> Res
             "below"
         };
         return Err(error(
-            get("clear").expect("exists"),
             "clear",
             format!("{clear} is {side} the threshold {threshold}: an alert would never resolve"),
         ));
@@ -224,7 +218,7 @@ fn parse_one(table: &Spanned<SpannedTable>, at: &dyn Fn(usize) -> String) -> Res
             function.name()
         );
         return Err(match get("window") {
-            Some(given) => error(given, "window", reason),
+            Some(_) => error("window", reason),
             None => format!("{start}: alert rule '{name}': {reason}; set window"),
         });
     }
@@ -240,7 +234,6 @@ fn parse_one(table: &Spanned<SpannedTable>, at: &dyn Fn(usize) -> String) -> Res
         .unwrap_or(Holders::Any);
     if holders != Holders::Any && scope != "device" {
         return Err(error(
-            get("holders").expect("exists"),
             "holders",
             "only device rules can depend on the processes holding a GPU".into(),
         ));

@@ -21,6 +21,17 @@ pub enum Value {
 }
 
 impl Value {
+    /// The value as a TOML value.
+    pub fn to_toml_value(&self) -> toml::Value {
+        match self {
+            Self::Float(v) => toml::Value::Float(*v),
+            Self::Int(v) => toml::Value::Integer(*v),
+            Self::Bool(v) => toml::Value::Boolean(*v),
+            Self::Text(text) => toml::Value::String(text.clone()),
+            Self::List(items) => toml::Value::Array(items.iter().cloned().map(toml::Value::String).collect()),
+        }
+    }
+
     /// The value as TOML source text.
     pub fn to_toml(&self) -> String {
         match self {

@@ -14,7 +14,8 @@ use std::time::UNIX_EPOCH;
 use crate::model::{Device, DeviceStatus, GpuProcess, ProcessKey, Reading, Snapshot, Window};
 
 /// The `[history]` settings: how long readings are kept, and at what resolution.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct HistorySettings {
     /// Seconds of readings kept.
     pub retention_time: u64,

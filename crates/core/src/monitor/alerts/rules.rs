@@ -381,7 +381,8 @@ pub enum RuleEntry {
 
 /// The `[alert]` settings: the thresholds behind the built-in rules, the file's own rules
 /// and where transitions are delivered.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AlertSettings {
     /// GPU memory use, percent of the total, that fires `gpu_memory_high`.
     pub memory_usage_threshold: f64,
@@ -403,7 +404,8 @@ pub struct AlertSettings {
     pub notify_timeout: f64,
     /// Seconds between two notifications of one severity.
     pub notify_min_interval: f64,
-    /// `[[alert.rules]]` from the file.
+    /// `[[alert.rules]]` from the file (parsed with their own positions, not by serde).
+    #[serde(skip)]
     pub rules: Vec<RuleEntry>,
 }
 
