@@ -226,7 +226,8 @@ fn interval(text: &str) -> Result<f64, String> {
     let number: f64 = text
         .parse()
         .map_err(|_| "expected a number of seconds from 0.1 to 3600")?;
-    key.check(&toml::Value::Float(number))?;
+    key.check(&toml::Value::Float(number))
+        .map_err(|e| e.to_string())?;
     Ok(number)
 }
 

@@ -365,7 +365,9 @@ mod sink {
 
         let linked = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(&log, linked.path().join("alerts.log")).unwrap();
-        let error = Sink::open(&settings(linked.path(), &[], 0.0, 1.0)).unwrap_err();
+        let error = Sink::open(&settings(linked.path(), &[], 0.0, 1.0))
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("alert.log_file"), "{error}");
     }
 

@@ -42,7 +42,8 @@ impl std::fmt::Display for RecordError {
 /// Creates `path` for a recording: mode 0600, never over an existing file, never through
 /// a symbolic link (see [`gputop::files`]).
 fn create(path: &Path) -> Result<File, RecordError> {
-    gputop::files::open_for_writing(path, gputop::files::Write::CreateNew).map_err(RecordError)
+    gputop::files::open_for_writing(path, gputop::files::Write::CreateNew)
+        .map_err(|e| RecordError(e.to_string()))
 }
 
 /// Writes one recording, segment by segment.

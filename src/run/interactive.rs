@@ -323,7 +323,7 @@ pub fn run(
                     }
                     Effect::ReadEnvironment { pid } => {
                         app.update(Action::Received(Received::EnvironmentRead(
-                            gputop::host::environment(pid),
+                            gputop::host::environment(pid).map_err(|e| e.to_string()),
                         )));
                     }
                     Effect::ReadProcessTable => {

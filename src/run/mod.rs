@@ -144,7 +144,8 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
                 processes: args.processes,
                 commands: args.process_commands,
             };
-            let sink = Sink::open(&effective.settings.alert).map_err(|e| Failure::Config(ConfigError(e)))?;
+            let sink = Sink::open(&effective.settings.alert)
+                .map_err(|e| Failure::Config(ConfigError(e.to_string())))?;
             return crate::output::export::run(
                 source,
                 &effective.settings,
@@ -248,7 +249,7 @@ fn view(
     readonly: bool,
     theme: Theme,
 ) -> Result<(), Failure> {
-    let sink = Sink::open(&settings.alert).map_err(|e| Failure::Config(ConfigError(e)))?;
+    let sink = Sink::open(&settings.alert).map_err(|e| Failure::Config(ConfigError(e.to_string())))?;
     match interactive::run(feed, settings, selection, readonly, theme, sink) {
         Ok(Ending::Signal(signal)) => std::process::exit(128 + signal),
         Ok(Ending::Quit | Ending::TerminalClosed) => Ok(()),
@@ -275,7 +276,7 @@ fn run_capture(cli: &Cli, args: &CaptureArgs) -> Result<(), Failure> {
     }
     let mut nvml = NvmlSource::open(cli.nvml_lib.as_deref()).map_err(Failure::Nvml)?;
     let mut file = gputop::files::open_for_writing(&args.file, gputop::files::Write::CreateNew)
-        .map_err(Failure::Message)?;
+        .map_err(|e| Failure::Message(e.to_string()))?;
     nvml.log_samples();
     let hostname = gputop::host::HostCollector::new().hostname().to_string();
     let started = Instant::now();
@@ -414,7 +415,7 @@ fn run_replay(
     effective: &Effective,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(), Failure> {
-    let recording = Recording::open(&args.file).map_err(Failure::Message)?;
+    let recording = Recording::open(&args.file).map_err(|e| Failure::Message(e.to_string()))?;
     if args.info {
         let first = recording
             .first_problem
@@ -431,9 +432,11 @@ fn run_replay(
     }
     if args.once || args.json || !std::io::stdout().is_terminal() {
         let index = args.at.map_or(recording.len() - 1, |at| recording.index_at(at));
-        let snapshot = cli
-            .selection(env("CUDA_VISIBLE_DEVICES").as_deref())
-            .apply(&recording.frame(index).map_err(Failure::Message)?);
+        let snapshot = cli.selection(env("CUDA_VISIBLE_DEVICES").as_deref()).apply(
+            &recording
+                .frame(index)
+                .map_err(|e| Failure::Message(e.to_string()))?,
+        );
         let alerts = one_shot_alerts(&effective.settings, &snapshot);
         return emit(&once_report(&snapshot, &alerts, args.json, effective)?);
     }

@@ -62,7 +62,7 @@ fn pod_naming_host(socket: &str) -> HostCollector {
         ),
         Err(why) => eprintln!(
             "gputop export: no pod labels for now: {}",
-            gputop::format::sanitize(&why)
+            gputop::format::sanitize(&why.to_string())
         ),
     }
     if let Err(e) = host.watch_pods(path) {

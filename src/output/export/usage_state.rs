@@ -103,10 +103,10 @@ impl UsageState {
         let lock = lock(&path)?;
         let problem = match gputop::files::read_text(&path, MAX_BYTES) {
             Err(_) if !path.exists() => None,
-            Err(e) => Some(e),
+            Err(e) => Some(e.to_string()),
             Ok(text) => serde_json::from_str(&text)
                 .map_err(|e| e.to_string())
-                .and_then(|saved| monitor.restore_usage(&saved))
+                .and_then(|saved| monitor.restore_usage(&saved).map_err(|e| e.to_string()))
                 .err(),
         };
         let message = problem.map(|problem| {

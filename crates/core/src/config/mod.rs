@@ -45,17 +45,11 @@ impl fmt::Display for Origin {
     }
 }
 
-/// A configuration problem, as one line: where, then what.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A configuration problem, as one line: where (file:line:column, the environment variable
+/// or the flag), then what.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct ConfigError(pub String);
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 /// The `[display]` table: the view's refresh and colours, the one-shot report's columns.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -141,94 +141,139 @@ impl Key {
     }
 
     /// Type- and range-checks a TOML value for this key.
-    pub fn check(&self, value: &toml::Value) -> Result<Value, String> {
+    pub fn check(&self, value: &toml::Value) -> Result<Value, ValueError> {
+        let wrong = |expected| ValueError::WrongType {
+            expected,
+            found: type_name(value),
+        };
+        let in_range = |number: f64, min: f64, max: f64| {
+            if (min..=max).contains(&number) {
+                Ok(())
+            } else {
+                Err(ValueError::OutOfRange {
+                    value: number,
+                    min,
+                    max,
+                    unit: self.unit,
+                })
+            }
+        };
+        let strings = |items: &[toml::Value]| {
+            items
+                .iter()
+                .map(|item| match item {
+                    toml::Value::String(text) => Ok(text.clone()),
+                    other => Err(ValueError::NotAString(type_name(other))),
+                })
+                .collect::<Result<Vec<String>, ValueError>>()
+        };
         match self.kind {
             Kind::Float { min, max } => {
                 let number = match value {
                     toml::Value::Float(v) => *v,
                     toml::Value::Integer(v) => *v as f64,
-                    other => return Err(format!("expected a number, found {}", type_name(other))),
+                    _ => return Err(wrong("a number")),
                 };
-                if !(min..=max).contains(&number) {
-                    return Err(format!(
-                        "{number} is out of range: expected {min} to {max}{}",
-                        self.unit
-                    ));
-                }
+                in_range(number, min, max)?;
                 Ok(Value::Float(number))
             }
             Kind::Int { min, max } => {
-                let number = match value {
-                    toml::Value::Integer(v) => *v,
-                    other => return Err(format!("expected a whole number, found {}", type_name(other))),
+                let toml::Value::Integer(number) = value else {
+                    return Err(wrong("a whole number"));
                 };
-                if !(min..=max).contains(&number) {
-                    return Err(format!(
-                        "{number} is out of range: expected {min} to {max}{}",
-                        self.unit
-                    ));
-                }
-                Ok(Value::Int(number))
+                in_range(*number as f64, min as f64, max as f64)?;
+                Ok(Value::Int(*number))
             }
             Kind::Text => match value {
                 toml::Value::String(text) => Ok(Value::Text(text.clone())),
-                other => Err(format!("expected a string, found {}", type_name(other))),
+                _ => Err(wrong("a string")),
             },
             Kind::Command => {
                 let toml::Value::Array(items) = value else {
-                    return Err(format!(
-                        "expected a command as a list of strings, e.g. [\"notify-send\", \"gputop\"], found {}",
-                        type_name(value)
+                    return Err(wrong(
+                        "a command as a list of strings, e.g. [\"notify-send\", \"gputop\"]",
                     ));
                 };
-                let words = items
-                    .iter()
-                    .map(|item| match item {
-                        toml::Value::String(text) => Ok(text.clone()),
-                        other => Err(format!(
-                            "expected a list of strings, found an item that is {}",
-                            type_name(other)
-                        )),
-                    })
-                    .collect::<Result<Vec<String>, String>>()?;
+                let words = strings(items)?;
                 if words.first().is_some_and(String::is_empty) {
-                    return Err("the command's program (its first word) is empty".into());
+                    return Err(ValueError::EmptyProgram);
                 }
                 Ok(Value::List(words))
             }
             Kind::Bool => match value {
                 toml::Value::Boolean(v) => Ok(Value::Bool(*v)),
-                other => Err(format!("expected true or false, found {}", type_name(other))),
+                _ => Err(wrong("true or false")),
             },
             Kind::Choices { choices } => {
                 let toml::Value::Array(items) = value else {
-                    return Err(format!("expected a list of strings, found {}", type_name(value)));
+                    return Err(wrong("a list of strings"));
                 };
                 let mut out: Vec<String> = Vec::with_capacity(items.len());
-                for item in items {
-                    let toml::Value::String(text) = item else {
-                        return Err(format!(
-                            "expected a list of strings, found an item that is {}",
-                            type_name(item)
-                        ));
-                    };
+                for text in strings(items)? {
                     if !choices.contains(&text.as_str()) {
-                        let hint = suggest(text, choices.iter().copied())
-                            .map_or_else(String::new, |s| format!(" (did you mean '{s}'?)"));
-                        return Err(format!(
-                            "unknown value '{text}'{hint}; expected one of {}",
-                            choices.join(", ")
-                        ));
+                        return Err(ValueError::UnknownChoice {
+                            hint: suggest(&text, choices.iter().copied()),
+                            value: text,
+                            choices,
+                        });
                     }
-                    if out.contains(text) {
-                        return Err(format!("'{text}' is listed twice"));
+                    if out.contains(&text) {
+                        return Err(ValueError::Twice(text));
                     }
-                    out.push(text.clone());
+                    out.push(text);
                 }
                 Ok(Value::List(out))
             }
         }
     }
+}
+
+/// Why a value is refused for a key ([`Key::check`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ValueError {
+    /// A value of another type.
+    #[error("expected {expected}, found {found}")]
+    WrongType {
+        /// What the key takes: `a number`.
+        expected: &'static str,
+        /// What it was given: `a string`.
+        found: &'static str,
+    },
+    /// A number outside the key's range.
+    #[error("{value} is out of range: expected {min} to {max}{unit}")]
+    OutOfRange {
+        /// The number given.
+        value: f64,
+        /// The smallest accepted.
+        min: f64,
+        /// The largest accepted.
+        max: f64,
+        /// Its unit, with a leading space, or empty.
+        unit: &'static str,
+    },
+    /// A list with an item that is not a string.
+    #[error("expected a list of strings, found an item that is {0}")]
+    NotAString(&'static str),
+    /// A command whose program is empty.
+    #[error("the command's program (its first word) is empty")]
+    EmptyProgram,
+    /// A string that is not one of the key's choices.
+    #[error(
+        "unknown value '{value}'{}; expected one of {}",
+        hint.map_or_else(String::new, |s| format!(" (did you mean '{s}'?)")),
+        choices.join(", ")
+    )]
+    UnknownChoice {
+        /// The string given.
+        value: String,
+        /// The nearest choice, if one is near.
+        hint: Option<&'static str>,
+        /// Every choice.
+        choices: &'static [&'static str],
+    },
+    /// A choice listed twice.
+    #[error("'{0}' is listed twice")]
+    Twice(String),
 }
 
 fn type_name(value: &toml::Value) -> &'static str {
@@ -502,12 +547,14 @@ mod tests {
             interval
                 .check(&toml::Value::Float(0.0))
                 .unwrap_err()
+                .to_string()
                 .contains("out of range")
         );
         assert!(
             interval
                 .check(&toml::Value::String("2".into()))
                 .unwrap_err()
+                .to_string()
                 .contains("expected a number")
         );
         let metrics = find("display", "default_metrics").unwrap();
@@ -516,6 +563,7 @@ mod tests {
             metrics
                 .check(&bad)
                 .unwrap_err()
+                .to_string()
                 .contains("did you mean 'temperature'")
         );
         let retention = find("history", "retention_time").unwrap();
@@ -523,6 +571,7 @@ mod tests {
             retention
                 .check(&toml::Value::Float(60.5))
                 .unwrap_err()
+                .to_string()
                 .contains("whole number")
         );
     }

@@ -134,8 +134,19 @@ pub fn owner_uid(pid: u32) -> Option<u32> {
     std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid())
 }
 
+/// Why a process's environment was not read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvironmentError {
+    /// Another user's process, and gputop is not root.
+    #[error("no permission to read the environment of PID {0}")]
+    NoPermission(u32),
+    /// The process is gone.
+    #[error("PID {0} has exited")]
+    Exited(u32),
+}
+
 /// The environment of a process, one `NAME=value` per entry.
-pub fn environment(pid: u32) -> Result<Vec<String>, String> {
+pub fn environment(pid: u32) -> Result<Vec<String>, EnvironmentError> {
     match std::fs::read(format!("/proc/{pid}/environ")) {
         Ok(bytes) => Ok(bytes
             .split(|b| *b == 0)
@@ -143,9 +154,9 @@ pub fn environment(pid: u32) -> Result<Vec<String>, String> {
             .map(|v| String::from_utf8_lossy(v).into_owned())
             .collect()),
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            Err(format!("no permission to read the environment of PID {pid}"))
+            Err(EnvironmentError::NoPermission(pid))
         }
-        Err(_) => Err(format!("PID {pid} has exited")),
+        Err(_) => Err(EnvironmentError::Exited(pid)),
     }
 }
 

@@ -30,8 +30,8 @@ fn device_uuid(id: &str) -> &str {
 }
 
 /// The devices each pod's containers hold, asked of the kubelet at `socket` once.
-pub fn ask(socket: &Path) -> Result<Allocations, String> {
-    let answer = gputop_podresources::list(socket, TIMEOUT).map_err(|e| e.to_string())?;
+pub fn ask(socket: &Path) -> Result<Allocations, gputop_podresources::ListError> {
+    let answer = gputop_podresources::list(socket, TIMEOUT)?;
     let mut out = Allocations::new();
     for pod in answer.pod_resources {
         for container in pod.containers {

@@ -80,7 +80,7 @@ impl Monitor {
 
     /// Adds totals saved by an earlier run ([`Accounting::saved`]) to the usage; refused
     /// whole when any of it is out of range.
-    pub fn restore_usage(&mut self, saved: &serde_json::Value) -> Result<(), String> {
+    pub fn restore_usage(&mut self, saved: &serde_json::Value) -> Result<(), usage::RestoreError> {
         self.usage.restore(saved)
     }
 

@@ -24,6 +24,36 @@ pub const MAX_GAP_INTERVALS: f64 = 3.0;
 /// Most owners kept per table; beyond it the longest idle are forgotten (pods churn).
 pub const MAX_OWNERS: usize = 4096;
 
+/// Why saved usage totals were refused ([`Accounting::restore`]); nothing of them is taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RestoreError {
+    /// Another format, or not gputop's.
+    #[error("not version 1 of gputop's usage totals")]
+    Version,
+    /// `users` or `containers` is missing or not an object.
+    #[error("{0} is not an object")]
+    NotAnObject(&'static str),
+    /// A table with more than [`MAX_OWNERS`] owners.
+    #[error("{table}: {owners} owners, more than {MAX_OWNERS}")]
+    TooMany {
+        /// `users` or `containers`.
+        table: &'static str,
+        /// How many it holds.
+        owners: usize,
+    },
+    /// A time that is not seconds since 1970 (the JSON value).
+    #[error("{0} is not a time")]
+    NotATime(String),
+    /// A total that is negative or not a number.
+    #[error("{what}: {value} is not a non-negative number")]
+    NotAnAmount {
+        /// The owner, or `seconds`.
+        what: String,
+        /// The JSON value.
+        value: String,
+    },
+}
+
 /// What processes of a process-less, unreadable owner are grouped under.
 pub const UNKNOWN_USER: &str = "(unknown)";
 
@@ -365,11 +395,11 @@ impl Accounting {
 
     /// Adds totals [`Accounting::saved`] wrote to these; `Err` says what is wrong with them
     /// (nothing is taken then). At most [`MAX_OWNERS`] owners a table are taken.
-    pub fn restore(&mut self, saved: &Value) -> Result<(), String> {
+    pub fn restore(&mut self, saved: &Value) -> Result<(), RestoreError> {
         if saved["version"] != 1 {
-            return Err("not version 1 of gputop's usage totals".into());
+            return Err(RestoreError::Version);
         }
-        let time = |v: &Value| -> Result<Option<SystemTime>, String> {
+        let time = |v: &Value| -> Result<Option<SystemTime>, RestoreError> {
             match v {
                 Value::Null => Ok(None),
                 v => v
@@ -377,21 +407,25 @@ impl Accounting {
                     .filter(|s| s.is_finite() && *s >= 0.0)
                     .and_then(|s| SystemTime::UNIX_EPOCH.checked_add(Duration::try_from_secs_f64(s).ok()?))
                     .map(Some)
-                    .ok_or_else(|| format!("{v} is not a time")),
+                    .ok_or_else(|| RestoreError::NotATime(v.to_string())),
             }
         };
-        let amount = |v: &Value, what: &str| -> Result<f64, String> {
+        let amount = |v: &Value, what: &str| -> Result<f64, RestoreError> {
             v.as_f64()
                 .filter(|n| n.is_finite() && *n >= 0.0)
-                .ok_or_else(|| format!("{what}: {v} is not a non-negative number"))
+                .ok_or_else(|| RestoreError::NotAnAmount {
+                    what: what.to_string(),
+                    value: v.to_string(),
+                })
         };
         let mut tables = Vec::new();
         for key in ["users", "containers"] {
-            let rows = saved[key]
-                .as_object()
-                .ok_or_else(|| format!("{key} is not an object"))?;
+            let rows = saved[key].as_object().ok_or(RestoreError::NotAnObject(key))?;
             if rows.len() > MAX_OWNERS {
-                return Err(format!("{key}: {} owners, more than {MAX_OWNERS}", rows.len()));
+                return Err(RestoreError::TooMany {
+                    table: key,
+                    owners: rows.len(),
+                });
             }
             let mut table = Vec::with_capacity(rows.len());
             for (owner, row) in rows {

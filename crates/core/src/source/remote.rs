@@ -27,6 +27,75 @@ pub const BODY_MAX: usize = 16 << 20;
 /// Longest wait between retries of a node that does not answer.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
 
+/// Why a node's address, or a hosts file, is not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddressError {
+    /// An `https://` address: the remote view speaks plain HTTP.
+    #[error("{0}: https is not supported; use http:// (or a TLS-terminating proxy)")]
+    Https(String),
+    /// Not `host:port`.
+    #[error("'{0}' is not a node address (host:port)")]
+    NotAnAddress(String),
+    /// A port that is not a number from 0 to 65535.
+    #[error("'{0}': the port must be a number")]
+    Port(String),
+    /// A line of a hosts file, numbered from 1.
+    #[error("line {line}: {error}")]
+    Line {
+        /// The line.
+        line: usize,
+        /// What is wrong with it.
+        error: Box<AddressError>,
+    },
+    /// More nodes than [`MAX_NODES`].
+    #[error("{0} nodes: gputop watches at most {MAX_NODES}")]
+    TooMany(usize),
+}
+
+/// Why a node's `/snapshot` was not had ([`fetch`]).
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// Its name did not resolve.
+    #[error("cannot resolve: {0}")]
+    Resolve(std::io::Error),
+    /// Its name resolved to no address.
+    #[error("cannot resolve")]
+    NoAddress,
+    /// The connection failed.
+    #[error("cannot connect: {0}")]
+    Connect(std::io::Error),
+    /// The request could not be sent.
+    #[error("cannot send: {0}")]
+    Send(std::io::Error),
+    /// The answer could not be read.
+    #[error("cannot read: {0}")]
+    Read(std::io::Error),
+    /// The socket could not be set up.
+    #[error("{0}")]
+    Socket(std::io::Error),
+    /// No whole answer within [`FETCH_DEADLINE`].
+    #[error("no whole answer within {} s", FETCH_DEADLINE.as_secs())]
+    Late,
+    /// An answer over [`BODY_MAX`].
+    #[error("answer larger than {} MiB", BODY_MAX >> 20)]
+    TooLarge,
+    /// Not HTTP.
+    #[error("not an HTTP answer")]
+    NotHttp,
+    /// An HTTP status other than 200.
+    #[error("answered HTTP {0}")]
+    Status(String),
+    /// Not JSON of a snapshot.
+    #[error("not a gputop snapshot: {0}")]
+    NotASnapshot(serde_json::Error),
+    /// A snapshot of another version.
+    #[error("not a gputop report of version {}", wire::VERSION)]
+    Version,
+    /// A snapshot with a value gputop does not accept.
+    #[error("{0}")]
+    Refused(#[from] wire::WireError),
+}
+
 /// A node to watch: `host:port` of its `gputop export`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
@@ -38,23 +107,21 @@ pub struct Node {
 
 impl Node {
     /// `http://host:port[/...]`, `host:port` or `host` (port 9835).
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, AddressError> {
         let trimmed = text.trim();
         if trimmed.starts_with("https://") {
-            return Err(format!(
-                "{trimmed}: https is not supported; use http:// (or a TLS-terminating proxy)"
-            ));
+            return Err(AddressError::Https(trimmed.to_string()));
         }
         let rest = trimmed.strip_prefix("http://").unwrap_or(trimmed);
         let authority = rest.split('/').next().unwrap_or("");
         if authority.is_empty() || authority.contains(char::is_whitespace) {
-            return Err(format!("'{trimmed}' is not a node address (host:port)"));
+            return Err(AddressError::NotAnAddress(trimmed.to_string()));
         }
         let (host, port) = match authority.rsplit_once(':') {
             Some((host, port)) if !host.ends_with(']') || authority.starts_with('[') => {
                 let port = port
                     .parse::<u16>()
-                    .map_err(|_| format!("'{trimmed}': the port must be a number"))?;
+                    .map_err(|_| AddressError::Port(trimmed.to_string()))?;
                 (host.trim_matches(['[', ']']).to_string(), port)
             }
             _ => (authority.to_string(), 9835),
@@ -69,20 +136,22 @@ impl Node {
 }
 
 /// Nodes from a hosts file: one address per line; `#` starts a comment.
-pub fn parse_hosts_file(text: &str) -> Result<Vec<Node>, String> {
+pub fn parse_hosts_file(text: &str) -> Result<Vec<Node>, AddressError> {
     let nodes: Vec<Node> = text
         .lines()
         .enumerate()
         .filter_map(|(i, line)| {
             let line = line.split('#').next().unwrap_or("").trim();
-            (!line.is_empty()).then(|| Node::parse(line).map_err(|e| format!("line {}: {e}", i + 1)))
+            (!line.is_empty()).then(|| {
+                Node::parse(line).map_err(|e| AddressError::Line {
+                    line: i + 1,
+                    error: Box::new(e),
+                })
+            })
         })
         .collect::<Result<_, _>>()?;
     if nodes.len() > MAX_NODES {
-        return Err(format!(
-            "{} nodes: gputop watches at most {MAX_NODES}",
-            nodes.len()
-        ));
+        return Err(AddressError::TooMany(nodes.len()));
     }
     Ok(nodes)
 }
@@ -130,32 +199,28 @@ pub struct Cluster {
 }
 
 /// A node's `/snapshot`, or why not, within [`FETCH_DEADLINE`].
-pub fn fetch(node: &Node) -> Result<(Snapshot, usize), String> {
+pub fn fetch(node: &Node) -> Result<(Snapshot, usize), FetchError> {
     let deadline = Instant::now() + FETCH_DEADLINE;
-    let late = || format!("no whole answer within {} s", FETCH_DEADLINE.as_secs());
     let left = || {
         deadline
             .checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero())
-            .ok_or_else(late)
+            .ok_or(FetchError::Late)
     };
     let address = (node.host.as_str(), node.port)
         .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve: {e}"))?
+        .map_err(FetchError::Resolve)?
         .next()
-        .ok_or("cannot resolve")?;
-    let mut stream =
-        TcpStream::connect_timeout(&address, left()?).map_err(|e| format!("cannot connect: {e}"))?;
+        .ok_or(FetchError::NoAddress)?;
+    let mut stream = TcpStream::connect_timeout(&address, left()?).map_err(FetchError::Connect)?;
     stream
         .set_write_timeout(Some(left()?))
-        .map_err(|e| e.to_string())?;
+        .map_err(FetchError::Socket)?;
     let request = format!(
         "GET /snapshot HTTP/1.1\r\nHost: {}\r\nAccept: application/json\r\nConnection: close\r\n\r\n",
         node.label()
     );
-    stream
-        .write_all(request.as_bytes())
-        .map_err(|e| format!("cannot send: {e}"))?;
+    stream.write_all(request.as_bytes()).map_err(FetchError::Send)?;
     let mut response = Vec::new();
     let mut chunk = [0u8; 16 << 10];
     loop {
@@ -163,7 +228,7 @@ pub fn fetch(node: &Node) -> Result<(Snapshot, usize), String> {
         // time cannot stretch the fetch.
         stream
             .set_read_timeout(Some(left()?))
-            .map_err(|e| e.to_string())?;
+            .map_err(FetchError::Socket)?;
         let n = match stream.read(&mut chunk) {
             Ok(n) => n,
             Err(e)
@@ -172,46 +237,39 @@ pub fn fetch(node: &Node) -> Result<(Snapshot, usize), String> {
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) =>
             {
-                return Err(late());
+                return Err(FetchError::Late);
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(format!("cannot read: {e}")),
+            Err(e) => return Err(FetchError::Read(e)),
         };
         if n == 0 {
             break;
         }
         if response.len() + n > BODY_MAX {
-            return Err(format!("answer larger than {} MiB", BODY_MAX >> 20));
+            return Err(FetchError::TooLarge);
         }
         response.extend_from_slice(&chunk[..n]);
     }
     let split = response
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
-        .ok_or("not an HTTP answer")?;
+        .ok_or(FetchError::NotHttp)?;
     let head = String::from_utf8_lossy(&response[..split]);
     let status = head.split(' ').nth(1).unwrap_or("");
     if status != "200" {
-        return Err(format!("answered HTTP {status}"));
+        return Err(FetchError::Status(status.to_string()));
     }
     let body = &response[split + 4..];
-    let snapshot: WireSnapshot =
-        serde_json::from_slice(body).map_err(|e| format!("not a gputop snapshot: {e}"))?;
+    let snapshot: WireSnapshot = serde_json::from_slice(body).map_err(FetchError::NotASnapshot)?;
     if snapshot.version != wire::VERSION {
-        return Err(format!("not a gputop report of version {}", wire::VERSION));
+        return Err(FetchError::Version);
     }
     // Read apart from the snapshot: a flattened struct would be buffered whole, unbounded,
     // before the snapshot's own limits apply.
-    let alerts: NodeAlerts =
-        serde_json::from_slice(body).map_err(|e| format!("not a gputop snapshot: {e}"))?;
+    let alerts: NodeAlerts = serde_json::from_slice(body).map_err(FetchError::NotASnapshot)?;
     let firing = alerts.alerts.iter().filter(|a| a.state == "firing").count();
     // The reason is shown sanitized, as everything from outside, where it is drawn.
-    Ok((
-        snapshot
-            .into_snapshot(SystemTime::now())
-            .map_err(|e| e.to_string())?,
-        firing,
-    ))
+    Ok((snapshot.into_snapshot(SystemTime::now())?, firing))
 }
 
 /// Most alerts read of a node's `/snapshot`.
@@ -237,7 +295,7 @@ pub struct Poller {
 }
 
 type Job = usize;
-type Outcome = (usize, Result<(Snapshot, usize), String>);
+type Outcome = (usize, Result<(Snapshot, usize), FetchError>);
 
 impl Poller {
     /// Starts polling every `interval`; `publish` gets the whole cluster after each change
@@ -324,7 +382,10 @@ impl Poller {
                                         NodeStatus::Down { failures, .. } => failures + 1,
                                         _ => 1,
                                     };
-                                    state.status = NodeStatus::Down { reason, failures };
+                                    state.status = NodeStatus::Down {
+                                        reason: reason.to_string(),
+                                        failures,
+                                    };
                                     backoff(interval, failures)
                                 }
                             };
@@ -407,6 +468,7 @@ mod tests {
         assert!(
             parse_hosts_file("ok\nbad:xx\n")
                 .unwrap_err()
+                .to_string()
                 .starts_with("line 2:")
         );
     }

@@ -24,6 +24,42 @@ struct FrameRef {
     key: usize,
 }
 
+/// Why a recording, or a frame of it, could not be read: the file and what is wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {problem}", path.display())]
+pub struct RecordingError {
+    /// The recording's file (its segment).
+    pub path: PathBuf,
+    /// What is wrong.
+    pub problem: RecordingProblem,
+}
+
+/// What is wrong with a recording ([`RecordingError`]).
+#[derive(Debug, thiserror::Error)]
+pub enum RecordingProblem {
+    /// The file could not be opened or read.
+    #[error("cannot read it: {0}")]
+    Io(#[from] std::io::Error),
+    /// Its first line is not a gputop recording's header.
+    #[error("not a gputop recording (no header line)")]
+    NoHeader,
+    /// A header of something else.
+    #[error("not a gputop recording")]
+    NotARecording,
+    /// A format this gputop does not read.
+    #[error("recording format {0} is not supported (this gputop reads {FORMAT_VERSION})")]
+    Format(u64),
+    /// Not one frame could be read; the first problem found, if any.
+    #[error("the recording holds no usable frames{}", .0.as_ref().map_or_else(String::new, |p| format!(" ({p})")))]
+    NoFrames(Option<String>),
+    /// A frame indexed before is gone (the file changed since).
+    #[error("frame {0} is missing")]
+    FrameMissing(usize),
+    /// A frame whose snapshot gputop does not accept.
+    #[error("{0}")]
+    BadFrame(String),
+}
+
 /// An indexed recording.
 #[derive(Debug, Clone)]
 pub struct Recording {
@@ -42,20 +78,17 @@ pub struct Recording {
 
 impl Recording {
     /// Opens and indexes `path` (and `path.1` when it is the earlier part of the same recording).
-    pub fn open(path: &Path) -> Result<Self, String> {
-        let header = |p: &Path| -> Result<Value, String> {
+    pub fn open(path: &Path) -> Result<Self, RecordingError> {
+        let header = |p: &Path| -> Result<Value, RecordingError> {
             let mut lines = LineReader::open(p, 0)?;
             let first = lines.next_line()?.and_then(|(_, line)| line);
             let value: Value = first
                 .and_then(|line| serde_json::from_slice(line).ok())
-                .ok_or_else(|| format!("{}: not a gputop recording (no header line)", p.display()))?;
+                .ok_or_else(|| problem(p, RecordingProblem::NoHeader))?;
             match value["gputop_recording"].as_u64() {
                 Some(FORMAT_VERSION) => Ok(value),
-                Some(v) => Err(format!(
-                    "{}: recording format {v} is not supported (this gputop reads {FORMAT_VERSION})",
-                    p.display()
-                )),
-                None => Err(format!("{}: not a gputop recording", p.display())),
+                Some(v) => Err(problem(p, RecordingProblem::Format(v))),
+                None => Err(problem(p, RecordingProblem::NotARecording)),
             }
         };
         let main = header(path)?;
@@ -82,19 +115,12 @@ impl Recording {
             recording.index_segment(segment)?;
         }
         if recording.frames.is_empty() {
-            let why = recording
-                .first_problem
-                .as_ref()
-                .map_or_else(String::new, |problem| format!(" ({problem})"));
-            return Err(format!(
-                "{}: the recording holds no usable frames{why}",
-                path.display()
-            ));
+            return Err(problem(path, RecordingProblem::NoFrames(recording.first_problem)));
         }
         Ok(recording)
     }
 
-    fn index_segment(&mut self, segment: usize) -> Result<(), String> {
+    fn index_segment(&mut self, segment: usize) -> Result<(), RecordingError> {
         let path = self.segments[segment].clone();
         let mut lines = LineReader::open(&path, 0)?;
         let mut key: Option<usize> = None;
@@ -178,7 +204,7 @@ impl Recording {
     }
 
     /// Rebuilds frame `index` from its key frame.
-    pub fn frame(&self, index: usize) -> Result<Snapshot, String> {
+    pub fn frame(&self, index: usize) -> Result<Snapshot, RecordingError> {
         let wanted = self.frames[index.min(self.frames.len() - 1)];
         let key = self.frames[wanted.key];
         let path = &self.segments[key.segment];
@@ -186,7 +212,7 @@ impl Recording {
         let mut state = Value::Null;
         loop {
             let Some((at, line)) = lines.next_line()? else {
-                return Err(format!("{}: frame {index} is missing", path.display()));
+                return Err(problem(path, RecordingProblem::FrameMissing(index)));
             };
             let Ok((_, frame)) = read_frame(line) else {
                 continue;
@@ -197,9 +223,17 @@ impl Recording {
                 record::apply(&mut state, patch);
             }
             if at == wanted.offset {
-                return record::from_stored(&state, frame_time(wanted.t)).map_err(|e| e.to_string());
+                return record::from_stored(&state, frame_time(wanted.t))
+                    .map_err(|e| problem(path, RecordingProblem::BadFrame(e.to_string())));
             }
         }
+    }
+}
+
+fn problem(path: &Path, problem: RecordingProblem) -> RecordingError {
+    RecordingError {
+        path: path.to_path_buf(),
+        problem,
     }
 }
 
@@ -271,10 +305,10 @@ struct LineReader<'p> {
 }
 
 impl<'p> LineReader<'p> {
-    fn open(path: &'p Path, offset: u64) -> Result<Self, String> {
-        let mut file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        file.seek(SeekFrom::Start(offset))
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    fn open(path: &'p Path, offset: u64) -> Result<Self, RecordingError> {
+        let io = |e: std::io::Error| problem(path, RecordingProblem::Io(e));
+        let mut file = File::open(path).map_err(io)?;
+        file.seek(SeekFrom::Start(offset)).map_err(io)?;
         Ok(Self {
             path,
             reader: BufReader::new(file),
@@ -286,7 +320,7 @@ impl<'p> LineReader<'p> {
     /// The next line's offset and its bytes (without the newline), `None` for a line that is
     /// too long or has no newline (torn); `None` at the end of the file. Bytes are not
     /// checked as UTF-8 here: a damaged byte spoils its own line only.
-    fn next_line(&mut self) -> Result<Option<Line<'_>>, String> {
+    fn next_line(&mut self) -> Result<Option<Line<'_>>, RecordingError> {
         let at = self.offset;
         self.line.clear();
         let mut too_long = false;
@@ -295,7 +329,7 @@ impl<'p> LineReader<'p> {
             let read = (&mut self.reader)
                 .take(room.max(1))
                 .read_until(b'\n', &mut self.line)
-                .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
+                .map_err(|e| problem(self.path, RecordingProblem::Io(e)))?;
             self.offset += read as u64;
             if read == 0 || self.line.last() == Some(&b'\n') {
                 break;

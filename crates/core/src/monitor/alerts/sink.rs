@@ -26,15 +26,20 @@ pub struct Sink {
     suppressed: [usize; 3],
 }
 
+/// Why the alert log (`alert.log_file`) was not opened.
+#[derive(Debug, thiserror::Error)]
+#[error("alert.log_file: {0}")]
+pub struct LogFileError(#[from] pub crate::files::WriteError);
+
 impl Sink {
     /// Opens the alert log (appending) and takes the notify commands; an error names the key.
-    pub fn open(settings: &AlertSettings) -> Result<Self, String> {
+    pub fn open(settings: &AlertSettings) -> Result<Self, LogFileError> {
         let log = match settings.log_file.as_str() {
             "" => None,
-            path => Some(
-                crate::files::open_for_writing(&PathBuf::from(path), crate::files::Write::Append)
-                    .map_err(|e| format!("alert.log_file: {e}"))?,
-            ),
+            path => Some(crate::files::open_for_writing(
+                &PathBuf::from(path),
+                crate::files::Write::Append,
+            )?),
         };
         Ok(Self {
             log,
