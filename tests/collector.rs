@@ -220,3 +220,95 @@ fn an_on_demand_collector_reads_only_what_is_asked_and_stale() {
     }
     drop(collector);
 }
+
+/// A recording of `frames` whole frames `gap` seconds apart, each GPU 0 at a temperature of
+/// 40 plus its number.
+fn recording(dir: &std::path::Path, frames: u32, gap: f64) -> std::path::PathBuf {
+    use gputop::model::recording::{FORMAT_VERSION, to_stored};
+    let path = dir.join("frames.jsonl");
+    let mut text = serde_json::json!({
+        "gputop_recording": FORMAT_VERSION,
+        "id": "collector-test",
+        "segment": 0,
+        "hostname": "gpu-box",
+        "interval_seconds": gap,
+    })
+    .to_string();
+    text.push('\n');
+    for frame in 0..frames {
+        let mut snapshot = common::fixtures::snapshot();
+        snapshot.devices[0].temperature = gputop::model::Reading::Value(40 + frame);
+        let t = 1_795_966_801.0 + f64::from(frame) * gap;
+        text.push_str(&serde_json::json!({ "t": t, "k": to_stored(&snapshot) }).to_string());
+        text.push('\n');
+    }
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A replay is a source like any other: the one collector publishes its frames in order at
+/// the recording's pace (here 50 ms apart), stops at the last, and a pause, a seek or a new
+/// speed publishes the frame at once with where playback stands.
+#[test]
+fn a_replay_is_read_through_the_collector_at_its_own_pace() {
+    use gputop::source::replay::{PlayerCommand, Recording};
+    let dir = tempfile::tempdir().unwrap();
+    let recording = Recording::open(&recording(dir.path(), 4, 0.05)).unwrap();
+    let source = Source::replay(recording, 1.0).unwrap();
+    let playback = source.playback().expect("a replay says where it stands");
+    let (sent, published) = std::sync::mpsc::channel();
+    let collector = Collector::spawn_with(
+        source,
+        Duration::from_secs(60),
+        Box::new(move |snapshot| {
+            let status = playback.status();
+            sent.send((snapshot.devices[0].temperature.get(), status)).is_ok()
+        }),
+    )
+    .unwrap();
+    let next = || published.recv_timeout(Duration::from_secs(5)).expect("a frame");
+    let started = Instant::now();
+    for frame in 0..4_u32 {
+        let (temperature, status) = next();
+        assert_eq!(temperature, Some(40 + frame), "frame {frame} in order");
+        assert_eq!(status.frame, frame as usize);
+        assert_eq!(status.paused, frame == 3, "playback ends at the last frame");
+    }
+    // Three gaps of 50 ms, not the collector's 60 s interval.
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(
+        published.recv_timeout(Duration::from_millis(300)).is_err(),
+        "nothing after the last frame"
+    );
+
+    collector.control(PlayerCommand::Seek(-1.0));
+    let (temperature, status) = next();
+    assert_eq!((temperature, status.frame), (Some(40), 0), "sought back to the start");
+    collector.control(PlayerCommand::TogglePause);
+    let (_, status) = next();
+    assert!(status.paused);
+    assert!(
+        published.recv_timeout(Duration::from_millis(300)).is_err(),
+        "paused: no frame moves on"
+    );
+    collector.control(PlayerCommand::Speed(2.0));
+    assert_eq!(next().1.speed, 2.0);
+    collector.control(PlayerCommand::TogglePause);
+    assert_eq!(next().1.frame, 0, "going on shows the same frame first");
+    assert_eq!(next().1.frame, 1, "then the next, at its time");
+}
+
+/// A live source has no playback: asking it to seek publishes nothing.
+#[test]
+fn a_live_collector_ignores_replay_controls() {
+    let (sent, published) = std::sync::mpsc::channel();
+    let collector = Collector::spawn_with(
+        Source::demo(),
+        Duration::from_secs(60),
+        Box::new(move |snapshot| sent.send(snapshot).is_ok()),
+    )
+    .unwrap();
+    published.recv_timeout(Duration::from_secs(5)).expect("the first reading");
+    collector.control(gputop::source::replay::PlayerCommand::Seek(-10.0));
+    assert!(published.recv_timeout(Duration::from_millis(300)).is_err());
+}

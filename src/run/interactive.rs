@@ -27,19 +27,26 @@ use gputop::model::Snapshot;
 use gputop::monitor::alerts::sink::Sink;
 use gputop::source::nvml::NvmlUnusable;
 use gputop::source::remote::{Cluster, Node, Poller};
-use gputop::source::replay::{Played, Player, Recording};
+use gputop::source::replay::{Playback, ReplayStatus};
 use gputop::source::{Opening, Source};
 
 /// Where the snapshots come from.
 #[derive(Debug)]
 pub enum Feed {
-    Live(Source),
+    /// A source the collector reads: NVML, the demo, or a recording ([`Source::replay`]).
+    Source(Source),
     /// A live source still opening: the view shows that it waits, and how long.
     Opening(Opening),
-    /// A recording, played at this speed.
-    Replay(Recording, f64),
     /// Other machines' `gputop export`.
     Remote(Vec<Node>),
+}
+
+/// A replayed frame, with where playback stands.
+struct Played {
+    snapshot: Arc<Snapshot>,
+    status: ReplayStatus,
+    /// The frame is earlier than the one before it: history must start over.
+    rewound: bool,
 }
 
 /// What wakes the loop.
@@ -187,9 +194,9 @@ pub fn run(
     // The demo's (and a recording's, and a node's) PIDs are not this host's: their tree
     // comes from the snapshot, never from /proc, and they are never signalled.
     let origin = match &feed {
-        Feed::Live(Source::Nvml(_)) | Feed::Opening(_) => Origin::Live,
-        Feed::Live(Source::Demo(_)) => Origin::Demo,
-        Feed::Replay(..) => Origin::Recording,
+        Feed::Source(Source::Nvml(_)) | Feed::Opening(_) => Origin::Live,
+        Feed::Source(Source::Demo(_)) => Origin::Demo,
+        Feed::Source(Source::Replay(_)) => Origin::Recording,
         Feed::Remote(_) => Origin::Remote,
     };
     let real_host = origin == Origin::Live;
@@ -200,11 +207,14 @@ pub fn run(
     let mut poller = None;
     let remote = matches!(feed, Feed::Remote(_));
     let started = std::time::Instant::now();
-    let (mut collector, player) = match feed {
-        Feed::Live(source) => (
-            Some(spawn_collector(source, interval, pods_socket, snapshots.clone())?),
-            None,
-        ),
+    let (mut collector, replay) = match feed {
+        Feed::Source(source) => match source.playback() {
+            Some(playback) => (None, Some(spawn_replay(source, playback, interval, replayed)?)),
+            None => (
+                Some(spawn_collector(source, interval, pods_socket, snapshots.clone())?),
+                None,
+            ),
+        },
         Feed::Opening(opening) => {
             let opened = events.clone();
             thread::Builder::new()
@@ -213,14 +223,6 @@ pub fn run(
                     let _ = opened.send(Event::Opened(opening.finish()));
                 })?;
             (None, None)
-        }
-        Feed::Replay(recording, speed) => {
-            let player = Player::spawn(
-                recording,
-                speed,
-                Box::new(move |played| replayed.send(Event::Replayed(played)).is_ok()),
-            )?;
-            (None, Some(player))
         }
         Feed::Remote(nodes) => {
             poller = Some(Poller::spawn(
@@ -345,8 +347,8 @@ pub fn run(
                         }
                     }
                     Effect::Replay(command) => {
-                        if let Some(player) = &player {
-                            player.send(command);
+                        if let Some(replay) = &replay {
+                            replay.control(command);
                         }
                     }
                     Effect::Suspend => tui.suspend()?,
@@ -363,7 +365,7 @@ pub fn run(
     drop(tui);
     signal_handle.close();
     drop(collector);
-    drop(player);
+    drop(replay);
     drop(poller);
     Ok(ending)
 }
@@ -389,6 +391,31 @@ fn spawn_collector(
         host,
         interval,
         crate::heap::releasing(move |snapshot| events.send(Event::Snapshot(snapshot)).is_ok()),
+    )
+}
+
+/// The collector of a replay: each frame goes out with where playback stands.
+fn spawn_replay(
+    source: Source,
+    playback: Playback,
+    interval: Duration,
+    events: Sender<Event>,
+) -> std::io::Result<Collector> {
+    let mut shown: Option<usize> = None;
+    Collector::spawn_with(
+        source,
+        interval,
+        Box::new(move |snapshot| {
+            let status = playback.status();
+            let rewound = shown.is_some_and(|frame| status.frame < frame);
+            shown = Some(status.frame);
+            let played = Played {
+                snapshot,
+                status,
+                rewound,
+            };
+            events.send(Event::Replayed(played)).is_ok()
+        }),
     )
 }
 

@@ -230,7 +230,7 @@ fn interactive_view(
     })
     .map_err(|e| Failure::Message(format!("cannot start the thread opening NVML: {e}")))?;
     let feed = match opening.wait(OPEN_BEFORE_VIEW) {
-        Ok(Ok(source)) => Feed::Live(source),
+        Ok(Ok(source)) => Feed::Source(source),
         Ok(Err(why)) => return Err(Failure::Nvml(why)),
         Err(still_opening) => Feed::Opening(still_opening),
     };
@@ -445,7 +445,7 @@ fn run_replay(
     settings.display.refresh_interval = recording.interval;
     // A recording's processes are not this machine's: the view never signals them.
     view(
-        Feed::Replay(recording, args.speed),
+        Feed::Source(Source::replay(recording, args.speed).map_err(|e| Failure::Message(e.to_string()))?),
         &settings,
         cli.selection(env("CUDA_VISIBLE_DEVICES").as_deref()),
         cli.readonly || settings.signals.readonly,

@@ -10,10 +10,15 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::host::HostCollector;
 use crate::model::{Device, Snapshot};
+use crate::source::replay::PlayerCommand;
 use crate::source::{Activity, Gauge, Source};
 
 /// Reads the source and the host into one snapshot.
 fn assemble(source: &mut Source, host: &mut HostCollector, window: Duration) -> Snapshot {
+    if let Source::Replay(replay) = source {
+        // A recorded frame is a whole snapshot: its host and its time are the recording's.
+        return replay.snapshot();
+    }
     let readout = source.read(window);
     let mut processes = readout.processes;
     if !readout.host_known {
@@ -68,6 +73,8 @@ enum Request {
         fresh_for: Duration,
         reply: Sender<Arc<Vec<Device>>>,
     },
+    /// A replay paused, sought or sped up: its frame is read and published at once.
+    Control(PlayerCommand),
 }
 
 /// A collector thread: snapshots every interval (or only when asked), and answers readers.
@@ -220,6 +227,14 @@ impl Collector {
         })
     }
 
+    /// Pauses, seeks or speeds up a replay (see [`Source::replay`]); its frame then is
+    /// published at once. Nothing for a live source.
+    pub fn control(&self, command: PlayerCommand) {
+        if let Some(requests) = &self.requests {
+            let _ = requests.send(Request::Control(command));
+        }
+    }
+
     fn ask<T>(&self, request: impl FnOnce(Sender<T>) -> Request) -> Option<T> {
         let (reply, answer) = mpsc::channel();
         self.requests.as_ref()?.send(request(reply)).ok()?;
@@ -258,8 +273,9 @@ impl Gpus {
 }
 
 impl Reader {
-    /// Snapshots every `interval` (never unasked without one) and answers requests between
-    /// them, until the collector is dropped or `publish` says stop.
+    /// Snapshots every `interval` (never unasked without one; a replay when its next frame
+    /// is due) and answers requests between them, until the collector is dropped or
+    /// `publish` says stop.
     fn run(&mut self, interval: Option<Duration>, inbox: &Receiver<Request>) {
         #[cfg(debug_assertions)]
         let mut published = 0_u32;
@@ -300,10 +316,22 @@ impl Reader {
                     let _ = reply.send(self.gauge(index, gauge, fresh_for));
                     continue;
                 }
+                Some(Request::Control(command)) => {
+                    if !self.source.control(command) {
+                        continue;
+                    }
+                    let snapshot = self.snapshot();
+                    due = self.source.next_reading(Instant::now(), interval);
+                    snapshot
+                }
                 None => {
                     let started = Instant::now();
-                    due = interval.map(|every| started + every);
-                    self.snapshot()
+                    if self.latest_at.is_some() {
+                        self.source.step();
+                    }
+                    let snapshot = self.snapshot();
+                    due = self.source.next_reading(started, interval);
+                    snapshot
                 }
             };
             if !(self.publish)(snapshot) {

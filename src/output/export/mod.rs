@@ -95,6 +95,8 @@ pub fn run(
             eprintln!("gputop export: the demo's usage totals are not kept (only a real machine's are)");
             None
         }
+        // A recording's users are not this machine's either.
+        Source::Replay(_) => None,
         Source::Nvml(_) => usage_state::default_path(),
     };
     let mut state = match state_path {

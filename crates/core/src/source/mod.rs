@@ -1,6 +1,7 @@
 //! Where device and process readings come from: NVML, the built-in demo, a recording being
 //! replayed, or remote exporters. Each source turns its input into plain [`Readout`] or
-//! snapshot values; only [`nvml`] talks to the driver.
+//! snapshot values; only [`nvml`] talks to the driver. NVML, the demo and a replay are
+//! [`Source`]s, read by the one collector.
 
 pub mod demo;
 pub mod nvml;
@@ -10,11 +11,12 @@ pub mod replay;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::model::{Device, DriverInfo, GpuProcess};
 use demo::DemoSource;
 use nvml::NvmlSource;
+use replay::{Recording, RecordingError, ReplaySource};
 
 /// What a GPU source read: devices and the processes on them.
 #[derive(Debug, Clone)]
@@ -99,6 +101,8 @@ pub enum Source {
     Nvml(Box<NvmlSource>),
     /// The built-in demo machine.
     Demo(Box<DemoSource>),
+    /// A recording played back: whole snapshots, at the recording's own pace.
+    Replay(Box<ReplaySource>),
 }
 
 impl Source {
@@ -112,11 +116,24 @@ impl Source {
         NvmlSource::open(library).map(|nvml| Self::Nvml(Box::new(nvml)))
     }
 
-    /// Where this source says what it is waiting on (the demo never waits).
+    /// `recording` played from its start at `speed` (see [`ReplaySource`]).
+    pub fn replay(recording: Recording, speed: f64) -> Result<Self, RecordingError> {
+        ReplaySource::new(recording, speed).map(|replay| Self::Replay(Box::new(replay)))
+    }
+
+    /// Where a replay says how playback stands; `None` for a live source.
+    pub fn playback(&self) -> Option<replay::Playback> {
+        match self {
+            Self::Replay(replay) => Some(replay.playback()),
+            Self::Nvml(_) | Self::Demo(_) => None,
+        }
+    }
+
+    /// Where this source says what it is waiting on (the demo and a replay never wait).
     pub fn activity(&self) -> Activity {
         match self {
             Self::Nvml(nvml) => nvml.activity(),
-            Self::Demo(_) => Activity::default(),
+            Self::Demo(_) | Self::Replay(_) => Activity::default(),
         }
     }
 
@@ -124,6 +141,42 @@ impl Source {
         match self {
             Self::Nvml(nvml) => nvml.read(window),
             Self::Demo(demo) => demo.read(window),
+            Self::Replay(replay) => {
+                let frame = replay.snapshot();
+                Readout {
+                    driver: frame.driver,
+                    devices: frame.devices,
+                    processes: frame.processes,
+                    host_known: true,
+                }
+            }
+        }
+    }
+
+    /// What is due at the collector's timer: a replay moves to its next frame (a live
+    /// source is simply read again).
+    pub(crate) fn step(&mut self) {
+        if let Self::Replay(replay) = self {
+            replay.advance();
+        }
+    }
+
+    /// Pauses, seeks or speeds up a replay; false for a live source, which has no such
+    /// controls.
+    pub(crate) fn control(&mut self, command: replay::PlayerCommand) -> bool {
+        if let Self::Replay(replay) = self {
+            replay.control(command);
+        }
+        matches!(self, Self::Replay(_))
+    }
+
+    /// When the collector reads this source next, after a reading that started at
+    /// `started`: every `interval`, or, for a replay, when its next frame is due (`None`:
+    /// only when asked).
+    pub(crate) fn next_reading(&self, started: Instant, interval: Option<Duration>) -> Option<Instant> {
+        match self {
+            Self::Nvml(_) | Self::Demo(_) => interval.map(|every| started + every),
+            Self::Replay(replay) => replay.wait().and_then(|wait| Instant::now().checked_add(wait)),
         }
     }
 
@@ -132,6 +185,8 @@ impl Source {
     pub fn refresh(&mut self, device: &mut Device, gauge: Gauge, window: Duration) {
         match self {
             Self::Nvml(nvml) => nvml.refresh(device, gauge, window),
+            // A recorded frame is what it is.
+            Self::Replay(_) => {}
             // The demo machine is computed, not asked: it is read whole.
             Self::Demo(demo) => {
                 if let Some(fresh) = demo
@@ -153,6 +208,7 @@ impl Source {
         match self {
             Self::Nvml(nvml) => nvml.read_reaching(window, Reach::Devices).devices,
             Self::Demo(demo) => demo.read(window).devices,
+            Self::Replay(replay) => replay.snapshot().devices,
         }
     }
 }

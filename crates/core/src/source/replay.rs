@@ -1,13 +1,12 @@
 //! Replay: reads a recording (its `FILE.1` segment first, when it belongs to the same
 //! recording) into an index of frames, rebuilds any frame from the key frame before it,
-//! and plays frames on a thread with pause, seek and speed.
+//! and plays it as a source ([`ReplaySource`]) with pause, seek and speed, read by the
+//! collector as any other source is.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::thread::{self, JoinHandle};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -360,7 +359,7 @@ pub enum PlayerCommand {
 }
 
 /// Where playback stands, for the screen.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ReplayStatus {
     /// Seconds from the first frame.
     pub position: f64,
@@ -376,22 +375,16 @@ pub struct ReplayStatus {
     pub frames: usize,
 }
 
-/// One published frame.
-#[derive(Debug, Clone)]
-pub struct Played {
-    /// The frame's snapshot.
-    pub snapshot: Arc<Snapshot>,
-    /// Where playback stands with it.
-    pub status: ReplayStatus,
-    /// The frame is earlier than the one before it: history must start over.
-    pub rewound: bool,
-}
+/// Where a replay stands, shared by its source (which moves on on its collector's thread)
+/// with whoever shows it.
+#[derive(Debug, Clone, Default)]
+pub struct Playback(Arc<Mutex<ReplayStatus>>);
 
-/// Plays a recording on its own thread; dropping it stops the thread.
-#[derive(Debug)]
-pub struct Player {
-    commands: Option<Sender<PlayerCommand>>,
-    thread: Option<JoinHandle<()>>,
+impl Playback {
+    /// Where playback stands with the frame read last.
+    pub fn status(&self) -> ReplayStatus {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// The slowest playback speed.
@@ -399,109 +392,113 @@ pub const SPEED_MIN: f64 = 0.125;
 /// The fastest playback speed.
 pub const SPEED_MAX: f64 = 64.0;
 
-impl Player {
-    /// Starts playing from the first frame at `speed`; `publish` returns false to stop.
-    pub fn spawn(
-        recording: Recording,
-        speed: f64,
-        mut publish: Box<dyn FnMut(Played) -> bool + Send>,
-    ) -> std::io::Result<Self> {
-        let (commands, inbox) = mpsc::channel();
-        let thread = thread::Builder::new()
-            .name("gputop-replay".into())
-            .spawn(move || play(&recording, speed, &inbox, &mut publish))?;
-        Ok(Self {
-            commands: Some(commands),
-            thread: Some(thread),
-        })
-    }
-
-    /// Asks the player to do `command`; nothing once it has stopped.
-    pub fn send(&self, command: PlayerCommand) {
-        if let Some(commands) = &self.commands {
-            let _ = commands.send(command);
-        }
-    }
-}
-
-impl Drop for Player {
-    fn drop(&mut self) {
-        self.commands.take();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-fn play(
-    recording: &Recording,
+/// A recording as a source: the frame at the playback position, which moves on as the
+/// recording's own times say (scaled by the speed) and is paused, sought and sped up by
+/// [`PlayerCommand`]s. Its collector reads it when [`ReplaySource::wait`] says.
+#[derive(Debug)]
+pub struct ReplaySource {
+    recording: Recording,
     speed: f64,
-    inbox: &Receiver<PlayerCommand>,
-    publish: &mut dyn FnMut(Played) -> bool,
-) {
-    let mut speed = speed.clamp(SPEED_MIN, SPEED_MAX);
-    let mut paused = false;
-    let mut index = 0usize;
-    let mut shown: Option<usize> = None;
-    // A command changed the status: publish even if the frame is the same.
-    let mut dirty = true;
-    let last = recording.len() - 1;
-    loop {
-        if dirty || shown != Some(index) {
-            let Ok(snapshot) = recording.frame(index) else {
-                // A frame that cannot be rebuilt: go on with the next one.
-                if index < last {
-                    index += 1;
-                    continue;
-                }
-                return;
-            };
-            let status = ReplayStatus {
-                position: recording.time(index) - recording.time(0),
-                length: recording.span(),
-                speed,
-                paused: paused || index == last,
-                frame: index,
-                frames: recording.len(),
-            };
-            let rewound = shown.is_some_and(|p| index < p);
-            if !publish(Played {
-                snapshot: Arc::new(snapshot),
-                status,
-                rewound,
-            }) {
-                return;
-            }
-            shown = Some(index);
-            dirty = false;
+    paused: bool,
+    /// The frame to show.
+    index: usize,
+    /// The last frame playback reaches: the recording's last, or the last before frames
+    /// at its end that could not be rebuilt.
+    last: usize,
+    /// The frame rebuilt last, and its index.
+    shown: (usize, Snapshot),
+    playback: Playback,
+}
+
+impl ReplaySource {
+    /// Plays `recording` from its first frame that can be rebuilt, at `speed` (clamped to
+    /// [`SPEED_MIN`]..=[`SPEED_MAX`]).
+    pub fn new(recording: Recording, speed: f64) -> Result<Self, RecordingError> {
+        let mut first = recording.frame(0);
+        let mut index = 0;
+        while first.is_err() && index + 1 < recording.len() {
+            index += 1;
+            first = recording.frame(index);
         }
-        let wait = if paused || index == last {
-            Duration::from_secs(3600)
-        } else {
-            // Frame times are checked on reading: the longest wait is centuries, not a panic.
-            Duration::try_from_secs_f64(
-                ((recording.time(index + 1) - recording.time(index)) / speed).max(0.0),
-            )
-            .unwrap_or(Duration::MAX)
+        let source = Self {
+            last: recording.len() - 1,
+            recording,
+            speed: speed.clamp(SPEED_MIN, SPEED_MAX),
+            paused: false,
+            index,
+            shown: (index, first?),
+            playback: Playback::default(),
         };
-        match inbox.recv_timeout(wait) {
-            Err(RecvTimeoutError::Timeout) => {
-                if !paused && index < last {
-                    index += 1;
+        source.publish_status();
+        Ok(source)
+    }
+
+    /// Where this source says how playback stands.
+    pub fn playback(&self) -> Playback {
+        self.playback.clone()
+    }
+
+    /// The frame at the playback position; a frame that cannot be rebuilt is passed over
+    /// for the next one that can (none: the last shown stays, and playback ends there).
+    pub(crate) fn snapshot(&mut self) -> Snapshot {
+        let start = self.index;
+        while self.index != self.shown.0 {
+            match self.recording.frame(self.index) {
+                Ok(snapshot) => self.shown = (self.index, snapshot),
+                Err(_) if self.index < self.last => self.index += 1,
+                Err(_) => {
+                    // Nothing from `start` to the end can be rebuilt: playback ends before.
+                    self.last = start.saturating_sub(1).max(self.shown.0);
+                    self.index = self.shown.0;
                 }
-            }
-            Err(RecvTimeoutError::Disconnected) => return,
-            Ok(command) => {
-                match command {
-                    PlayerCommand::TogglePause => paused = !paused,
-                    PlayerCommand::Speed(factor) => speed = (speed * factor).clamp(SPEED_MIN, SPEED_MAX),
-                    PlayerCommand::Seek(delta) => {
-                        let position = recording.time(index) - recording.time(0) + delta;
-                        index = recording.index_at(position.clamp(0.0, recording.span()));
-                    }
-                }
-                dirty = true;
             }
         }
+        self.publish_status();
+        self.shown.1.clone()
+    }
+
+    /// Moves to the next frame, unless paused or at the end.
+    pub(crate) fn advance(&mut self) {
+        if !self.paused && self.index < self.last {
+            self.index += 1;
+        }
+    }
+
+    /// How long until the next frame is due: `None` while paused, at the end, or when the
+    /// gap is too long to wait for (frame times are checked on reading: centuries at most).
+    pub(crate) fn wait(&self) -> Option<Duration> {
+        if self.paused || self.index >= self.last {
+            return None;
+        }
+        let gap = self.recording.time(self.index + 1) - self.recording.time(self.index);
+        Duration::try_from_secs_f64((gap / self.speed).max(0.0)).ok()
+    }
+
+    /// Pauses or goes on, seeks or changes the speed.
+    pub(crate) fn control(&mut self, command: PlayerCommand) {
+        match command {
+            PlayerCommand::TogglePause => self.paused = !self.paused,
+            PlayerCommand::Speed(factor) => self.speed = (self.speed * factor).clamp(SPEED_MIN, SPEED_MAX),
+            PlayerCommand::Seek(delta) => {
+                let recording = &self.recording;
+                let position = recording.time(self.index) - recording.time(0) + delta;
+                self.index = recording
+                    .index_at(position.clamp(0.0, recording.span()))
+                    .min(self.last);
+            }
+        }
+    }
+
+    fn publish_status(&self) {
+        let recording = &self.recording;
+        let index = self.shown.0;
+        *self.playback.0.lock().unwrap_or_else(|e| e.into_inner()) = ReplayStatus {
+            position: recording.time(index) - recording.time(0),
+            length: recording.span(),
+            speed: self.speed,
+            paused: self.paused || index >= self.last,
+            frame: index,
+            frames: recording.len(),
+        };
     }
 }
