@@ -54,6 +54,51 @@ impl<T: Copy> Reading<T> {
     }
 }
 
+/// Nothing read: not supported.
+impl<T> Default for Reading<T> {
+    fn default() -> Self {
+        Self::NotSupported
+    }
+}
+
+/// On the wire a reading is its value, or `null` whether unsupported or failed: the reason
+/// a reading failed stays on the machine that read it.
+impl<T: Serialize> Serialize for Reading<T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.value().serialize(serializer)
+    }
+}
+
+/// From the wire, `null` (or a missing key, with `#[serde(default)]`) is "not supported".
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Reading<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(Option::<T>::deserialize(deserializer)?.map_or(Self::NotSupported, Self::Value))
+    }
+}
+
+/// Its schema is its value's, or `null`.
+impl<T: JsonSchema> JsonSchema for Reading<T> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        Option::<T>::schema_name()
+    }
+
+    fn inline_schema() -> bool {
+        Option::<T>::inline_schema()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        Option::<T>::json_schema(generator)
+    }
+}
+
+/// Two decimals on the wire: means and percentages are not more precise than that.
+pub(crate) fn two_decimals<S: serde::Serializer>(reading: &Reading<f64>, serializer: S) -> Result<S::Ok, S::Error> {
+    reading
+        .value()
+        .map(|v| (v * 100.0).round() / 100.0)
+        .serialize(serializer)
+}
+
 /// Mean and peak of a metric over the last interval, from the driver's sample buffer.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Window {
@@ -317,14 +362,18 @@ impl Device {
     }
 }
 
-/// How a process uses a GPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// What a process does on its GPU: compute (`C`), graphics (`G`) or both (`C+G`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "process_type")]
 pub enum ProcessType {
     /// A compute (CUDA) context.
+    #[serde(rename = "C")]
     Compute,
     /// A graphics context.
+    #[serde(rename = "G")]
     Graphics,
     /// Both.
+    #[serde(rename = "C+G")]
     ComputeGraphics,
 }
 
@@ -632,18 +681,21 @@ impl GpuProcess {
     }
 }
 
-/// The host's own load.
-#[derive(Debug, Clone, PartialEq)]
+/// The host's own load; on the wire as it is (`host`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
+#[schemars(rename = "host", deny_unknown_fields)]
 pub struct HostStats {
     /// CPU since the previous reading, percent of all cores.
+    #[serde(serialize_with = "two_decimals")]
     pub cpu_percent: Reading<f64>,
-    /// Memory, bytes.
+    /// Its memory.
     pub memory_total_bytes: Reading<u64>,
-    /// Memory in use (total less available), bytes.
+    /// Its memory in use (total less available).
     pub memory_used_bytes: Reading<u64>,
-    /// Swap, bytes.
+    /// Its swap.
     pub swap_total_bytes: Reading<u64>,
-    /// Swap in use, bytes.
+    /// Its swap in use.
     pub swap_used_bytes: Reading<u64>,
     /// Load averages over 1, 5 and 15 minutes.
     pub load_average: Reading<[f64; 3]>,
@@ -737,20 +789,21 @@ pub struct RetiredPages {
 }
 
 /// One NVLink: whether it is up, and its data link error counters since the driver loaded
-/// (`None` for a link that is down, or a counter the driver does not keep).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// (`null` for a link that is down, or a counter the driver does not keep).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "nvlink", deny_unknown_fields)]
 pub struct NvLink {
     /// The link number.
     pub link: u32,
     /// Whether it is up.
     pub active: bool,
-    /// Replay errors.
+    /// Replay errors since the driver loaded; `null` for a link that is down.
     pub replay_errors: Option<u64>,
-    /// Recovery errors.
+    /// Recovery errors since the driver loaded.
     pub recovery_errors: Option<u64>,
-    /// CRC errors in flow-control units.
+    /// CRC errors in flow-control units since the driver loaded.
     pub crc_flit_errors: Option<u64>,
-    /// CRC errors in data.
+    /// CRC errors in data since the driver loaded.
     pub crc_data_errors: Option<u64>,
 }
 

@@ -155,7 +155,7 @@ pub struct WireSnapshot {
     #[schemars(length(max = limits::PROCESSES))]
     pub processes: Vec<WireProcess>,
     /// The host's own load.
-    pub host: WireHost,
+    pub host: HostStats,
 }
 
 /// A GPU on the wire.
@@ -275,7 +275,7 @@ pub struct WireDevice {
     /// Its NVLinks (SXM boards), by link number.
     #[serde(default, deserialize_with = "bounded_or_null::<{ limits::SHORT_LIST }, _, _>")]
     #[schemars(length(max = limits::SHORT_LIST))]
-    pub nvlinks: Option<Vec<WireNvLink>>,
+    pub nvlinks: Option<Vec<NvLink>>,
     /// Events per Xid while gputop watched the driver's events, by Xid; `null` when it did
     /// not (a one-shot).
     #[serde(default, deserialize_with = "bounded_or_null::<{ limits::SHORT_LIST }, _, _>")]
@@ -321,21 +321,6 @@ pub enum WireStatus {
     Lost,
     /// Unusable for another reason.
     Error,
-}
-
-/// What a process does on its GPU: compute (`C`), graphics (`G`) or both (`C+G`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[schemars(rename = "process_type")]
-pub enum WireProcessType {
-    /// A compute (CUDA) context.
-    #[serde(rename = "C")]
-    Compute,
-    /// A graphics context.
-    #[serde(rename = "G")]
-    Graphics,
-    /// Both.
-    #[serde(rename = "C+G")]
-    ComputeGraphics,
 }
 
 /// How the driver's PID names the process in gputop's own PID namespace: the `same` PID,
@@ -390,7 +375,7 @@ pub struct WireProcess {
     pub gpu_uuid: Option<String>,
     /// Compute, graphics or both.
     #[serde(rename = "type")]
-    pub kind: WireProcessType,
+    pub kind: ProcessType,
     /// GPU memory it holds.
     pub gpu_memory_bytes: Option<u64>,
     /// SM utilization over the last interval.
@@ -450,26 +435,6 @@ pub struct WireContainer {
     /// How the CONTAINER column names it: `docker:3f2a1b9c0d12`, `team-a/trainer-0/pytorch`.
     #[serde(default)]
     pub label: String,
-}
-
-/// The host's own load on the wire.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[schemars(rename = "host", deny_unknown_fields)]
-pub struct WireHost {
-    /// CPU since the previous reading, percent of all cores.
-    pub cpu_percent: Option<f64>,
-    /// Its memory.
-    pub memory_total_bytes: Option<u64>,
-    /// Its memory in use (total less available).
-    pub memory_used_bytes: Option<u64>,
-    /// Its swap.
-    pub swap_total_bytes: Option<u64>,
-    /// Its swap in use.
-    pub swap_used_bytes: Option<u64>,
-    /// Load averages over 1, 5 and 15 minutes.
-    pub load_average: Option<[f64; 3]>,
-    /// Seconds since boot.
-    pub uptime_seconds: Option<u64>,
 }
 
 /// The `--once --json` and `/snapshot` document: the snapshot's wire form, then the alerts
@@ -667,7 +632,7 @@ impl From<&Snapshot> for WireSnapshot {
             nvml_version: put(&s.driver.nvml_version),
             devices: s.devices.iter().map(WireDevice::from).collect(),
             processes: s.processes.iter().map(WireProcess::from).collect(),
-            host: WireHost::from(&s.host),
+            host: s.host.clone(),
         }
     }
 }
@@ -690,7 +655,7 @@ impl WireSnapshot {
             },
             devices: self.devices.into_iter().map(Device::from).collect(),
             processes,
-            host: HostStats::from(self.host),
+            host: self.host,
             pid_namespace: self.pid_namespace,
         })
     }
@@ -725,8 +690,8 @@ impl WireSnapshot {
             p.check(&|field: &str| format!("processes[{i}].{field}"))?;
         }
         let place = |field: &str| format!("host.{field}");
-        fraction(&place("cpu_percent"), self.host.cpu_percent, 100.0)?;
-        for average in self.host.load_average.iter().flatten() {
+        fraction(&place("cpu_percent"), self.host.cpu_percent.get(), 100.0)?;
+        for average in self.host.load_average.value().into_iter().flatten() {
             fraction(&place("load_average"), Some(*average), f64::MAX)?;
         }
         Ok(())
@@ -989,7 +954,7 @@ impl From<&Device> for WireDevice {
             remapped_rows_failure: with(&d.remapped_rows, |r| r.failure),
             retired_pages_single_bit: with(&d.retired_pages, |r| r.single_bit),
             retired_pages_double_bit: with(&d.retired_pages, |r| r.double_bit),
-            nvlinks: with(&d.nvlinks, |links| links.iter().map(WireNvLink::from).collect()),
+            nvlinks: put(&d.nvlinks),
             xid_errors: with(&d.xid_errors, |errors| {
                 errors
                     .counts
@@ -1057,50 +1022,6 @@ impl From<WireXid> for XidEvent {
             xid: xid.xid,
             // Checked before: at most the year 9999.
             at: UNIX_EPOCH + Duration::from_secs(xid.time_unix_seconds.min(LATEST_TIME_UNIX_SECONDS)),
-        }
-    }
-}
-
-/// One NVLink on the wire.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[schemars(rename = "nvlink", deny_unknown_fields)]
-pub struct WireNvLink {
-    /// The link number.
-    pub link: u32,
-    /// Whether it is up.
-    pub active: bool,
-    /// Replay errors since the driver loaded; `null` for a link that is down.
-    pub replay_errors: Option<u64>,
-    /// Recovery errors since the driver loaded.
-    pub recovery_errors: Option<u64>,
-    /// CRC errors in flow-control units since the driver loaded.
-    pub crc_flit_errors: Option<u64>,
-    /// CRC errors in data since the driver loaded.
-    pub crc_data_errors: Option<u64>,
-}
-
-impl From<&NvLink> for WireNvLink {
-    fn from(l: &NvLink) -> Self {
-        Self {
-            link: l.link,
-            active: l.active,
-            replay_errors: l.replay_errors,
-            recovery_errors: l.recovery_errors,
-            crc_flit_errors: l.crc_flit_errors,
-            crc_data_errors: l.crc_data_errors,
-        }
-    }
-}
-
-impl From<WireNvLink> for NvLink {
-    fn from(l: WireNvLink) -> Self {
-        Self {
-            link: l.link,
-            active: l.active,
-            replay_errors: l.replay_errors,
-            recovery_errors: l.recovery_errors,
-            crc_flit_errors: l.crc_flit_errors,
-            crc_data_errors: l.crc_data_errors,
         }
     }
 }
@@ -1197,9 +1118,7 @@ impl From<WireDevice> for Device {
                     failure: d.remapped_rows_failure?,
                 })
             })()),
-            nvlinks: get(d
-                .nvlinks
-                .map(|links| links.into_iter().map(NvLink::from).collect())),
+            nvlinks: get(d.nvlinks),
             xid_errors: get(d.xid_errors.map(|counts| XidErrors {
                 counts: counts.into_iter().map(|c| (c.xid, c.count)).collect(),
                 last: d.last_xid.map(XidEvent::from),
@@ -1273,11 +1192,7 @@ impl From<&GpuProcess> for WireProcess {
             pid: p.pid,
             gpu_index: p.gpu_index,
             gpu_uuid: put(&p.gpu_uuid),
-            kind: match p.kind {
-                ProcessType::Compute => WireProcessType::Compute,
-                ProcessType::Graphics => WireProcessType::Graphics,
-                ProcessType::ComputeGraphics => WireProcessType::ComputeGraphics,
-            },
+            kind: p.kind,
             gpu_memory_bytes: put(&p.gpu_memory_bytes),
             sm_percent: put(&p.sm_percent),
             memory_bandwidth_percent: put(&p.memory_bandwidth_percent),
@@ -1309,11 +1224,6 @@ impl From<&GpuProcess> for WireProcess {
 
 impl From<WireProcess> for GpuProcess {
     fn from(p: WireProcess) -> Self {
-        let kind = match p.kind {
-            WireProcessType::Compute => ProcessType::Compute,
-            WireProcessType::Graphics => ProcessType::Graphics,
-            WireProcessType::ComputeGraphics => ProcessType::ComputeGraphics,
-        };
         let mapping = match p.pid_mapping {
             WirePidMapping::Mapped => p
                 .local_pid
@@ -1334,7 +1244,7 @@ impl From<WireProcess> for GpuProcess {
             pid: p.pid,
             gpu_index: p.gpu_index,
             gpu_uuid: get(p.gpu_uuid),
-            kind,
+            kind: p.kind,
             gpu_memory_bytes: get(p.gpu_memory_bytes),
             sm_percent: get(p.sm_percent),
             memory_bandwidth_percent: get(p.memory_bandwidth_percent),
@@ -1364,34 +1274,6 @@ impl From<WireProcess> for GpuProcess {
                 namespace_pid: p.container_pid,
                 mapping,
             },
-        }
-    }
-}
-
-impl From<&HostStats> for WireHost {
-    fn from(h: &HostStats) -> Self {
-        Self {
-            cpu_percent: with(&h.cpu_percent, |c| round2(*c)),
-            memory_total_bytes: put(&h.memory_total_bytes),
-            memory_used_bytes: put(&h.memory_used_bytes),
-            swap_total_bytes: put(&h.swap_total_bytes),
-            swap_used_bytes: put(&h.swap_used_bytes),
-            load_average: put(&h.load_average),
-            uptime_seconds: put(&h.uptime_seconds),
-        }
-    }
-}
-
-impl From<WireHost> for HostStats {
-    fn from(h: WireHost) -> Self {
-        HostStats {
-            cpu_percent: get(h.cpu_percent),
-            memory_total_bytes: get(h.memory_total_bytes),
-            memory_used_bytes: get(h.memory_used_bytes),
-            swap_total_bytes: get(h.swap_total_bytes),
-            swap_used_bytes: get(h.swap_used_bytes),
-            load_average: get(h.load_average),
-            uptime_seconds: get(h.uptime_seconds),
         }
     }
 }
