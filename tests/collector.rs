@@ -37,18 +37,45 @@ name = "Also steady"
 utilization_gpu = { keyframes = [[0, 0], [1, 100]], interp = "step", repeat = 2 }
 "#;
 
+/// The simulated library in a folder of its own, running a scenario, with its call counters.
+struct Simulated {
+    _dir: tempfile::TempDir,
+    lib: std::path::PathBuf,
+    /// Loading the same path again reaches the same library instance, so its call counters
+    /// can be read once gputop is done with it; this handle also keeps it loaded until then.
+    counters: libloading::Library,
+}
+
+impl Simulated {
+    fn new(scenario: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = dir.path().join("libnvidia-ml.so.1");
+        std::fs::copy(common::sim_lib(), &lib).unwrap();
+        std::fs::write(dir.path().join("gputop-sim.toml"), scenario).unwrap();
+        // SAFETY: loading our own simulator, whose constructors do nothing.
+        let counters = unsafe { libloading::Library::new(&lib) }.unwrap();
+        Self {
+            _dir: dir,
+            lib,
+            counters,
+        }
+    }
+
+    /// How many times gputop called `name`.
+    fn calls(&self, name: &str) -> u64 {
+        // SAFETY: the simulator's control export has this C signature.
+        unsafe {
+            let count: libloading::Symbol<unsafe extern "C" fn(*const std::ffi::c_char) -> u64> =
+                self.counters.get(b"gputop_sim_call_count").unwrap();
+            count(std::ffi::CString::new(name).unwrap().as_ptr())
+        }
+    }
+}
+
 #[test]
 fn snapshots_flow_and_a_lost_gpu_does_not_stop_the_others() {
-    let dir = tempfile::tempdir().unwrap();
-    let lib = dir.path().join("libnvidia-ml.so.1");
-    std::fs::copy(common::sim_lib(), &lib).unwrap();
-    std::fs::write(dir.path().join("gputop-sim.toml"), SCENARIO).unwrap();
-
-    // Loading the same path again reaches the same library instance, so its call counters
-    // can be read once gputop is done with it; this handle also keeps it loaded until then.
-    // SAFETY: loading our own simulator, whose constructors do nothing.
-    let counters = unsafe { libloading::Library::new(&lib) }.unwrap();
-    let mut source = NvmlSource::open(Some(&lib)).expect("the simulator initialises");
+    let sim = Simulated::new(SCENARIO);
+    let mut source = NvmlSource::open(Some(&sim.lib)).expect("the simulator initialises");
     source.start_threads(Duration::from_millis(50));
     let collector = Collector::spawn(Source::Nvml(Box::new(source)), Duration::from_millis(100)).unwrap();
 
@@ -118,18 +145,13 @@ fn snapshots_flow_and_a_lost_gpu_does_not_stop_the_others() {
     drop(collector);
 
     // Static facts are read once per GPU; fast metrics once per snapshot.
-    // SAFETY: the simulator's control export has this C signature.
-    let calls = unsafe {
-        let count: libloading::Symbol<unsafe extern "C" fn(*const std::ffi::c_char) -> u64> =
-            counters.get(b"gputop_sim_call_count").unwrap();
-        let names = [
-            "nvmlDeviceGetName",
-            "nvmlDeviceGetUUID",
-            "nvmlDeviceGetMemoryInfo_v2",
-            "nvmlSystemGetDriverVersion",
-        ];
-        names.map(|name| count(std::ffi::CString::new(name).unwrap().as_ptr()))
-    };
+    let calls = [
+        "nvmlDeviceGetName",
+        "nvmlDeviceGetUUID",
+        "nvmlDeviceGetMemoryInfo_v2",
+        "nvmlSystemGetDriverVersion",
+    ]
+    .map(|name| sim.calls(name));
     let reads = snapshots.len() as u64;
     assert_eq!(calls[0], 3, "names read once per GPU");
     assert_eq!(calls[1], 3, "UUIDs read once per GPU");
@@ -159,21 +181,9 @@ temperature = 55
 /// gauge's driver call, and readers on several threads share the one collector.
 #[test]
 fn an_on_demand_collector_reads_only_what_is_asked_and_stale() {
-    let dir = tempfile::tempdir().unwrap();
-    let lib = dir.path().join("libnvidia-ml.so.1");
-    std::fs::copy(common::sim_lib(), &lib).unwrap();
-    std::fs::write(dir.path().join("gputop-sim.toml"), ONE_GPU).unwrap();
-    // SAFETY: loading our own simulator, whose constructors do nothing.
-    let counters = unsafe { libloading::Library::new(&lib) }.unwrap();
-    let calls = |name: &str| {
-        // SAFETY: the simulator's control export has this C signature.
-        unsafe {
-            let count: libloading::Symbol<unsafe extern "C" fn(*const std::ffi::c_char) -> u64> =
-                counters.get(b"gputop_sim_call_count").unwrap();
-            count(std::ffi::CString::new(name).unwrap().as_ptr())
-        }
-    };
-    let source = NvmlSource::open(Some(&lib)).expect("the simulator initialises");
+    let sim = Simulated::new(ONE_GPU);
+    let calls = |name: &str| sim.calls(name);
+    let source = NvmlSource::open(Some(&sim.lib)).expect("the simulator initialises");
     let collector = Collector::on_demand(Source::Nvml(Box::new(source)), Duration::from_secs(1)).unwrap();
 
     std::thread::sleep(Duration::from_millis(200));
@@ -283,7 +293,11 @@ fn a_replay_is_read_through_the_collector_at_its_own_pace() {
 
     collector.control(PlayerCommand::Seek(-1.0));
     let (temperature, status) = next();
-    assert_eq!((temperature, status.frame), (Some(40), 0), "sought back to the start");
+    assert_eq!(
+        (temperature, status.frame),
+        (Some(40), 0),
+        "sought back to the start"
+    );
     collector.control(PlayerCommand::TogglePause);
     let (_, status) = next();
     assert!(status.paused);
@@ -308,7 +322,9 @@ fn a_live_collector_ignores_replay_controls() {
         Box::new(move |snapshot| sent.send(snapshot).is_ok()),
     )
     .unwrap();
-    published.recv_timeout(Duration::from_secs(5)).expect("the first reading");
+    published
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the first reading");
     collector.control(gputop::source::replay::PlayerCommand::Seek(-10.0));
     assert!(published.recv_timeout(Duration::from_millis(300)).is_err());
 }

@@ -92,7 +92,10 @@ impl<T: JsonSchema> JsonSchema for Reading<T> {
 }
 
 /// Two decimals on the wire: means and percentages are not more precise than that.
-pub(crate) fn two_decimals<S: serde::Serializer>(reading: &Reading<f64>, serializer: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn two_decimals<S: serde::Serializer>(
+    reading: &Reading<f64>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
     reading
         .value()
         .map(|v| (v * 100.0).round() / 100.0)
