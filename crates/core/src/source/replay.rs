@@ -394,7 +394,7 @@ pub const SPEED_MAX: f64 = 64.0;
 
 /// A recording as a source: the frame at the playback position, which moves on as the
 /// recording's own times say (scaled by the speed) and is paused, sought and sped up by
-/// [`PlayerCommand`]s. Its collector reads it when [`ReplaySource::wait`] says.
+/// [`PlayerCommand`]s. Its collector reads it when the next frame is due.
 #[derive(Debug)]
 pub struct ReplaySource {
     recording: Recording,
