@@ -361,13 +361,22 @@ impl Reader {
         let snapshot = Arc::new(assemble(&mut self.source, &mut self.host, self.window));
         let now = Instant::now();
         self.latest_at = Some(now);
-        self.gpus = Some(Gpus::new(snapshot.devices.clone(), now));
+        // Its GPUs are the latest now: copied out only if a reader asks for them alone, so
+        // a collector on a timer (the view, the exporter) copies nothing.
+        self.gpus = None;
         *self.latest.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&snapshot));
         snapshot
     }
 
-    /// The GPUs' reading, taken now when there is none or it is older than `fresh_for`.
+    /// The GPUs' reading: the latest snapshot's, or taken now when there is none or it is
+    /// older than `fresh_for`.
     fn devices(&mut self, fresh_for: Duration) -> &mut Gpus {
+        if self.gpus.is_none()
+            && let Some(at) = self.latest_at
+            && let Some(latest) = self.latest.read().unwrap_or_else(|e| e.into_inner()).as_ref()
+        {
+            self.gpus = Some(Gpus::new(latest.devices.clone(), at));
+        }
         if self
             .gpus
             .as_ref()
