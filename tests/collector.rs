@@ -190,25 +190,23 @@ fn an_on_demand_collector_reads_only_what_is_asked_and_stale() {
     assert!(collector.latest().is_none(), "nothing is read unasked");
 
     let long = Duration::from_secs(60);
-    let first = collector.read(long).expect("a reading");
+    let first = collector.read(long);
     assert_eq!(first.devices[0].temperature.get(), Some(55));
-    let again = collector.read(long).expect("a reading");
+    let again = collector.read(long);
     assert!(
         std::sync::Arc::ptr_eq(&first, &again),
         "a fresh reading is given again"
     );
 
     let temperatures = calls("nvmlDeviceGetTemperature");
-    let devices = collector.read_gauge(0, Gauge::Temperature, long).expect("GPUs");
+    let devices = collector.read_gauge(0, Gauge::Temperature, long);
     assert_eq!(devices[0].temperature.get(), Some(55));
     assert_eq!(
         calls("nvmlDeviceGetTemperature"),
         temperatures,
         "fresh: not asked again"
     );
-    collector
-        .read_gauge(0, Gauge::Temperature, Duration::ZERO)
-        .expect("GPUs");
+    collector.read_gauge(0, Gauge::Temperature, Duration::ZERO);
     assert_eq!(
         calls("nvmlDeviceGetTemperature"),
         temperatures + 1,
@@ -217,7 +215,7 @@ fn an_on_demand_collector_reads_only_what_is_asked_and_stale() {
 
     let readings: Vec<_> = std::thread::scope(|scope| {
         let readers: Vec<_> = (0..4)
-            .map(|_| scope.spawn(|| collector.read(Duration::ZERO).expect("a reading")))
+            .map(|_| scope.spawn(|| collector.read(Duration::ZERO)))
             .collect();
         readers.into_iter().map(|r| r.join().unwrap()).collect()
     });

@@ -53,46 +53,25 @@ pub type Latest = Arc<RwLock<Option<Arc<Snapshot>>>>;
 /// Hands each snapshot on; returns false to stop the collector.
 pub type Publish = Box<dyn FnMut(Arc<Snapshot>) -> bool + Send>;
 
-/// What a reader asks the collection thread for, with where the answer goes.
-enum Request {
-    /// A whole snapshot no older than `fresh_for`.
-    Snapshot {
-        fresh_for: Duration,
-        reply: Sender<Arc<Snapshot>>,
-    },
-    /// The GPUs without their processes, no older than `fresh_for`.
-    Devices {
-        fresh_for: Duration,
-        reply: Sender<Arc<Vec<Device>>>,
-    },
-    /// The GPUs, with GPU `index`'s `gauge` read again alone when it is older than
-    /// `fresh_for`.
-    Gauge {
-        index: u32,
-        gauge: Gauge,
-        fresh_for: Duration,
-        reply: Sender<Arc<Vec<Device>>>,
-    },
-    /// A replay paused, sought or sped up: its frame is read and published at once.
-    Control(PlayerCommand),
-}
-
-/// A collector thread: snapshots every interval (or only when asked), and answers readers.
+/// A collector: a thread that snapshots every interval (a replay when its next frame is
+/// due; nothing unasked for [`Collector::on_demand`]), and readers that ask when they choose.
 ///
-/// Every reading happens on its thread, one at a time, so readers on many threads share one
-/// source without a lock of their own: a reader asks ([`Collector::read`],
-/// [`Collector::read_devices`], [`Collector::read_gauge`]) and waits for the answer, and an
-/// answer fresh enough is given again without asking the driver.
+/// The source and what was last read of it sit behind one lock, which every reading takes,
+/// so readers on many threads share one source without a lock of their own: a reader
+/// ([`Collector::read`], [`Collector::read_devices`], [`Collector::read_gauge`]) reads on its
+/// own thread, and an answer fresh enough is given again without asking the driver.
 #[derive(Debug)]
 pub struct Collector {
     latest: Latest,
     activity: Activity,
+    reader: Arc<Mutex<Reader>>,
     /// Closed when the collection thread ends.
     finished: Mutex<Receiver<()>>,
     /// Present when snapshots are delivered through [`Collector::next`].
     updates: Option<Mutex<Receiver<Arc<Snapshot>>>>,
-    /// Dropped to stop the thread.
-    requests: Option<Sender<Request>>,
+    /// Tells the thread a replay was moved, so its next frame is due from now; dropped to
+    /// stop the thread.
+    moved: Option<Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -157,10 +136,10 @@ impl Collector {
         updates: Option<Receiver<Arc<Snapshot>>>,
     ) -> std::io::Result<Self> {
         let latest: Latest = Arc::new(RwLock::new(None));
-        let (requests, inbox) = mpsc::channel::<Request>();
+        let (moved, moves) = mpsc::channel::<()>();
         let (finishing, finished) = mpsc::channel::<()>();
         let activity = source.activity();
-        let mut reader = Reader {
+        let reader = Arc::new(Mutex::new(Reader {
             source,
             host,
             window,
@@ -168,19 +147,23 @@ impl Collector {
             latest_at: None,
             gpus: None,
             publish,
-        };
+            #[cfg(debug_assertions)]
+            published: 0,
+        }));
+        let shared = Arc::clone(&reader);
         let thread = thread::Builder::new()
             .name("gputop-collect".into())
             .spawn(move || {
                 let _finishing = finishing;
-                reader.run(interval, &inbox);
+                collect(&shared, interval, &moves);
             })?;
         Ok(Self {
             latest,
             activity,
+            reader,
             finished: Mutex::new(finished),
             updates: updates.map(Mutex::new),
-            requests: Some(requests),
+            moved: Some(moved),
             thread: Some(thread),
         })
     }
@@ -202,47 +185,88 @@ impl Collector {
         updates.recv_timeout(timeout).ok()
     }
 
-    /// A whole snapshot no older than `fresh_for`, taken now when the latest is older; `None`
-    /// once the collection has stopped.
-    pub fn read(&self, fresh_for: Duration) -> Option<Arc<Snapshot>> {
-        self.ask(|reply| Request::Snapshot { fresh_for, reply })
+    /// A whole snapshot no older than `fresh_for`, taken now (and published) when the latest
+    /// is older.
+    pub fn read(&self, fresh_for: Duration) -> Arc<Snapshot> {
+        let mut reader = self.reader();
+        match reader.fresh_snapshot(fresh_for) {
+            Some(snapshot) => snapshot,
+            None => {
+                let snapshot = reader.snapshot();
+                reader.publish(Arc::clone(&snapshot));
+                snapshot
+            }
+        }
     }
 
     /// The GPUs without their processes (identity, limits, gauges), read now when the
-    /// latest reading of them is older than `fresh_for`; `None` once the collection has
-    /// stopped.
-    pub fn read_devices(&self, fresh_for: Duration) -> Option<Arc<Vec<Device>>> {
-        self.ask(|reply| Request::Devices { fresh_for, reply })
+    /// latest reading of them is older than `fresh_for`.
+    pub fn read_devices(&self, fresh_for: Duration) -> Arc<Vec<Device>> {
+        Arc::clone(&self.reader().devices(fresh_for).readings)
     }
 
     /// The GPUs, with GPU `index`'s `gauge` read again alone (one or two driver calls) when
     /// it is older than `fresh_for`: for readers that ask for one value at a time, as
-    /// nvitop's getters do. `None` once the collection has stopped.
-    pub fn read_gauge(&self, index: u32, gauge: Gauge, fresh_for: Duration) -> Option<Arc<Vec<Device>>> {
-        self.ask(|reply| Request::Gauge {
-            index,
-            gauge,
-            fresh_for,
-            reply,
-        })
+    /// nvitop's getters do.
+    pub fn read_gauge(&self, index: u32, gauge: Gauge, fresh_for: Duration) -> Arc<Vec<Device>> {
+        self.reader().gauge(index, gauge, fresh_for)
     }
 
     /// Pauses, seeks or speeds up a replay (see [`Source::replay`]); its frame then is
     /// published at once. Nothing for a live source.
     pub fn control(&self, command: PlayerCommand) {
-        if let Some(requests) = &self.requests {
-            let _ = requests.send(Request::Control(command));
+        let mut reader = self.reader();
+        if reader.source.control(command) {
+            let snapshot = reader.snapshot();
+            reader.publish(snapshot);
+            drop(reader);
+            if let Some(moved) = &self.moved {
+                let _ = moved.send(());
+            }
         }
     }
 
-    fn ask<T>(&self, request: impl FnOnce(Sender<T>) -> Request) -> Option<T> {
-        let (reply, answer) = mpsc::channel();
-        self.requests.as_ref()?.send(request(reply)).ok()?;
-        answer.recv().ok()
+    fn reader(&self) -> std::sync::MutexGuard<'_, Reader> {
+        self.reader.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-/// The collection thread's own: the source, the host reader, and the latest readings.
+/// The collection thread: snapshots when the source's next reading is due, until the
+/// collector is dropped or `publish` says stop. A `moves` message says a replay was moved:
+/// its next frame is due from now.
+fn collect(reader: &Mutex<Reader>, interval: Option<Duration>, moves: &Receiver<()>) {
+    let lock = || reader.lock().unwrap_or_else(|e| e.into_inner());
+    let mut due = interval.map(|_| Instant::now());
+    loop {
+        let moved = match due {
+            Some(at) => match moves.recv_timeout(at.saturating_duration_since(Instant::now())) {
+                Ok(()) => true,
+                Err(RecvTimeoutError::Timeout) => false,
+                Err(RecvTimeoutError::Disconnected) => return,
+            },
+            None => match moves.recv() {
+                Ok(()) => true,
+                Err(_) => return,
+            },
+        };
+        let mut reader = lock();
+        if moved {
+            due = reader.source.next_reading(Instant::now(), interval);
+            continue;
+        }
+        let started = Instant::now();
+        if reader.latest_at.is_some() {
+            reader.source.step();
+        }
+        let snapshot = reader.snapshot();
+        due = reader.source.next_reading(started, interval);
+        if !reader.publish(snapshot) {
+            return;
+        }
+    }
+}
+
+/// The source and what was last read of it, behind the collector's lock.
 struct Reader {
     source: Source,
     host: HostCollector,
@@ -252,6 +276,17 @@ struct Reader {
     latest_at: Option<Instant>,
     gpus: Option<Gpus>,
     publish: Publish,
+    /// Snapshots published, for the debug build's panic test.
+    #[cfg(debug_assertions)]
+    published: u32,
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("latest_at", &self.latest_at)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The GPUs' latest reading, and when each GPU's gauges were read again alone since.
@@ -273,81 +308,20 @@ impl Gpus {
 }
 
 impl Reader {
-    /// Snapshots every `interval` (never unasked without one; a replay when its next frame
-    /// is due) and answers requests between them, until the collector is dropped or
-    /// `publish` says stop.
-    fn run(&mut self, interval: Option<Duration>, inbox: &Receiver<Request>) {
+    /// Hands `snapshot` on; false once the receiver wants no more.
+    fn publish(&mut self, snapshot: Arc<Snapshot>) -> bool {
+        let more = (self.publish)(snapshot);
+        // Tests of the way a panic on a worker thread ends gputop (debug builds): after the
+        // second snapshot, when the view is on screen.
         #[cfg(debug_assertions)]
-        let mut published = 0_u32;
-        let mut due = interval.map(|_| Instant::now());
-        loop {
-            let request = match due {
-                Some(at) => match inbox.recv_timeout(at.saturating_duration_since(Instant::now())) {
-                    Ok(request) => Some(request),
-                    Err(RecvTimeoutError::Timeout) => None,
-                    Err(RecvTimeoutError::Disconnected) => return,
-                },
-                None => match inbox.recv() {
-                    Ok(request) => Some(request),
-                    Err(_) => return,
-                },
-            };
-            let snapshot = match request {
-                Some(Request::Snapshot { fresh_for, reply }) => {
-                    let fresh = self.fresh_snapshot(fresh_for);
-                    let taken = fresh.is_none();
-                    let snapshot = fresh.unwrap_or_else(|| self.snapshot());
-                    let _ = reply.send(Arc::clone(&snapshot));
-                    if !taken {
-                        continue;
-                    }
-                    snapshot
-                }
-                Some(Request::Devices { fresh_for, reply }) => {
-                    let _ = reply.send(Arc::clone(&self.devices(fresh_for).readings));
-                    continue;
-                }
-                Some(Request::Gauge {
-                    index,
-                    gauge,
-                    fresh_for,
-                    reply,
-                }) => {
-                    let _ = reply.send(self.gauge(index, gauge, fresh_for));
-                    continue;
-                }
-                Some(Request::Control(command)) => {
-                    if !self.source.control(command) {
-                        continue;
-                    }
-                    let snapshot = self.snapshot();
-                    due = self.source.next_reading(Instant::now(), interval);
-                    snapshot
-                }
-                None => {
-                    let started = Instant::now();
-                    if self.latest_at.is_some() {
-                        self.source.step();
-                    }
-                    let snapshot = self.snapshot();
-                    due = self.source.next_reading(started, interval);
-                    snapshot
-                }
-            };
-            if !(self.publish)(snapshot) {
-                return;
-            }
-            // Tests of the way a panic on a worker thread ends gputop (debug builds):
-            // after the second snapshot, when the view is on screen.
-            #[cfg(debug_assertions)]
+        {
+            self.published += 1;
+            if self.published == 2 && std::env::var_os("GPUTOP_DEBUG_PANIC").is_some_and(|v| v == "collector")
             {
-                published += 1;
-                if published == 2 && std::env::var_os("GPUTOP_DEBUG_PANIC").is_some_and(|v| v == "collector")
-                {
-                    panic!("GPUTOP_DEBUG_PANIC=collector");
-                }
+                panic!("GPUTOP_DEBUG_PANIC=collector");
             }
         }
+        more
     }
 
     /// The latest whole snapshot, if it is younger than `fresh_for`.
@@ -415,7 +389,7 @@ const STOP_WAIT: Duration = Duration::from_millis(500);
 
 impl Drop for Collector {
     fn drop(&mut self) {
-        self.requests.take();
+        self.moved.take();
         let finished = self.finished.get_mut().unwrap_or_else(|e| e.into_inner());
         let ended = matches!(
             finished.recv_timeout(STOP_WAIT),

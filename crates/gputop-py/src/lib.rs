@@ -77,23 +77,18 @@ pub(crate) fn current_collector() -> Option<Arc<Collector>> {
     COLLECTOR.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
-fn stopped() -> PyErr {
-    GpuTopError::new_err("gputop's reading thread has stopped")
-}
-
 /// The latest whole reading, taken now when the last one is older than [`FRESH_FOR`];
 /// opens the machine's NVML on first use.
 fn reading(py: Python<'_>) -> PyResult<Arc<Snapshot>> {
     let collector = collector(py)?;
-    py.detach(|| collector.read(FRESH_FOR)).ok_or_else(stopped)
+    Ok(py.detach(|| collector.read(FRESH_FOR)))
 }
 
 /// The latest reading of the GPUs alone (or of a whole reading's GPUs), taken now when older
 /// than [`FRESH_FOR`]; opens the machine's NVML on first use.
 fn devices_reading(py: Python<'_>) -> PyResult<Arc<Vec<DeviceReading>>> {
     let collector = collector(py)?;
-    py.detach(|| collector.read_devices(FRESH_FOR))
-        .ok_or_else(stopped)
+    Ok(py.detach(|| collector.read_devices(FRESH_FOR)))
 }
 
 /// `read` of GPU `index`, its `gauge` read again alone (one or two driver calls) when older
@@ -105,9 +100,7 @@ fn gauge_reading<T>(
     read: impl FnOnce(&DeviceReading) -> Option<T>,
 ) -> PyResult<Option<T>> {
     let collector = collector(py)?;
-    let devices = py
-        .detach(|| collector.read_gauge(index, gauge, FRESH_FOR))
-        .ok_or_else(stopped)?;
+    let devices = py.detach(|| collector.read_gauge(index, gauge, FRESH_FOR));
     let device = devices
         .iter()
         .find(|d| d.index == index)

@@ -89,7 +89,7 @@ struct Fed {
 
 /// Takes a reading and adds it to what `fed` keeps.
 fn sample(fed: &Fed, devices: Option<&[u32]>) {
-    if let Some(snapshot) = current_collector().and_then(|c| c.read(FRESH_FOR)) {
+    if let Some(snapshot) = current_collector().map(|c| c.read(FRESH_FOR)) {
         let metrics = {
             let mut lineage = locked(&fed.lineage);
             metrics(&snapshot, devices, &mut |p| lineage.descends(p))
