@@ -11,15 +11,15 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::host::HostCollector;
 use crate::model::{Device, Snapshot};
 use crate::source::replay::PlayerCommand;
-use crate::source::{Activity, Gauge, Source};
+use crate::source::{Activity, Gauge, Read, Source};
 
 /// Reads the source and the host into one snapshot.
 fn assemble(source: &mut Source, host: &mut HostCollector, window: Duration) -> Snapshot {
-    if let Source::Replay(replay) = source {
-        // A recorded frame is a whole snapshot: its host and its time are the recording's.
-        return replay.snapshot();
-    }
-    let readout = source.read(window);
+    let readout = match source.read(window) {
+        // A recorded frame: its host and its time are the recording's.
+        Read::Whole(snapshot) => return *snapshot,
+        Read::Parts(readout) => readout,
+    };
     let mut processes = readout.processes;
     if !readout.host_known {
         // /proc of a process stuck in the kernel can block too.

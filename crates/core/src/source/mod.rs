@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::model::{Device, DriverInfo, GpuProcess};
+use crate::model::{Device, DriverInfo, GpuProcess, Snapshot};
 use demo::DemoSource;
 use nvml::NvmlSource;
 use replay::{Recording, RecordingError, ReplaySource};
@@ -30,6 +30,15 @@ pub struct Readout {
     /// Whether the source gave its processes' host facts itself (the demo); else they are
     /// read from /proc when the snapshot is assembled.
     pub host_known: bool,
+}
+
+/// What one reading of a source gives.
+#[derive(Debug)]
+pub(crate) enum Read {
+    /// The GPUs and their processes, to be joined with this host's facts.
+    Parts(Readout),
+    /// A whole snapshot, taken elsewhere and at another time (a recording's frame).
+    Whole(Box<Snapshot>),
 }
 
 /// What a collection is waiting on now: a driver call that never returns shows as data
@@ -137,19 +146,11 @@ impl Source {
         }
     }
 
-    pub(crate) fn read(&mut self, window: Duration) -> Readout {
+    pub(crate) fn read(&mut self, window: Duration) -> Read {
         match self {
-            Self::Nvml(nvml) => nvml.read(window),
-            Self::Demo(demo) => demo.read(window),
-            Self::Replay(replay) => {
-                let frame = replay.snapshot();
-                Readout {
-                    driver: frame.driver,
-                    devices: frame.devices,
-                    processes: frame.processes,
-                    host_known: true,
-                }
-            }
+            Self::Nvml(nvml) => Read::Parts(nvml.read(window)),
+            Self::Demo(demo) => Read::Parts(demo.read(window)),
+            Self::Replay(replay) => Read::Whole(Box::new(replay.snapshot())),
         }
     }
 
@@ -164,10 +165,13 @@ impl Source {
     /// Pauses, seeks or speeds up a replay; false for a live source, which has no such
     /// controls.
     pub(crate) fn control(&mut self, command: replay::PlayerCommand) -> bool {
-        if let Self::Replay(replay) = self {
-            replay.control(command);
+        match self {
+            Self::Replay(replay) => {
+                replay.control(command);
+                true
+            }
+            Self::Nvml(_) | Self::Demo(_) => false,
         }
-        matches!(self, Self::Replay(_))
     }
 
     /// When the collector reads this source next, after a reading that started at
