@@ -91,17 +91,6 @@ impl<T: JsonSchema> JsonSchema for Reading<T> {
     }
 }
 
-/// Two decimals on the wire: means and percentages are not more precise than that.
-pub(crate) fn two_decimals<S: serde::Serializer>(
-    reading: &Reading<f64>,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    reading
-        .value()
-        .map(|v| (v * 100.0).round() / 100.0)
-        .serialize(serializer)
-}
-
 /// Mean and peak of a metric over the last interval, from the driver's sample buffer.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Window {
@@ -690,7 +679,7 @@ impl GpuProcess {
 #[schemars(rename = "host", deny_unknown_fields)]
 pub struct HostStats {
     /// CPU since the previous reading, percent of all cores.
-    #[serde(serialize_with = "two_decimals")]
+    #[serde(serialize_with = "wire::two_decimals")]
     pub cpu_percent: Reading<f64>,
     /// Its memory.
     pub memory_total_bytes: Reading<u64>,

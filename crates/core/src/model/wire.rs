@@ -587,6 +587,14 @@ fn round2(v: f64) -> f64 {
     (v * 100.0).round() / 100.0
 }
 
+/// A reading with [`round2`]'s two decimals, for `serialize_with`.
+pub(super) fn two_decimals<S: serde::Serializer>(
+    reading: &Reading<f64>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    reading.value().map(|v| round2(*v)).serialize(serializer)
+}
+
 /// A reading's value on the wire.
 fn put<T: Clone>(reading: &Reading<T>) -> Option<T> {
     reading.value().cloned()
@@ -1403,6 +1411,26 @@ mod tests {
         assert_eq!(value["energy_joules"], 123_456.789);
         assert_eq!(value["pcie_tx_bytes_per_second"], 4096 * 1024);
         assert_eq!(value["utilization_gpu_peak_percent"], 99.0);
+    }
+
+    /// The host's load is its own wire form: a value or null, the CPU with two decimals,
+    /// and a key an older writer left out reads back as not supported.
+    #[test]
+    fn the_host_is_its_own_wire_form() {
+        let host = HostStats {
+            cpu_percent: Reading::Value(12.3456),
+            memory_total_bytes: Reading::Value(64 << 30),
+            swap_total_bytes: Reading::failed("no /proc/meminfo"),
+            ..HostStats::default()
+        };
+        let value = serde_json::to_value(&host).unwrap();
+        assert_eq!(value["cpu_percent"], 12.35);
+        assert_eq!(value["memory_total_bytes"], 64_u64 << 30);
+        assert!(value["swap_total_bytes"].is_null(), "failed");
+        assert!(value["uptime_seconds"].is_null(), "not supported");
+        let back: HostStats = serde_json::from_str(r#"{"memory_total_bytes": 1024}"#).unwrap();
+        assert_eq!(back.memory_total_bytes, Reading::Value(1024));
+        assert_eq!(back.cpu_percent, Reading::NotSupported, "absent");
     }
 
     #[test]
