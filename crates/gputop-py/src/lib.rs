@@ -35,9 +35,9 @@ pub(crate) const FRESH_FOR: Duration = Duration::from_millis(50);
 /// Utilization means and peaks cover this much before a reading.
 const WINDOW: Duration = Duration::from_secs(1);
 
-/// The collector this process reads through, once the GPUs are open: the one place
-/// readings are taken, on its own thread, whichever Python thread asks. The lock guards
-/// which collector is current (`init` and `demo` replace it), never a reading.
+/// The collector this process reads through, once the GPUs are open: whichever Python
+/// thread asks reads through it, one reading at a time under the collector's own lock. This
+/// lock guards only which collector is current (`init` and `demo` replace it).
 static COLLECTOR: RwLock<Option<Arc<Collector>>> = RwLock::new(None);
 
 fn open(source: Result<Source, String>) -> PyResult<()> {
