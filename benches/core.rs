@@ -40,7 +40,8 @@ fn process(i: u32) -> GpuProcess {
         memory_bandwidth_percent: Reading::Value(i % 53),
         encoder_percent: Reading::Value(0),
         decoder_percent: Reading::Value(0),
-        mig: None,
+        gpu_instance_id: None,
+        compute_instance_id: None,
         host: HostFacts {
             user: Reading::Value(format!("user{}", i % 37)),
             uid: Reading::Value(1000 + i % 37),
@@ -51,9 +52,7 @@ fn process(i: u32) -> GpuProcess {
             start_time: Reading::Value(1_700_000_000 + u64::from(i)),
             start_ticks: Reading::Value(100 * u64::from(i)),
             running_seconds: Reading::Value(u64::from(i) * 7),
-            container: None,
-            namespace_pid: None,
-            mapping: PidMapping::Same,
+            ..HostFacts::unread(10_000 + i)
         },
     }
 }
@@ -63,14 +62,14 @@ fn snapshot(processes: u32) -> Snapshot {
         .map(|index| {
             let mut d = Device::unavailable(index, DeviceStatus::Ok, "bench");
             d.name = Reading::Value("NVIDIA H100 80GB HBM3".into());
-            d.memory = Reading::Value(Memory {
+            d.set_memory(Reading::Value(Memory {
                 total: 80 << 30,
                 used: 60 << 30,
                 free: 19 << 30,
                 reserved: 1 << 30,
-            });
-            d.utilization_gpu = Reading::Value(90);
-            d.temperature = Reading::Value(70);
+            }));
+            d.utilization_gpu_percent = Reading::Value(90);
+            d.temperature_celsius = Reading::Value(70);
             d
         })
         .collect();
@@ -78,11 +77,9 @@ fn snapshot(processes: u32) -> Snapshot {
         taken_at: UNIX_EPOCH,
         hostname: "bench".into(),
         pid_namespace: PidNamespace::Host,
-        driver: DriverInfo {
-            driver_version: Reading::Value("550.54.15".into()),
-            nvml_version: Reading::NotSupported,
-            cuda_driver_version: Reading::Value("12.4".into()),
-        },
+        driver_version: Reading::Value("550.54.15".into()),
+        cuda_driver_version: Reading::Value("12.4".into()),
+        nvml_version: Reading::NotSupported,
         devices,
         processes: (0..processes).map(process).collect(),
         host: HostStats {

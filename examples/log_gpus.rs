@@ -32,11 +32,11 @@ fn main() -> Result<(), Box<dyn Error>> {
         monitor.ingest(&snapshot);
         let now = monitor.history().now().unwrap_or_default();
         for device in &snapshot.devices {
-            let memory = device.memory.get().map_or("N/A".into(), |m| {
+            let memory = device.memory().get().map_or("N/A".into(), |m| {
                 format!("{} of {} MiB", m.used >> 20, m.total >> 20)
             });
             let utilization = device
-                .utilization_gpu
+                .utilization_gpu_percent
                 .get()
                 .map_or("N/A".into(), |u| format!("{u}%"));
             let mean = monitor

@@ -4,7 +4,7 @@
 
 mod common;
 
-use gputop::source::nvml::NvmlSource;
+use gputop::source::nvml::{NvmlSource, SampledMetric};
 
 /// Refreshes of one second, read half a second after each whole second.
 const INTERVALS: u64 = 40;
@@ -27,6 +27,7 @@ fn interval_means_from_the_sample_buffer_count_short_bursts() {
     // SAFETY: a plain function call into the simulator.
     unsafe { set_time(500) };
     source.read(window); // the first read takes what the buffer held before
+    source.log_samples();
     let (mut means, mut peaks, mut points, mut power_means) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for second in 1..=INTERVALS {
@@ -34,15 +35,27 @@ fn interval_means_from_the_sample_buffer_count_short_bursts() {
         unsafe { set_time(second * 1000 + 500) };
         let readout = source.read(window);
         let gpu = &readout.devices[0];
-        let w = gpu.utilization_gpu_window.get().expect("a window of samples");
+        let consumed = source
+            .take_samples()
+            .iter()
+            .filter(|s| s.gpu == 0 && s.metric == SampledMetric::GpuUtilization)
+            .count();
         assert_eq!(
-            w.samples, 50,
+            consumed, 50,
             "one second of 20 ms samples, none twice, none missed"
         );
-        means.push(w.mean);
-        peaks.push(w.peak);
-        points.push(f64::from(gpu.utilization_gpu.get().unwrap()));
-        power_means.push(gpu.power_usage_window.get().unwrap().mean / 1000.0);
+        means.push(
+            gpu.utilization_gpu_mean_percent
+                .get()
+                .expect("a window of samples"),
+        );
+        peaks.push(
+            gpu.utilization_gpu_peak_percent
+                .get()
+                .expect("a window of samples"),
+        );
+        points.push(f64::from(gpu.utilization_gpu_percent.get().unwrap()));
+        power_means.push(gpu.power_usage_mean_watts.get().unwrap());
     }
     let average = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let gputop = average(&means);

@@ -26,15 +26,15 @@ fn machine(
     let mut s = snapshot();
     s.taken_at = UNIX_EPOCH + Duration::from_secs(T0 + second);
     let mut gpu = device(0, "NVIDIA H100 80GB HBM3", 10, util, 50);
-    gpu.temperature = temperature.map_or(Reading::Failed("timeout".into()), Reading::Value);
+    gpu.temperature_celsius = temperature.map_or(Reading::Failed("timeout".into()), Reading::Value);
     let total = 80 * GIB;
     let used = (total as f64 * memory_percent / 100.0) as u64;
-    gpu.memory = Reading::Value(Memory {
+    gpu.set_memory(Reading::Value(Memory {
         total,
         used,
         free: total - used,
         reserved: 0,
-    });
+    }));
     s.devices = vec![gpu];
     s.processes = process_mib
         .map(|mib| {

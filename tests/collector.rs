@@ -93,7 +93,7 @@ fn snapshots_flow_and_a_lost_gpu_does_not_stop_the_others() {
     }
     let last = snapshots.last().expect("at least one snapshot");
     assert!(
-        matches!(last.devices[1].status, DeviceStatus::Lost(_)),
+        last.devices[1].status == DeviceStatus::Lost,
         "GPU 1 is lost by scenario t = 20 s"
     );
     assert_eq!(
@@ -115,7 +115,7 @@ fn snapshots_flow_and_a_lost_gpu_does_not_stop_the_others() {
                 "GPU {index} keeps working"
             );
         }
-        assert_eq!(snapshot.devices[0].utilization_gpu.get(), Some(40));
+        assert_eq!(snapshot.devices[0].utilization_gpu_percent.get(), Some(40));
     }
     assert!(
         snapshots.windows(2).all(|w| w[0].taken_at < w[1].taken_at),
@@ -124,23 +124,27 @@ fn snapshots_flow_and_a_lost_gpu_does_not_stop_the_others() {
     // PCIe throughput arrives from its own thread.
     let with_pcie = snapshots
         .iter()
-        .find(|s| s.devices[0].pcie_tx_kbps.get().is_some());
+        .find(|s| s.devices[0].pcie_tx_bytes_per_second.get().is_some());
     let pcie = &with_pcie.expect("PCIe readings arrive").devices[0];
+    // The driver's KB/s, in bytes.
     assert_eq!(
-        (pcie.pcie_tx_kbps.get(), pcie.pcie_rx_kbps.get()),
-        (Some(1200), Some(3400))
+        (
+            pcie.pcie_tx_bytes_per_second.get(),
+            pcie.pcie_rx_bytes_per_second.get()
+        ),
+        (Some(1200 * 1024), Some(3400 * 1024))
     );
     // Each snapshot's window holds only samples newer than the previous read: GPU 2
-    // alternates 0/100 every scenario second, so its windows see both values.
-    let window = snapshots[1..]
-        .iter()
-        .rev()
-        .find_map(|s| s.devices[2].utilization_gpu_window.value());
-    let window = window.expect("a utilization window");
-    assert!(
-        window.samples >= 2 && window.peak == 100.0 && window.mean < 100.0,
-        "{window:?}"
-    );
+    // alternates 0/100 every scenario second, so its windows see both values (a peak of
+    // 100 over a mean below it: two samples at least).
+    let window = snapshots[1..].iter().rev().find_map(|s| {
+        let d = &s.devices[2];
+        d.utilization_gpu_mean_percent
+            .get()
+            .zip(d.utilization_gpu_peak_percent.get())
+    });
+    let (mean, peak) = window.expect("a utilization window");
+    assert!(peak == 100.0 && mean < 100.0, "mean {mean}, peak {peak}");
     assert!(collector.latest().unwrap().taken_at >= last.taken_at);
     drop(collector);
 
@@ -191,7 +195,7 @@ fn an_on_demand_collector_reads_only_what_is_asked_and_stale() {
 
     let long = Duration::from_secs(60);
     let first = collector.read(long);
-    assert_eq!(first.devices[0].temperature.get(), Some(55));
+    assert_eq!(first.devices[0].temperature_celsius.get(), Some(55));
     let again = collector.read(long);
     assert!(
         std::sync::Arc::ptr_eq(&first, &again),
@@ -200,7 +204,7 @@ fn an_on_demand_collector_reads_only_what_is_asked_and_stale() {
 
     let temperatures = calls("nvmlDeviceGetTemperature");
     let devices = collector.read_gauge(0, Gauge::Temperature, long);
-    assert_eq!(devices[0].temperature.get(), Some(55));
+    assert_eq!(devices[0].temperature_celsius.get(), Some(55));
     assert_eq!(
         calls("nvmlDeviceGetTemperature"),
         temperatures,
@@ -224,7 +228,7 @@ fn an_on_demand_collector_reads_only_what_is_asked_and_stale() {
             !std::sync::Arc::ptr_eq(reading, &first),
             "asked fresh, read again"
         );
-        assert_eq!(reading.devices[0].utilization_gpu.get(), Some(30));
+        assert_eq!(reading.devices[0].utilization_gpu_percent.get(), Some(30));
     }
     drop(collector);
 }
@@ -245,7 +249,7 @@ fn recording(dir: &std::path::Path, frames: u32, gap: f64) -> std::path::PathBuf
     text.push('\n');
     for frame in 0..frames {
         let mut snapshot = common::fixtures::snapshot();
-        snapshot.devices[0].temperature = gputop::model::Reading::Value(40 + frame);
+        snapshot.devices[0].temperature_celsius = gputop::model::Reading::Value(40 + frame);
         let t = 1_795_966_801.0 + f64::from(frame) * gap;
         text.push_str(&serde_json::json!({ "t": t, "k": to_stored(&snapshot) }).to_string());
         text.push('\n');
@@ -270,7 +274,8 @@ fn a_replay_is_read_through_the_collector_at_its_own_pace() {
         Duration::from_secs(60),
         Box::new(move |snapshot| {
             let status = playback.status();
-            sent.send((snapshot.devices[0].temperature.get(), status)).is_ok()
+            sent.send((snapshot.devices[0].temperature_celsius.get(), status))
+                .is_ok()
         }),
     )
     .unwrap();

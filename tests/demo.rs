@@ -53,8 +53,8 @@ fn demo_values_change_over_time_and_the_bursty_gpu_shows_its_peak() {
     let first = demo.read(Duration::from_secs(2));
     std::thread::sleep(Duration::from_millis(1300));
     let second = demo.read(Duration::from_secs(2));
-    let power = |r: &gputop::source::Readout| -> Vec<Option<u32>> {
-        r.devices.iter().map(|d| d.power_usage_mw.get()).collect()
+    let power = |r: &gputop::source::Readout| -> Vec<Option<f64>> {
+        r.devices.iter().map(|d| d.power_usage_watts.get()).collect()
     };
     assert_ne!(
         power(&first),
@@ -62,12 +62,13 @@ fn demo_values_change_over_time_and_the_bursty_gpu_shows_its_peak() {
         "power changes from second to second"
     );
     // GPU 1 idles at 5% with a 200 ms burst to 100% every 2 s: a 2 s window sees the burst.
-    let window = second.devices[1]
-        .utilization_gpu_window
-        .value()
-        .expect("a window");
-    assert_eq!(window.peak, 100.0);
-    assert!(window.mean > 5.0 && window.mean < 30.0, "{window:?}");
+    let gpu = &second.devices[1];
+    let (mean, peak) = (
+        gpu.utilization_gpu_mean_percent.get().expect("a mean"),
+        gpu.utilization_gpu_peak_percent.get().expect("a peak"),
+    );
+    assert_eq!(peak, 100.0);
+    assert!(mean > 5.0 && mean < 30.0, "mean {mean}");
 }
 
 #[test]

@@ -190,7 +190,7 @@ fn the_newest_sample_stays_the_reading_until_newer_ones_come_or_the_buffer_runs_
     let mut source = gputop::source::nvml::NvmlSource::open(Some(&lib)).expect("the simulator initialises");
     let mut utilization = || {
         source.read(std::time::Duration::from_secs(1)).devices[0]
-            .utilization_gpu
+            .utilization_gpu_percent
             .get()
     };
     // SAFETY: a plain function call into the simulator.

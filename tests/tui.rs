@@ -990,6 +990,7 @@ fn a_recorded_process_never_shows_a_local_process_that_has_its_pid() {
     let file = home.path().join("secret.rec");
     record_fixture_with(&file, "recorded-host", 30, |frame| {
         frame.processes[0].pid = pid;
+        frame.processes[0].host.local_pid = Some(pid);
     });
     let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_gputop"));
     command.env("HOME", home.path());

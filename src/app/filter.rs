@@ -73,12 +73,12 @@ impl DeviceSpec {
                     d.mig_devices
                         .iter()
                         .filter(|m| m.uuid.value().is_some_and(|u| u.starts_with(prefix.as_str())))
-                        .map(move |m| (d, Some(m.id)))
+                        .map(move |m| (d, Some(m.id())))
                 })
                 .collect(),
             Self::MigOf { gpu_uuid, id } => devices
                 .iter()
-                .filter(|d| uuid_starts(d, gpu_uuid) && d.mig_devices.iter().any(|m| m.id == *id))
+                .filter(|d| uuid_starts(d, gpu_uuid) && d.mig_devices.iter().any(|m| m.id() == *id))
                 .map(|d| (d, Some(*id)))
                 .collect(),
         }
@@ -138,9 +138,9 @@ impl Selection {
         let pid_ok = self.pids.is_empty() || self.pids.contains(&process.pid);
         // A whole GPU shows all its processes; a MIG device only its own.
         let device_ok = self.chosen(devices).is_none_or(|chosen| {
-            chosen
-                .iter()
-                .any(|(d, mig)| d.index == process.gpu_index && mig.is_none_or(|id| process.mig == Some(id)))
+            chosen.iter().any(|(d, mig)| {
+                d.index == process.gpu_index && mig.is_none_or(|id| process.mig() == Some(id))
+            })
         });
         kind_ok && user_ok && pid_ok && device_ok
     }
@@ -161,7 +161,7 @@ impl Selection {
                         d.mig_devices.retain(|m| {
                             chosen
                                 .iter()
-                                .any(|(c, mig)| c.index == d.index && *mig == Some(m.id))
+                                .any(|(c, mig)| c.index == d.index && *mig == Some(m.id()))
                         });
                     }
                 }
@@ -214,12 +214,9 @@ mod tests {
         ]
         .into_iter()
         .map(|(id, uuid)| MigDevice {
-            id,
             profile: Reading::Value("3g.40gb".into()),
             uuid: Reading::Value(uuid.into()),
-            memory: Reading::NotSupported,
-            utilization_gpu: Reading::NotSupported,
-            pods: Vec::new(),
+            ..MigDevice::new(id)
         })
         .collect();
         vec![plain, split]
@@ -302,9 +299,11 @@ mod tests {
             ..Default::default()
         };
         let mut on_a = process(5, 1, ProcessType::Compute, "alice");
-        on_a.mig = Some(MIG_A);
+        (on_a.gpu_instance_id, on_a.compute_instance_id) =
+            (Some(MIG_A.gpu_instance), Some(MIG_A.compute_instance));
         let mut on_b = process(6, 1, ProcessType::Compute, "bob");
-        on_b.mig = Some(MIG_B);
+        (on_b.gpu_instance_id, on_b.compute_instance_id) =
+            (Some(MIG_B.gpu_instance), Some(MIG_B.compute_instance));
         assert!(selection.shows_process(&on_a, &devices));
         assert!(!selection.shows_process(&on_b, &devices));
         assert!(!selection.shows_process(&process(7, 0, ProcessType::Compute, "carol"), &devices));

@@ -164,7 +164,7 @@ mod tests {
     use gputop::model::{HostFacts, ProcessType, Reading};
 
     fn process(pid: u32, gpu: u32, user: &str, command: &str, mem_gib: u64, sm: u32) -> GpuProcess {
-        let mut host = HostFacts::gone("test");
+        let mut host = HostFacts::gone(pid, "test");
         host.user = Reading::Value(user.into());
         host.command = Reading::Value(command.into());
         host.cpu_percent = Reading::Value(12.5);
@@ -178,7 +178,8 @@ mod tests {
             memory_bandwidth_percent: Reading::Value(0),
             encoder_percent: Reading::Value(0),
             decoder_percent: Reading::Value(0),
-            mig: None,
+            gpu_instance_id: None,
+            compute_instance_id: None,
             host,
         }
     }
@@ -210,13 +211,10 @@ mod tests {
     #[test]
     fn containers_are_matched_by_label_and_dash_means_the_host() {
         let mut a = process(100, 0, "alice", "python3 train.py", 8, 90);
-        a.host.container = Some(gputop::model::Container {
-            runtime: gputop::model::Runtime::Docker,
-            id: "3f2a1b9c0d12".into(),
-            pod: None,
-            names: None,
-            user: None,
-        });
+        a.host.container = Some(gputop::model::Container::new(
+            gputop::model::Runtime::Docker,
+            "3f2a1b9c0d12",
+        ));
         let b = process(200, 1, "bob", "jupyter-lab", 2, 5);
         let check = |text: &str| matching(&[&a, &b], text);
         assert_eq!(check("container:docker"), vec![100]);

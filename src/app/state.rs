@@ -369,14 +369,12 @@ impl App {
     /// Why the selected process cannot be signalled, when gputop cannot reach it.
     fn unreachable_choice(&self) -> Option<String> {
         let p = self.selected_process()?;
-        match &p.host.mapping {
-            gputop::model::PidMapping::Unmapped { reason } => Some(format!(
-                "Signals disabled: PID {} is {}",
-                p.pid,
-                gputop::format::sanitize(reason)
-            )),
-            _ => None,
-        }
+        let reason = p.host.unmapped_reason.as_deref()?;
+        Some(format!(
+            "Signals disabled: PID {} is {}",
+            p.pid,
+            gputop::format::sanitize(reason)
+        ))
     }
 
     /// Targets of a signal: the tagged processes, else the selected one.

@@ -73,7 +73,7 @@ pub fn scenario(capture: &Captured) -> String {
         Value::String(sample_clock(&samples).into()),
     );
     let refused = capture.reads.iter().flat_map(|r| &r.readout.devices).any(|d| {
-        d.processes_unlisted
+        d.process_list_error
             .as_deref()
             .is_some_and(|why| why.contains("needs root"))
     });
@@ -207,18 +207,18 @@ fn value_of<T: Copy + Into<f64>>(reading: &Reading<T>) -> Option<f64> {
 /// not supported at the first refresh.
 fn faults(d: &Device) -> Vec<Value> {
     let fields: [(&str, Option<bool>); 12] = [
-        ("memory", unread(&d.memory)),
-        ("bar1", unread(&d.bar1)),
-        ("utilization", unread(&d.utilization_gpu)),
-        ("temperature", unread(&d.temperature)),
-        ("power_usage", unread(&d.power_usage_mw)),
-        ("power_limit", unread(&d.power_limit_mw)),
-        ("enforced_power_limit", unread(&d.power_enforced_limit_mw)),
-        ("energy", unread(&d.energy_mj)),
+        ("memory", unread(&d.memory_total_bytes)),
+        ("bar1", unread(&d.bar1_total_bytes)),
+        ("utilization", unread(&d.utilization_gpu_percent)),
+        ("temperature", unread(&d.temperature_celsius)),
+        ("power_usage", unread(&d.power_usage_watts)),
+        ("power_limit", unread(&d.power_limit_watts)),
+        ("enforced_power_limit", unread(&d.power_enforced_limit_watts)),
+        ("energy", unread(&d.energy_joules)),
         ("pstate", unread(&d.performance_state)),
-        ("encoder", unread(&d.encoder)),
-        ("decoder", unread(&d.decoder)),
-        ("clocks", unread(&d.clocks.sm)),
+        ("encoder", unread(&d.encoder_utilization_percent)),
+        ("decoder", unread(&d.decoder_utilization_percent)),
+        ("clocks", unread(&d.clock_sm_mhz)),
     ];
     let mut faults: Vec<Value> = fields
         .into_iter()
@@ -227,10 +227,10 @@ fn faults(d: &Device) -> Vec<Value> {
             Some(fault(field, error))
         })
         .collect();
-    match &d.status {
+    match d.status {
         DeviceStatus::Ok => {}
-        DeviceStatus::Lost(_) => faults.push(fault("*", "GPU_IS_LOST")),
-        DeviceStatus::Failed(_) => faults.push(fault("*", "UNKNOWN")),
+        DeviceStatus::Lost => faults.push(fault("*", "GPU_IS_LOST")),
+        DeviceStatus::Error => faults.push(fault("*", "UNKNOWN")),
     }
     faults
 }
@@ -270,41 +270,42 @@ fn gpu(d: &Device, capture: &Captured, period_ms: u64) -> Table {
     if let Some(pci) = text(&d.pci_bus_id).and_then(|id| pci_table(&id)) {
         g.insert("pci".into(), Value::Table(pci));
     }
-    if let Some(memory) = d.memory.value() {
+    if let Some(memory) = d.memory().value() {
         int(&mut g, "memory_total", Some(memory.total));
         int(&mut g, "memory_reserved", Some(memory.reserved));
     }
-    if let Some(bar1) = d.bar1.value() {
+    if let Some(bar1) = d.bar1().value() {
         int(&mut g, "bar1_total", Some(bar1.total));
         int(&mut g, "bar1_used", Some(bar1.used));
     }
-    int(&mut g, "power_limit_mw", d.power_limit_mw.get().map(u64::from));
-    int(&mut g, "energy_start_mj", d.energy_mj.get());
+    // The simulator's units are the driver's: milliwatts and millijoules.
+    let thousandths = |r: &Reading<f64>| r.get().map(|v| (v * 1000.0).round() as u64);
+    int(&mut g, "power_limit_mw", thousandths(&d.power_limit_watts));
+    int(&mut g, "energy_start_mj", thousandths(&d.energy_joules));
     int(
         &mut g,
         "enforced_power_limit_mw",
-        d.power_enforced_limit_mw.get().map(u64::from),
+        thousandths(&d.power_enforced_limit_watts),
     );
-    let fans = d.fan_speeds.value().map_or(0, Vec::len);
+    let fans = d.fan_speeds_percent.value().map_or(0, Vec::len);
     int(&mut g, "fans", Some(fans as u64));
     let mut thresholds = Table::new();
     int(
         &mut thresholds,
         "shutdown",
-        d.temperature_shutdown.get().map(u64::from),
+        d.temperature_shutdown_celsius.get().map(u64::from),
     );
     int(
         &mut thresholds,
         "slowdown",
-        d.temperature_slowdown.get().map(u64::from),
+        d.temperature_slowdown_celsius.get().map(u64::from),
     );
     g.insert("temperature_thresholds".into(), Value::Table(thresholds));
-    let max = &d.max_clocks;
     if let (Some(graphics), Some(sm), Some(mem), Some(video)) = (
-        max.graphics.get(),
-        max.sm.get(),
-        max.memory.get(),
-        max.video.get(),
+        d.clock_max_graphics_mhz.get(),
+        d.clock_max_sm_mhz.get(),
+        d.clock_max_memory_mhz.get(),
+        d.clock_max_video_mhz.get(),
     ) {
         let mut clocks = Table::new();
         for (key, v) in [("graphics", graphics), ("sm", sm), ("mem", mem), ("video", video)] {
@@ -312,12 +313,11 @@ fn gpu(d: &Device, capture: &Captured, period_ms: u64) -> Table {
         }
         g.insert("max_clocks_mhz".into(), Value::Table(clocks));
     }
-    let link = &d.pcie_link;
     if let (Some(max_gen), Some(max_width), Some(generation), Some(width)) = (
-        link.max_generation.get(),
-        link.max_width.get(),
-        link.generation.get(),
-        link.width.get(),
+        d.pcie_link_max_generation.get(),
+        d.pcie_link_max_width.get(),
+        d.pcie_link_generation.get(),
+        d.pcie_link_width.get(),
     ) {
         let mut pcie = Table::new();
         for (key, v) in [
@@ -336,7 +336,7 @@ fn gpu(d: &Device, capture: &Captured, period_ms: u64) -> Table {
     if let Some(persistence) = d.persistence_mode.get() {
         g.insert("persistence".into(), Value::Boolean(persistence));
     }
-    let mig = match d.mig_enabled {
+    let mig = match d.mig_mode {
         Reading::Value(true) => "enabled",
         Reading::Value(false) => "disabled",
         _ => "unsupported",
@@ -344,10 +344,14 @@ fn gpu(d: &Device, capture: &Captured, period_ms: u64) -> Table {
     g.insert("mig".into(), Value::String(mig.into()));
     let mut ecc = Table::new();
     ecc.insert("supported".into(), Value::Boolean(d.ecc_enabled.get().is_some()));
-    int(&mut ecc, "volatile_uncorrected", d.ecc_uncorrected_volatile.get());
+    int(
+        &mut ecc,
+        "volatile_uncorrected",
+        d.ecc_uncorrected_volatile_errors.get(),
+    );
     g.insert("ecc".into(), Value::Table(ecc));
-    match &d.remapped_rows {
-        Reading::Value(r) => {
+    match (d.remapped_rows(), &d.remapped_rows_correctable) {
+        (Some(r), _) => {
             let mut rows = Table::new();
             int(&mut rows, "correctable", Some(u64::from(r.correctable)));
             int(&mut rows, "uncorrectable", Some(u64::from(r.uncorrectable)));
@@ -355,10 +359,10 @@ fn gpu(d: &Device, capture: &Captured, period_ms: u64) -> Table {
             rows.insert("failure".into(), Value::Boolean(r.failure));
             g.insert("remapped_rows".into(), Value::Table(rows));
         }
-        Reading::NotSupported => {
+        (None, Reading::NotSupported) => {
             g.insert("remapped_rows".into(), Value::Boolean(false));
         }
-        Reading::Failed(_) => {}
+        (None, _) => {}
     }
     if let Reading::Value(links) = &d.nvlinks {
         let mut nvlink = Table::new();
@@ -381,7 +385,7 @@ fn gpu(d: &Device, capture: &Captured, period_ms: u64) -> Table {
         nvlink.insert("crc_data".into(), list(|l| l.crc_data_errors));
         g.insert("nvlink".into(), Value::Table(nvlink));
     }
-    if let Reading::Value(p) = &d.retired_pages {
+    if let Some(p) = d.retired_pages() {
         let mut pages = Table::new();
         int(&mut pages, "single_bit", Some(u64::from(p.single_bit)));
         int(&mut pages, "double_bit", Some(u64::from(p.double_bit)));
@@ -396,13 +400,13 @@ fn gpu(d: &Device, capture: &Captured, period_ms: u64) -> Table {
         .iter()
         .map(|m| {
             let mut t = Table::new();
-            int(&mut t, "gpu_instance", Some(u64::from(m.id.gpu_instance)));
-            int(&mut t, "compute_instance", Some(u64::from(m.id.compute_instance)));
+            int(&mut t, "gpu_instance", Some(u64::from(m.gpu_instance_id)));
+            int(&mut t, "compute_instance", Some(u64::from(m.compute_instance_id)));
             t.insert(
                 "profile".into(),
                 Value::String(m.profile.value().cloned().unwrap_or_default()),
             );
-            int(&mut t, "memory", m.memory.value().map(|mem| mem.total));
+            int(&mut t, "memory", m.memory_total_bytes.get());
             if let Some(uuid) = m.uuid.value() {
                 t.insert("uuid".into(), Value::String(uuid.clone()));
             }
@@ -441,42 +445,54 @@ fn dynamic(index: u32, capture: &Captured, period_ms: u64) -> Table {
     };
     put(
         "utilization_gpu",
-        sampled_or_read(SampledMetric::GpuUtilization, |d| value_of(&d.utilization_gpu)),
+        sampled_or_read(SampledMetric::GpuUtilization, |d| {
+            value_of(&d.utilization_gpu_percent)
+        }),
     );
     put(
         "utilization_memory",
         sampled_or_read(SampledMetric::MemoryUtilization, |d| {
-            value_of(&d.utilization_memory)
+            value_of(&d.utilization_memory_percent)
         }),
     );
     put(
         "power_mw",
-        sampled_or_read(SampledMetric::PowerMilliwatts, |d| value_of(&d.power_usage_mw)),
+        sampled_or_read(SampledMetric::PowerMilliwatts, |d| {
+            d.power_usage_watts.get().map(|watts| watts * 1000.0)
+        }),
     );
     put(
         "temperature",
-        per_read(capture, index, |d| value_of(&d.temperature)),
+        per_read(capture, index, |d| value_of(&d.temperature_celsius)),
     );
     put(
         "fan_speed",
-        per_read(capture, index, |d| value_of(&d.fan_speed())),
+        per_read(capture, index, |d| value_of(&d.fan_speed_percent)),
     );
     put(
         "pstate",
         per_read(capture, index, |d| value_of(&d.performance_state)),
     );
-    put("encoder", per_read(capture, index, |d| value_of(&d.encoder)));
-    put("decoder", per_read(capture, index, |d| value_of(&d.decoder)));
+    put(
+        "encoder",
+        per_read(capture, index, |d| value_of(&d.encoder_utilization_percent)),
+    );
+    put(
+        "decoder",
+        per_read(capture, index, |d| value_of(&d.decoder_utilization_percent)),
+    );
     put(
         "memory_used",
-        per_read(capture, index, |d| d.memory.value().map(|m| m.used as f64)),
+        per_read(capture, index, |d| {
+            d.memory_used_bytes.get().map(|used| used as f64)
+        }),
     );
     let mut clocks = Table::new();
     let reads: [(&str, DeviceValue); 4] = [
-        ("graphics", |d| value_of(&d.clocks.graphics)),
-        ("sm", |d| value_of(&d.clocks.sm)),
-        ("mem", |d| value_of(&d.clocks.memory)),
-        ("video", |d| value_of(&d.clocks.video)),
+        ("graphics", |d| value_of(&d.clock_graphics_mhz)),
+        ("sm", |d| value_of(&d.clock_sm_mhz)),
+        ("mem", |d| value_of(&d.clock_memory_mhz)),
+        ("video", |d| value_of(&d.clock_video_mhz)),
     ];
     for (key, read) in reads {
         if let Some(v) = per_read(capture, index, read) {
@@ -544,8 +560,8 @@ fn processes(d: &Device, capture: &Captured) -> Vec<Value> {
                     t.insert(key.into(), keys);
                 }
             }
-            if let Some(mig) = seen[0].1.mig {
-                let slot = d.mig_devices.iter().position(|m| m.id == mig);
+            if let Some(mig) = seen[0].1.mig() {
+                let slot = d.mig_devices.iter().position(|m| m.id() == mig);
                 int(&mut t, "mig_device", slot.map(|s| s as u64));
             }
             // Seen at the first refresh: it ran before the capture began.

@@ -5,8 +5,8 @@
 //! (JSON); text from processes is escaped so it can never drive the terminal.
 
 use gputop::format::{human_bytes, human_duration, rfc3339, sanitize, table};
-use gputop::model::wire::{WireReport, WireSnapshot};
-use gputop::model::{Device, DeviceStatus, GpuProcess, Reading, Snapshot, Window};
+use gputop::model::wire::WireReport;
+use gputop::model::{Device, DeviceStatus, GpuProcess, Reading, Snapshot};
 use gputop::monitor::alerts::Active;
 
 const NA: &str = "N/A";
@@ -15,65 +15,68 @@ fn text<T>(reading: &Reading<T>, show: impl FnOnce(&T) -> String) -> String {
     reading.value().map_or_else(|| NA.to_string(), show)
 }
 
-fn pair(a: &Reading<u32>, b: &Reading<u32>, show: impl Fn(u32) -> String) -> String {
+fn pair<T: Copy>(a: &Reading<T>, b: &Reading<T>, show: impl Fn(T) -> String) -> String {
     format!("{}/{}", text(a, |v| show(*v)), text(b, |v| show(*v)))
 }
 
 /// The header and cell of one device metric (`display.default_metrics`).
 fn metric_cells(metric: &str, device: &Device) -> Vec<(&'static str, String)> {
     let percent = |r: &Reading<u32>| text(r, |v| format!("{v}%"));
-    let window = |r: &Reading<Window>| r.value().map(|w| (w.mean, w.peak));
     match metric {
         "utilization" => vec![
-            ("UTIL", percent(&device.utilization_gpu)),
+            ("UTIL", percent(&device.utilization_gpu_percent)),
             (
                 "MEAN/PEAK",
-                window(&device.utilization_gpu_window)
+                device
+                    .utilization_gpu_mean_percent
+                    .get()
+                    .zip(device.utilization_gpu_peak_percent.get())
                     .map_or_else(|| NA.into(), |(mean, peak)| format!("{mean:.0}%/{peak:.0}%")),
             ),
         ],
         "memory" => vec![(
             "MEMORY",
-            text(&device.memory, |m| {
+            text(&device.memory(), |m| {
                 let pct = device.memory_percent().unwrap_or(0.0);
                 format!("{} / {} ({pct:.0}%)", human_bytes(m.used), human_bytes(m.total))
             }),
         )],
-        "temperature" => vec![("TEMP", text(&device.temperature, |t| format!("{t}C")))],
+        "temperature" => vec![("TEMP", text(&device.temperature_celsius, |t| format!("{t}C")))],
         "power" => vec![(
             "POWER",
-            pair(&device.power_usage_mw, &device.power_limit_mw, |mw| {
-                format!("{:.0}W", (f64::from(mw) / 1000.0).round())
+            pair(&device.power_usage_watts, &device.power_limit_watts, |watts| {
+                format!("{:.0}W", watts.round())
             }),
         )],
-        "fan" => vec![("FAN", percent(&device.fan_speed()))],
+        "fan" => vec![("FAN", percent(&device.fan_speed_percent))],
         "clocks" => vec![(
             "SM/MEM CLOCK",
-            pair(&device.clocks.sm, &device.clocks.memory, |mhz| {
+            pair(&device.clock_sm_mhz, &device.clock_memory_mhz, |mhz| {
                 format!("{mhz}MHz")
             }),
         )],
         "pcie" => vec![(
             "PCIE RX/TX",
-            pair(&device.pcie_rx_kbps, &device.pcie_tx_kbps, |kb| {
-                format!("{}/s", human_bytes(u64::from(kb) * 1024))
-            }),
+            pair(
+                &device.pcie_rx_bytes_per_second,
+                &device.pcie_tx_bytes_per_second,
+                |bytes| format!("{}/s", human_bytes(bytes)),
+            ),
         )],
-        "encoder" => vec![("ENC", percent(&device.encoder))],
-        "decoder" => vec![("DEC", percent(&device.decoder))],
+        "encoder" => vec![("ENC", percent(&device.encoder_utilization_percent))],
+        "decoder" => vec![("DEC", percent(&device.decoder_utilization_percent))],
         _ => Vec::new(),
     }
 }
 
 /// The readable `--once` report: a header, the devices, then the processes.
 pub fn text_report(snapshot: &Snapshot, metrics: &[String], alerts: &[Active]) -> String {
-    let driver = &snapshot.driver;
     let mut out = format!(
         "{}  {}  driver {}  CUDA {}\n\n",
         sanitize(&snapshot.hostname),
         rfc3339(snapshot.taken_at).replace('T', " ").replace('Z', " UTC"),
-        text(&driver.driver_version, |v| sanitize(v)),
-        text(&driver.cuda_driver_version, |v| sanitize(v)),
+        text(&snapshot.driver_version, |v| sanitize(v)),
+        text(&snapshot.cuda_driver_version, |v| sanitize(v)),
     );
     let mut header = vec!["GPU".to_string(), "NAME".to_string()];
     if let Some(device) = snapshot.devices.first() {
@@ -88,14 +91,13 @@ pub fn text_report(snapshot: &Snapshot, metrics: &[String], alerts: &[Active]) -
     let mut rows = vec![header];
     for device in &snapshot.devices {
         let mut row = vec![device.index.to_string(), text(&device.name, |n| sanitize(n))];
-        match &device.status {
-            DeviceStatus::Ok => {
+        match fault(device) {
+            None => {
                 for metric in metrics {
                     row.extend(metric_cells(metric, device).into_iter().map(|(_, cell)| cell));
                 }
             }
-            DeviceStatus::Lost(reason) => row.push(format!("LOST: {}", sanitize(reason))),
-            DeviceStatus::Failed(reason) => row.push(format!("ERROR: {}", sanitize(reason))),
+            Some(fault) => row.push(fault),
         }
         rows.push(row);
     }
@@ -127,7 +129,7 @@ pub fn text_report(snapshot: &Snapshot, metrics: &[String], alerts: &[Active]) -
     rows.extend(snapshot.processes.iter().map(|p| {
         let mut row = process_row(p);
         if containers {
-            row.insert(row.len() - 1, sanitize(&p.container_label()));
+            row.insert(row.len() - 1, sanitize(p.container_label()));
         }
         row
     }));
@@ -148,12 +150,12 @@ fn mig_table(snapshot: &Snapshot) -> String {
             let processes = snapshot
                 .processes
                 .iter()
-                .filter(|p| p.gpu_index == d.index && p.mig == Some(m.id))
+                .filter(|p| p.gpu_index == d.index && p.mig() == Some(m.id()))
                 .count();
             rows.push(vec![
-                format!("{}/{}/{}", d.index, m.id.gpu_instance, m.id.compute_instance),
+                format!("{}/{}/{}", d.index, m.gpu_instance_id, m.compute_instance_id),
                 text(&m.profile, |p| sanitize(p)),
-                text(&m.memory, |mem| {
+                text(&m.memory(), |mem| {
                     format!(
                         "{} / {} ({:.0}%)",
                         human_bytes(mem.used),
@@ -196,7 +198,7 @@ fn process_row(p: &GpuProcess) -> Vec<String> {
         Reading::Failed(reason) => format!("({})", sanitize(reason)),
     };
     vec![
-        match p.mig {
+        match p.mig() {
             Some(id) => format!("{}/{}/{}", p.gpu_index, id.gpu_instance, id.compute_instance),
             None => p.gpu_index.to_string(),
         },
@@ -218,11 +220,7 @@ pub fn list(snapshot: &Snapshot) -> String {
         .devices
         .iter()
         .map(|d| {
-            let status = match &d.status {
-                DeviceStatus::Ok => String::new(),
-                DeviceStatus::Lost(reason) => format!(" [LOST: {}]", sanitize(reason)),
-                DeviceStatus::Failed(reason) => format!(" [ERROR: {}]", sanitize(reason)),
-            };
+            let status = fault(d).map(|fault| format!(" [{fault}]")).unwrap_or_default();
             format!(
                 "GPU {}: {} (UUID: {}, PCI: {}){status}\n",
                 d.index,
@@ -241,9 +239,22 @@ pub fn json_report(
     alerts: &[Active],
     usage: &gputop::monitor::usage::Accounting,
 ) -> WireReport {
-    WireReport {
-        snapshot: WireSnapshot::from(snapshot),
-        alerts: alerts.iter().map(Active::to_wire).collect(),
-        usage: usage.to_wire(),
-    }
+    WireReport::new(
+        snapshot.clone(),
+        alerts.iter().map(Active::to_wire).collect(),
+        usage.to_wire(),
+    )
+}
+
+/// `LOST: reason` or `ERROR: reason` for a GPU that does not answer.
+fn fault(d: &Device) -> Option<String> {
+    let state = match d.status {
+        DeviceStatus::Ok => return None,
+        DeviceStatus::Lost => "LOST",
+        DeviceStatus::Error => "ERROR",
+    };
+    Some(format!(
+        "{state}: {}",
+        sanitize(d.status_reason.as_deref().unwrap_or(""))
+    ))
 }

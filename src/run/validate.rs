@@ -61,43 +61,47 @@ pub const METRICS: &[Metric] = &[
         field: "utilization.gpu",
         unit: "%",
         scale: Scale::Points,
-        gputop: |d| d.utilization_gpu.get().map(f64::from),
+        gputop: |d| d.utilization_gpu_percent.get().map(f64::from),
     },
     Metric {
         field: "utilization.memory",
         unit: "%",
         scale: Scale::Points,
-        gputop: |d| d.utilization_memory.get().map(f64::from),
+        gputop: |d| d.utilization_memory_percent.get().map(f64::from),
     },
     Metric {
         field: "memory.used",
         unit: "MiB",
         scale: Scale::Relative,
-        gputop: |d| d.memory.get().map(|m| (m.used as f64 / MIB).floor()),
+        gputop: |d| d.memory_used_bytes.get().map(|used| (used as f64 / MIB).floor()),
     },
     Metric {
         field: "memory.total",
         unit: "MiB",
         scale: Scale::Relative,
-        gputop: |d| d.memory.get().map(|m| (m.total as f64 / MIB).floor()),
+        gputop: |d| {
+            d.memory_total_bytes
+                .get()
+                .map(|total| (total as f64 / MIB).floor())
+        },
     },
     Metric {
         field: "temperature.gpu",
         unit: "C",
         scale: Scale::Relative,
-        gputop: |d| d.temperature.get().map(f64::from),
+        gputop: |d| d.temperature_celsius.get().map(f64::from),
     },
     Metric {
         field: "power.draw",
         unit: "W",
         scale: Scale::Relative,
-        gputop: |d| d.power_usage_mw.get().map(|mw| f64::from(mw) / 1000.0),
+        gputop: |d| d.power_usage_watts.get(),
     },
     Metric {
         field: "power.limit",
         unit: "W",
         scale: Scale::Relative,
-        gputop: |d| d.power_limit_mw.get().map(|mw| f64::from(mw) / 1000.0),
+        gputop: |d| d.power_limit_watts.get(),
     },
     Metric {
         field: "pstate",
@@ -109,25 +113,25 @@ pub const METRICS: &[Metric] = &[
         field: "fan.speed",
         unit: "%",
         scale: Scale::Points,
-        gputop: |d| d.fan_speed().get().map(f64::from),
+        gputop: |d| d.fan_speed_percent.get().map(f64::from),
     },
     Metric {
         field: "clocks.gr",
         unit: "MHz",
         scale: Scale::Relative,
-        gputop: |d| d.clocks.graphics.get().map(f64::from),
+        gputop: |d| d.clock_graphics_mhz.get().map(f64::from),
     },
     Metric {
         field: "clocks.sm",
         unit: "MHz",
         scale: Scale::Relative,
-        gputop: |d| d.clocks.sm.get().map(f64::from),
+        gputop: |d| d.clock_sm_mhz.get().map(f64::from),
     },
     Metric {
         field: "clocks.mem",
         unit: "MHz",
         scale: Scale::Relative,
-        gputop: |d| d.clocks.memory.get().map(f64::from),
+        gputop: |d| d.clock_memory_mhz.get().map(f64::from),
     },
 ];
 
@@ -386,7 +390,10 @@ pub fn compare(rounds: &[Round], tolerance: f64) -> Report {
         .iter()
         .map(|device| {
             let uuid = device.uuid.value().cloned().unwrap_or_default();
-            let reserved_mib = device.memory.get().map(|m| (m.reserved as f64 / MIB).floor());
+            let reserved_mib = device
+                .memory_reserved_bytes
+                .get()
+                .map(|reserved| (reserved as f64 / MIB).floor());
             let metrics = METRICS
                 .iter()
                 .map(|metric| compare_metric(metric, rounds, device.index, &uuid, reserved_mib, tolerance))

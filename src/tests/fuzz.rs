@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use crate::app::filter::Selection;
 use crate::app::state::{Action, App, Received};
 use gputop::config::{CliOverrides, Settings};
-use gputop::model::wire::WireSnapshot;
+use gputop::model::Snapshot;
 use gputop::monitor::Monitor;
 use gputop::source::replay::Recording;
 
@@ -221,10 +221,10 @@ fn fuzz_the_config_parser() {
 fn fuzz_the_snapshot_reader() {
     let settings = Settings::default();
     fuzz("snapshot", &[], |input| {
-        let Ok(wire) = serde_json::from_slice::<WireSnapshot>(input) else {
+        let Ok(wire) = serde_json::from_slice::<Snapshot>(input) else {
             return;
         };
-        let Ok(snapshot) = wire.into_snapshot(UNIX_EPOCH) else {
+        let Ok(snapshot) = wire.from_wire(UNIX_EPOCH) else {
             return;
         };
         let snapshot = Arc::new(snapshot);

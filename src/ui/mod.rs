@@ -128,14 +128,13 @@ fn full_layout(app: &App, devices: usize, height: u16) -> bool {
 }
 
 fn header_line(snapshot: &Snapshot, app: &App, theme: &Theme) -> Line<'static> {
-    let driver = &snapshot.driver;
     let mut spans = vec![
         Span::styled("gputop ", theme.title()),
         Span::raw(format!(
             "{}  driver {}  CUDA {}  ",
             sanitize(&snapshot.hostname),
-            na(&driver.driver_version, |v| sanitize(v)),
-            na(&driver.cuda_driver_version, |v| sanitize(v)),
+            na(&snapshot.driver_version, |v| sanitize(v)),
+            na(&snapshot.cuda_driver_version, |v| sanitize(v)),
         )),
     ];
     if let Some(stale) = &app.data.stale {
@@ -186,10 +185,10 @@ fn header_line(snapshot: &Snapshot, app: &App, theme: &Theme) -> Line<'static> {
         let xid_rule_fires = marks
             .of_subject(&Subject::Device(d.index))
             .is_some_and(|m| m.critical_xid);
-        if let (true, Some(event)) = (xid_rule_fires, d.xid_errors.value().and_then(|x| x.last_critical)) {
+        if let (true, Some(event)) = (xid_rule_fires, d.last_critical_xid) {
             let ago = snapshot
                 .taken_at
-                .duration_since(event.at)
+                .duration_since(event.at())
                 .map_or(0, |d| d.as_secs());
             spans.push(Span::raw(" "));
             spans.push(Span::styled(
@@ -211,12 +210,13 @@ fn device_lines(
     layout: &DeviceLayout,
 ) -> Vec<Line<'static>> {
     let name = na(&d.name, |n| sanitize(n));
-    if let DeviceStatus::Lost(reason) | DeviceStatus::Failed(reason) = &d.status {
-        let label = if matches!(d.status, DeviceStatus::Lost(_)) {
-            "LOST"
-        } else {
-            "ERROR"
-        };
+    let label = match d.status {
+        DeviceStatus::Ok => None,
+        DeviceStatus::Lost => Some("LOST"),
+        DeviceStatus::Error => Some("ERROR"),
+    };
+    if let Some(label) = label {
+        let reason = d.status_reason.as_deref().unwrap_or("");
         return vec![Line::from(vec![
             Span::raw(format!("{:>2}  {name}  ", d.index)),
             Span::styled(format!("{label}: {}", sanitize(reason)), theme.error()),
@@ -227,10 +227,13 @@ fn device_lines(
     // The bar and its figure are the mean since the last refresh (the driver's samples), the
     // peak beside it, as `--once` and the alerts reason: a burst between two refreshes is not
     // missed, and an idle GPU reads idle. The momentary reading follows where there is room.
-    let window = d.utilization_gpu_window.value();
+    let window = d
+        .utilization_gpu_mean_percent
+        .get()
+        .zip(d.utilization_gpu_peak_percent.get());
     let util = window
-        .map(|w| w.mean)
-        .or_else(|| d.utilization_gpu.get().map(f64::from));
+        .map(|(mean, _)| mean)
+        .or_else(|| d.utilization_gpu_percent.get().map(f64::from));
     // Marks come from the alert engine: `!` while a rule about a reading above its threshold
     // fires for this GPU (an idle GPU's alerts colour only its index), and the temperature
     // in red while a temperature rule fires.
@@ -244,20 +247,20 @@ fn device_lines(
     let util_style = util.map_or(Style::new(), |u| {
         theme.load(Load::of(u, display.utilization_low, display.utilization_high))
     });
-    let memory = na(&d.memory, |m| {
+    let memory = na(&d.memory(), |m| {
         format!("{}/{}", human_bytes(m.used), human_bytes(m.total))
     });
     let temp_style = if over_temp { theme.error() } else { Style::new() };
-    let fan = format!("FAN {:>4}", na(&d.fan_speed(), |f| format!("{f}%")));
+    let fan = format!("FAN {:>4}", na(&d.fan_speed_percent, |f| format!("{f}%")));
     let pstate = format!("P{:<2}", na(&d.performance_state, u32::to_string));
-    let now = format!("{} now", na(&d.utilization_gpu, |u| format!("{u}%")));
+    let now = format!("{} now", na(&d.utilization_gpu_percent, |u| format!("{u}%")));
     let power = format!(
         "{}/{}",
-        na(&d.power_usage_mw, |mw| format!("{:.0}", f64::from(*mw) / 1000.0)),
-        na(&d.power_limit_mw, |mw| format!("{:.0}W", f64::from(*mw) / 1000.0))
+        na(&d.power_usage_watts, |watts| format!("{watts:.0}")),
+        na(&d.power_limit_watts, |watts| format!("{watts:.0}W"))
     );
     let mean_peak = match (window, util) {
-        (Some(w), _) => format!(" {:>3.0}% mean {:>3.0}% peak", w.mean, w.peak),
+        (Some((mean, peak)), _) => format!(" {mean:>3.0}% mean {peak:>3.0}% peak"),
         (None, Some(u)) => format!(" {u:>3.0}%"),
         (None, None) => "  N/A".into(),
     };
@@ -279,7 +282,7 @@ fn device_lines(
             spans.push(Span::raw(format!("{fan} ")));
         }
         spans.push(Span::styled(
-            format!("{:>4} ", na(&d.temperature, |t| format!("{t}C"))),
+            format!("{:>4} ", na(&d.temperature_celsius, |t| format!("{t}C"))),
             temp_style,
         ));
         if layout.pstate {
@@ -324,25 +327,27 @@ fn device_lines(
     if !layout.now {
         items.push(format!("UTIL {now}"));
     }
-    let rate = |k: &u32| format!("{}/s", human_bytes(u64::from(*k) * 1024));
+    let rate = |bytes: &u64| format!("{}/s", human_bytes(*bytes));
     items.extend([
-        format!("SM {}", na(&d.clocks.sm, |c| format!("{c}MHz"))),
-        format!("MCLK {}", na(&d.clocks.memory, |c| format!("{c}MHz"))),
+        format!("SM {}", na(&d.clock_sm_mhz, |c| format!("{c}MHz"))),
+        format!("MCLK {}", na(&d.clock_memory_mhz, |c| format!("{c}MHz"))),
         format!(
             "PCIe RX {} TX {}",
-            na(&d.pcie_rx_kbps, rate),
-            na(&d.pcie_tx_kbps, rate)
+            na(&d.pcie_rx_bytes_per_second, rate),
+            na(&d.pcie_tx_bytes_per_second, rate)
         ),
         format!(
             "ENC {} DEC {}",
-            na(&d.encoder, |e| format!("{e}%")),
-            na(&d.decoder, |e| format!("{e}%"))
+            na(&d.encoder_utilization_percent, |e| format!("{e}%")),
+            na(&d.decoder_utilization_percent, |e| format!("{e}%"))
         ),
-        format!("ECC {}", na(&d.ecc_uncorrected_volatile, u64::to_string)),
-        na(&d.memory, |m| format!("reserved {}", human_bytes(m.reserved))),
+        format!("ECC {}", na(&d.ecc_uncorrected_volatile_errors, u64::to_string)),
+        na(&d.memory_reserved_bytes, |reserved| {
+            format!("reserved {}", human_bytes(*reserved))
+        }),
         format!(
             "ENERGY {}",
-            na(&d.energy_mj, |mj| gputop::format::human_energy(*mj))
+            na(&d.energy_joules, |joules| gputop::format::human_energy(*joules))
         ),
     ]);
     // Four columns in: two of indent, then the gap each item is preceded by.
@@ -430,29 +435,29 @@ fn mig_lines(d: &Device, snapshot: &Snapshot, theme: &Theme, bar_width: usize) -
                 (false, true) => "└─",
                 (false, false) => "├─",
             };
-            let percent = m.memory.value().map(|mem| percent_of(mem.used, mem.total));
+            let percent = m.memory().value().map(|mem| percent_of(mem.used, mem.total));
             let processes = snapshot
                 .processes
                 .iter()
-                .filter(|p| p.gpu_index == d.index && p.mig == Some(m.id))
+                .filter(|p| p.gpu_index == d.index && p.mig() == Some(m.id()))
                 .count();
             Line::from(vec![
                 Span::raw(format!(
                     "   {branch} MIG {}/{} {:<9} MEM ",
-                    m.id.gpu_instance,
-                    m.id.compute_instance,
+                    m.gpu_instance_id,
+                    m.compute_instance_id,
                     na(&m.profile, |p| sanitize(p)),
                 )),
                 Span::raw(theme.bar(percent.unwrap_or(0.0), bar_width)),
                 Span::raw(format!(
                     " {:>4} {:<17} UTIL {:>4}  PROCS {processes}",
                     percent.map_or("N/A".into(), |p| format!("{p:.0}%")),
-                    na(&m.memory, |mem| format!(
+                    na(&m.memory(), |mem| format!(
                         "{}/{}",
                         human_bytes(mem.used),
                         human_bytes(mem.total)
                     )),
-                    na(&m.utilization_gpu, |u| format!("{u}%")),
+                    na(&m.utilization_gpu_percent, |u| format!("{u}%")),
                 )),
             ])
         })
@@ -541,7 +546,7 @@ const DROPPED_FIRST: [&str; 4] = ["%GMBW", "TYPE", "%MEM", "TIME"];
 /// The table's columns for this snapshot, width and sort key.
 fn table_columns(snapshot: &Snapshot, width: u16, sort: SortKey) -> Vec<Column> {
     let mut columns = COLUMNS.to_vec();
-    if snapshot.processes.iter().any(|p| p.mig.is_some()) {
+    if snapshot.processes.iter().any(|p| p.mig().is_some()) {
         // GPU/GPU instance/compute instance, as nvidia-smi's GPU GI CI.
         columns[0] = ("GPU/MIG", 8, Some(SortKey::Natural), true);
     }
@@ -576,7 +581,7 @@ fn table_columns(snapshot: &Snapshot, width: u16, sort: SortKey) -> Vec<Column> 
 fn process_cell(p: &GpuProcess, snapshot: &Snapshot, command_offset: usize, column: &str) -> String {
     match column {
         "GPU" => p.gpu_index.to_string(),
-        "GPU/MIG" => match p.mig {
+        "GPU/MIG" => match p.mig() {
             Some(id) => format!("{}/{}/{}", p.gpu_index, id.gpu_instance, id.compute_instance),
             None => p.gpu_index.to_string(),
         },
@@ -595,7 +600,7 @@ fn process_cell(p: &GpuProcess, snapshot: &Snapshot, command_offset: usize, colu
             })
         }
         "TIME" => na(&p.host.running_seconds, |s| human_duration(*s)),
-        "CONTAINER" => sanitize(&p.container_label()),
+        "CONTAINER" => sanitize(p.container_label()),
         _ => match &p.host.command {
             Reading::Value(c) => sanitize(c).chars().skip(command_offset).collect(),
             Reading::NotSupported => "N/A".into(),

@@ -272,8 +272,8 @@ pub fn details(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     let key = ProcessKey::of(p);
     let device_mib = snapshot
         .and_then(|s| s.devices.iter().find(|d| d.index == p.gpu_index))
-        .and_then(|d| d.memory.get())
-        .map_or(0.0, |m| (m.total >> 20) as f64);
+        .and_then(|d| d.memory_total_bytes.get())
+        .map_or(0.0, |total| (total >> 20) as f64);
     let series = [
         (
             ProcessMetric::GpuMemoryMib,
@@ -364,11 +364,9 @@ pub fn charts(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     Widget::render(outer, area, buffer);
     let to = app.data.monitor.history().now().unwrap_or(0.0);
     let from = to - span;
-    let power_limit = device
-        .and_then(|d| d.power_limit_mw.get())
-        .map_or(0.0, |mw| f64::from(mw) / 1000.0);
+    let power_limit = device.and_then(|d| d.power_limit_watts.get()).unwrap_or(0.0);
     let temperature_top = device
-        .and_then(|d| d.temperature_slowdown.get())
+        .and_then(|d| d.temperature_slowdown_celsius.get())
         .map_or(90.0, f64::from);
     let panels = [
         (
@@ -515,7 +513,7 @@ pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextG
             ),
         );
         if energy {
-            let joules = gputop::format::human_energy((u.energy_joules.max(0.0) * 1000.0) as u64);
+            let joules = gputop::format::human_energy(u.energy_joules);
             text.push_str(&format!(" {joules:>7}"));
         }
         let line = Line::from(text);
@@ -585,7 +583,7 @@ pub fn cluster(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     let gpus: Vec<&Device> = snapshots.iter().flat_map(|s| &s.devices).collect();
     let (used, total) = gpus
         .iter()
-        .filter_map(|d| d.memory.get())
+        .filter_map(|d| d.memory().get())
         .fold((0u64, 0u64), |(u, t), m| (u + m.used, t + m.total));
     let utils: Vec<f64> = gpus.iter().filter_map(|d| utilization(d)).collect();
     let mean_util = if utils.is_empty() {
@@ -654,7 +652,7 @@ pub fn cluster(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
                 let (u, t) = s
                     .devices
                     .iter()
-                    .filter_map(|d| d.memory.get())
+                    .filter_map(|d| d.memory().get())
                     .fold((0u64, 0u64), |(u, t), m| (u + m.used, t + m.total));
                 let utils: Vec<f64> = s.devices.iter().filter_map(utilization).collect();
                 let util = if utils.is_empty() {
@@ -717,10 +715,9 @@ pub fn cluster(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
 }
 
 fn utilization(d: &Device) -> Option<f64> {
-    d.utilization_gpu_window
-        .value()
-        .map(|w| w.mean)
-        .or_else(|| d.utilization_gpu.get().map(f64::from))
+    d.utilization_gpu_mean_percent
+        .get()
+        .or_else(|| d.utilization_gpu_percent.get().map(f64::from))
 }
 
 fn cut(text: &str, width: usize) -> String {
@@ -911,12 +908,13 @@ fn where_it_runs(p: &GpuProcess) -> String {
         }
         None => "on the host (no container)".into(),
     };
-    let reach = match &p.host.mapping {
-        PidMapping::Same => String::new(),
-        PidMapping::Mapped { local_pid } => {
+    let host = &p.host;
+    let reach = match (host.pid_mapping, host.local_pid, &host.unmapped_reason) {
+        (PidMapping::Mapped, Some(local_pid), _) => {
             format!("; PID {local_pid} in gputop's namespace (NVML: {})", p.pid)
         }
-        PidMapping::Unmapped { reason } => format!("; signals disabled: {reason}"),
+        (PidMapping::Unmapped, _, Some(reason)) => format!("; signals disabled: {reason}"),
+        _ => String::new(),
     };
     format!("{container}{reach}")
 }

@@ -438,25 +438,19 @@ fn app_with_history() -> App {
         let mut s = base.clone();
         let seconds = step * 2;
         s.taken_at = start + std::time::Duration::from_secs(seconds);
-        // The energy counters advance at each GPU's power draw (mW times s is mJ).
+        // The energy counters advance at each GPU's power draw (W times s is J).
         for d in &mut s.devices {
-            if let (Some(mw), Reading::Value(mj)) = (d.power_usage_mw.get(), &mut d.energy_mj) {
-                *mj += u64::from(mw) * seconds;
+            if let (Some(watts), Reading::Value(joules)) = (d.power_usage_watts.get(), &mut d.energy_joules) {
+                *joules += watts * seconds as f64;
             }
         }
         let gpu = &mut s.devices[0];
-        gpu.temperature = Reading::Value(60 + (30 * seconds / 660) as u32);
+        gpu.temperature_celsius = Reading::Value(60 + (30 * seconds / 660) as u32);
         let util = if (seconds / 60) % 2 == 0 { 95.0 } else { 40.0 };
-        gpu.utilization_gpu_window = Reading::Value(Window {
-            mean: util,
-            peak: 100.0,
-            samples: 12,
-        });
-        gpu.power_usage_window = Reading::Value(Window {
-            mean: util * 6000.0,
-            peak: 650_000.0,
-            samples: 12,
-        });
+        gpu.utilization_gpu_mean_percent = Reading::Value(util);
+        gpu.utilization_gpu_peak_percent = Reading::Value(100.0);
+        gpu.power_usage_mean_watts = Reading::Value(util * 6.0);
+        gpu.power_usage_peak_watts = Reading::Value(650.0);
         s.processes[0].gpu_memory_bytes = Reading::Value(40 * GIB + seconds * 16 * (1 << 20));
         app.update(Action::Received(Received::Snapshot(Arc::new(s))));
     }
@@ -557,24 +551,26 @@ fn mig_devices_are_child_rows_and_processes_name_theirs() {
         gpu_instance,
         compute_instance: 0,
     };
-    snap.devices[1].mig_enabled = Reading::Value(true);
+    snap.devices[1].mig_mode = Reading::Value(true);
     snap.devices[1].mig_devices = [(1, "3g.40gb", 11), (5, "2g.20gb", 0)]
         .into_iter()
-        .map(|(gi, profile, used_gib)| MigDevice {
-            id: id(gi),
-            profile: Reading::Value(profile.into()),
-            uuid: Reading::Value(format!("MIG-{gi:08}-0000-5000-9000-000000000000")),
-            memory: Reading::Value(Memory {
+        .map(|(gi, profile, used_gib)| {
+            let mut mig = MigDevice {
+                profile: Reading::Value(profile.into()),
+                uuid: Reading::Value(format!("MIG-{gi:08}-0000-5000-9000-000000000000")),
+                ..MigDevice::new(id(gi))
+            };
+            mig.set_memory(Reading::Value(Memory {
                 total: 40 * GIB,
                 used: used_gib * GIB,
                 free: (40 - used_gib) * GIB,
                 reserved: 0,
-            }),
-            utilization_gpu: Reading::NotSupported,
-            pods: Vec::new(),
+            }));
+            mig
         })
         .collect();
-    snap.processes[1].mig = Some(id(1));
+    snap.processes[1].gpu_instance_id = Some(id(1).gpu_instance);
+    snap.processes[1].compute_instance_id = Some(id(1).compute_instance);
     snap.processes[1].gpu_index = 1;
     let mut app = App::new(Settings::default(), Selection::default(), false, Some(1000));
     app.update(Action::Received(Received::Snapshot(Arc::new(snap))));
@@ -611,7 +607,7 @@ fn old_data_says_how_old_and_what_has_not_returned() {
 fn a_gpu_whose_process_list_was_refused_says_why() {
     let mut snap = snapshot();
     snap.processes.clear();
-    snap.devices[0].processes_unlisted = Some("process list needs root on MIG GPUs".into());
+    snap.devices[0].process_list_error = Some("process list needs root on MIG GPUs".into());
     let mut app = App::new(Settings::default(), Selection::default(), false, Some(1000));
     app.update(Action::Received(Received::Snapshot(Arc::new(snap))));
     insta::assert_snapshot!("unlisted_80x24", render(&mut app, &DARK, 80, 24));

@@ -12,41 +12,36 @@ pub fn device(index: u32, name: &str, used_gib: u64, util: u32, temp: u32) -> De
     d.name = Reading::Value(name.into());
     d.uuid = Reading::Value(format!("GPU-0000000{index}-aaaa-4bbb-8ccc-dddddddddddd"));
     d.pci_bus_id = Reading::Value(format!("00000000:{:02X}:00.0", 0x18 + index));
-    d.utilization_gpu = Reading::Value(util);
-    d.utilization_memory = Reading::Value(util / 2);
-    d.utilization_gpu_window = Reading::Value(Window {
-        mean: f64::from(util),
-        peak: f64::from(util.max(1)) + 3.0,
-        samples: 12,
-    });
-    d.memory = Reading::Value(Memory {
+    d.utilization_gpu_percent = Reading::Value(util);
+    d.utilization_memory_percent = Reading::Value(util / 2);
+    d.utilization_gpu_mean_percent = Reading::Value(f64::from(util));
+    d.utilization_gpu_peak_percent = Reading::Value(f64::from(util.max(1)) + 3.0);
+    d.set_memory(Reading::Value(Memory {
         total: 80 * GIB,
         used: used_gib * GIB,
         free: (79 - used_gib) * GIB,
         reserved: GIB,
-    });
-    d.temperature = Reading::Value(temp);
-    d.fan_speeds = if index == 0 {
+    }));
+    d.temperature_celsius = Reading::Value(temp);
+    d.set_fan_speeds(if index == 0 {
         Reading::NotSupported
     } else {
         Reading::Value(vec![40])
-    };
-    d.power_usage_mw = Reading::Value(300_000 + index * 50_000);
-    d.power_limit_mw = Reading::Value(700_000);
+    });
+    d.power_usage_watts = Reading::Value(f64::from(300 + index * 50));
+    d.power_limit_watts = Reading::Value(700.0);
     // About ten days at 300 W since the driver loaded.
-    d.energy_mj = Reading::Value(259_200_000_000 + u64::from(index) * 1_000_000_000);
+    d.energy_joules = Reading::Value(259_200_000.0 + f64::from(index) * 1_000_000.0);
     d.performance_state = Reading::Value(0);
-    d.clocks = Clocks {
-        graphics: Reading::Value(1980),
-        sm: Reading::Value(1980),
-        memory: Reading::Value(2619),
-        video: Reading::Value(1755),
-    };
-    d.pcie_rx_kbps = Reading::Value(2_000_000);
-    d.pcie_tx_kbps = Reading::Value(500_000);
-    d.encoder = Reading::Value(0);
-    d.decoder = Reading::Value(0);
-    d.ecc_uncorrected_volatile = Reading::Value(0);
+    d.clock_graphics_mhz = Reading::Value(1980);
+    d.clock_sm_mhz = Reading::Value(1980);
+    d.clock_memory_mhz = Reading::Value(2619);
+    d.clock_video_mhz = Reading::Value(1755);
+    d.pcie_rx_bytes_per_second = Reading::Value(2_000_000 * 1024);
+    d.pcie_tx_bytes_per_second = Reading::Value(500_000 * 1024);
+    d.encoder_utilization_percent = Reading::Value(0);
+    d.decoder_utilization_percent = Reading::Value(0);
+    d.ecc_uncorrected_volatile_errors = Reading::Value(0);
     d
 }
 
@@ -61,7 +56,8 @@ pub fn process(pid: u32, gpu: u32, uid: u32, user: &str, command: &str, mem_gib:
         memory_bandwidth_percent: Reading::Value(sm / 2),
         encoder_percent: Reading::Value(0),
         decoder_percent: Reading::Value(0),
-        mig: None,
+        gpu_instance_id: None,
+        compute_instance_id: None,
         host: HostFacts {
             user: Reading::Value(user.into()),
             uid: Reading::Value(uid),
@@ -73,31 +69,23 @@ pub fn process(pid: u32, gpu: u32, uid: u32, user: &str, command: &str, mem_gib:
             start_ticks: Reading::Value(100 * u64::from(pid)),
             running_seconds: Reading::Value(3_725 + u64::from(pid)),
             // bob works in a Docker container.
-            container: (pid == 5200).then(|| Container {
-                runtime: Runtime::Docker,
-                id: "3f2a1b9c0d12".into(),
-                pod: None,
-                names: None,
-                user: None,
-            }),
+            container: (pid == 5200).then(|| Container::new(Runtime::Docker, "3f2a1b9c0d12")),
             namespace_pid: (pid == 5200).then_some(7),
-            mapping: PidMapping::Same,
+            ..HostFacts::unread(pid)
         },
     }
 }
 
 pub fn snapshot() -> Snapshot {
-    let mut lost = Device::unavailable(2, DeviceStatus::Lost("GPU is lost".into()), "GPU is lost");
+    let mut lost = Device::unavailable(2, DeviceStatus::Lost, "GPU is lost");
     lost.name = Reading::Value("NVIDIA H100 80GB HBM3".into());
     Snapshot {
         taken_at: UNIX_EPOCH + Duration::from_secs(1_795_966_801),
         hostname: "gpu-box".into(),
         pid_namespace: PidNamespace::Host,
-        driver: DriverInfo {
-            driver_version: Reading::Value("550.54.15".into()),
-            nvml_version: Reading::Value("12.550.54.15".into()),
-            cuda_driver_version: Reading::Value("12.4".into()),
-        },
+        driver_version: Reading::Value("550.54.15".into()),
+        cuda_driver_version: Reading::Value("12.4".into()),
+        nvml_version: Reading::Value("12.550.54.15".into()),
         devices: vec![
             device(0, "NVIDIA H100 80GB HBM3", 70, 97, 84),
             device(1, "NVIDIA H100 80GB HBM3", 12, 5, 41),

@@ -34,7 +34,9 @@ fn assemble(source: &mut Source, host: &mut HostCollector, window: Duration) -> 
     Snapshot {
         taken_at: SystemTime::now(),
         hostname: host.hostname().to_string(),
-        driver: readout.driver,
+        driver_version: readout.driver.driver_version,
+        cuda_driver_version: readout.driver.cuda_driver_version,
+        nvml_version: readout.driver.nvml_version,
         devices,
         processes,
         host: host.stats(),

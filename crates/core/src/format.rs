@@ -64,11 +64,12 @@ pub fn human_bytes(bytes: u64) -> String {
     }
 }
 
-/// Energy from millijoules, in SI units: `850J`, `12.3kJ`, `456MJ`: whole joules below a
-/// kilojoule, then one decimal below 100 of a unit and none from 100.
-pub fn human_energy(millijoules: u64) -> String {
+/// Energy from joules, in SI units: `850J`, `12.3kJ`, `456MJ`: whole joules below a
+/// kilojoule, then one decimal below 100 of a unit and none from 100 (0 for a negative or
+/// unknown figure).
+pub fn human_energy(joules: f64) -> String {
     const UNITS: [&str; 6] = ["J", "kJ", "MJ", "GJ", "TJ", "PJ"];
-    let mut value = millijoules as f64 / 1000.0;
+    let mut value = joules.max(0.0);
     let mut unit = 0;
     // 999.96 kJ reads as 1.0MJ, not as 1000kJ.
     while value >= 999.5 && unit < UNITS.len() - 1 {
@@ -343,7 +344,11 @@ mod tests {
             (999_960_000_000, "1.0GJ"),
             (u64::MAX, "18.4PJ"),
         ] {
-            assert_eq!(human_energy(millijoules), text, "{millijoules} mJ");
+            assert_eq!(
+                human_energy(millijoules as f64 / 1000.0),
+                text,
+                "{millijoules} mJ"
+            );
         }
     }
 

@@ -14,7 +14,7 @@
 //! let collector = Collector::spawn(Source::nvml(None)?, Duration::from_secs(1))?;
 //! if let Some(snapshot) = collector.next(Duration::from_secs(5)) {
 //!     for gpu in &snapshot.devices {
-//!         println!("GPU {}: {:?} bytes used", gpu.index, gpu.memory.get().map(|m| m.used));
+//!         println!("GPU {}: {:?} bytes used", gpu.index, gpu.memory_used_bytes.get());
 //!     }
 //! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())

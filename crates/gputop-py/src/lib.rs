@@ -217,23 +217,23 @@ impl Device {
 
     /// Bytes.
     fn memory_total(&self, py: Python<'_>) -> PyResult<Option<u64>> {
-        self.gauge(py, Gauge::Memory, |d| d.memory.get().map(|m| m.total))
+        self.gauge(py, Gauge::Memory, |d| d.memory_total_bytes.get())
     }
 
     /// Bytes.
     fn memory_used(&self, py: Python<'_>) -> PyResult<Option<u64>> {
-        self.gauge(py, Gauge::Memory, |d| d.memory.get().map(|m| m.used))
+        self.gauge(py, Gauge::Memory, |d| d.memory_used_bytes.get())
     }
 
     /// Bytes.
     fn memory_free(&self, py: Python<'_>) -> PyResult<Option<u64>> {
-        self.gauge(py, Gauge::Memory, |d| d.memory.get().map(|m| m.free))
+        self.gauge(py, Gauge::Memory, |d| d.memory_free_bytes.get())
     }
 
     /// `used / total`, as nvitop writes sizes: `8492MiB / 40.00GiB`.
     fn memory_usage(&self, py: Python<'_>) -> PyResult<Option<String>> {
         self.gauge(py, Gauge::Memory, |d| {
-            d.memory
+            d.memory()
                 .get()
                 .map(|m| format!("{} / {}", human_bytes(m.used), human_bytes(m.total)))
         })
@@ -242,7 +242,7 @@ impl Device {
     /// Percent of the total in use, one decimal.
     fn memory_percent(&self, py: Python<'_>) -> PyResult<Option<f64>> {
         self.gauge(py, Gauge::Memory, |d| {
-            d.memory
+            d.memory()
                 .get()
                 .filter(|m| m.total > 0)
                 .map(|m| (m.used as f64 * 1000.0 / m.total as f64).round() / 10.0)
@@ -251,46 +251,50 @@ impl Device {
 
     /// Percent, as the driver reports it now.
     fn gpu_utilization(&self, py: Python<'_>) -> PyResult<Option<u32>> {
-        self.gauge(py, Gauge::GpuUtilization, |d| d.utilization_gpu.get())
+        self.gauge(py, Gauge::GpuUtilization, |d| d.utilization_gpu_percent.get())
     }
 
     /// Percent of time the memory was read or written, now.
     fn memory_utilization(&self, py: Python<'_>) -> PyResult<Option<u32>> {
-        self.gauge(py, Gauge::Utilization, |d| d.utilization_memory.get())
+        self.gauge(py, Gauge::Utilization, |d| d.utilization_memory_percent.get())
     }
 
     /// Degrees Celsius.
     fn temperature(&self, py: Python<'_>) -> PyResult<Option<u32>> {
-        self.gauge(py, Gauge::Temperature, |d| d.temperature.get())
+        self.gauge(py, Gauge::Temperature, |d| d.temperature_celsius.get())
     }
 
     /// Milliwatts, as nvitop.
     fn power_usage(&self, py: Python<'_>) -> PyResult<Option<u32>> {
-        self.gauge(py, Gauge::Power, |d| d.power_usage_mw.get())
+        self.gauge(py, Gauge::Power, |d| d.power_usage_watts.get().map(milliwatts))
     }
 
     /// Milliwatts, as nvitop.
     fn power_limit(&self, py: Python<'_>) -> PyResult<Option<u32>> {
-        self.with(py, |d| d.power_limit_mw.get())
+        self.with(py, |d| d.power_limit_watts.get().map(milliwatts))
     }
 
     /// Millijoules since the driver loaded, as nvitop; read again alone, as a counter is.
     fn total_energy_consumption(&self, py: Python<'_>) -> PyResult<Option<u64>> {
-        self.gauge(py, Gauge::Energy, |d| d.energy_mj.get())
+        self.gauge(py, Gauge::Energy, |d| {
+            d.energy_joules
+                .get()
+                .map(|joules| (joules * 1000.0).round() as u64)
+        })
     }
 
     /// Percent; `None` on passively cooled GPUs.
     fn fan_speed(&self, py: Python<'_>) -> PyResult<Option<u32>> {
-        self.gauge(py, Gauge::FanSpeeds, |d| d.fan_speed().get())
+        self.gauge(py, Gauge::FanSpeeds, |d| d.fan_speed_percent.get())
     }
 
     /// The interval's mean and peak utilization, in percent, from the driver's samples:
     /// what nvitop has no name for (`{"mean": 37.5, "peak": 100.0}`).
     fn utilization_window(&self, py: Python<'_>) -> PyResult<Option<HashMap<&'static str, f64>>> {
         self.gauge(py, Gauge::GpuUtilization, |d| {
-            d.utilization_gpu_window
-                .get()
-                .map(|w| HashMap::from([("mean", w.mean), ("peak", w.peak)]))
+            let mean = d.utilization_gpu_mean_percent.get()?;
+            let peak = d.utilization_gpu_peak_percent.get()?;
+            Some(HashMap::from([("mean", mean), ("peak", peak)]))
         })
     }
 
@@ -386,4 +390,9 @@ fn gputop_py(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // nvitop's name for a value that is not known.
     m.add("NA", m.py().None())?;
     Ok(())
+}
+
+/// Watts as the driver's (and nvitop's) whole milliwatts.
+fn milliwatts(watts: f64) -> u32 {
+    (watts * 1000.0).round().clamp(0.0, f64::from(u32::MAX)) as u32
 }

@@ -95,6 +95,11 @@ fn get<T: Copy + Into<f64>>(reading: &Reading<T>) -> Option<f64> {
     reading.get().map(Into::into)
 }
 
+/// A count of bytes as a sample value (exact up to 2^53 bytes, 8 PiB).
+fn bytes(reading: &Reading<u64>) -> Option<f64> {
+    reading.get().map(|b| b as f64)
+}
+
 /// A GPU's labels: `gpu`, `uuid`, `name`, and `pod`, `namespace` and `container` while one
 /// pod's container holds it (as dcgm-exporter labels them).
 fn device_labels(d: &Device) -> String {
@@ -128,69 +133,65 @@ const DEVICE_GAUGES: &[DeviceGauge] = &[
         "gputop_gpu_utilization_ratio",
         "GPU utilization over the last interval, from the driver's sample buffer (0 to 1).",
         |d| {
-            d.utilization_gpu_window
-                .value()
-                .map(|w| w.mean)
-                .or_else(|| get(&d.utilization_gpu))
+            d.utilization_gpu_mean_percent
+                .get()
+                .or_else(|| get(&d.utilization_gpu_percent))
                 .map(|p| p / 100.0)
         },
     ),
     (
         "gputop_gpu_utilization_peak_ratio",
         "Highest GPU utilization sample in the last interval (0 to 1).",
-        |d| d.utilization_gpu_window.value().map(|w| w.peak / 100.0),
+        |d| d.utilization_gpu_peak_percent.get().map(|p| p / 100.0),
     ),
     (
         "gputop_gpu_memory_utilization_ratio",
         "Memory-bandwidth utilization over the last interval (0 to 1).",
         |d| {
-            d.utilization_memory_window
-                .value()
-                .map(|w| w.mean)
-                .or_else(|| get(&d.utilization_memory))
+            d.utilization_memory_mean_percent
+                .get()
+                .or_else(|| get(&d.utilization_memory_percent))
                 .map(|p| p / 100.0)
         },
     ),
     ("gputop_gpu_memory_used_bytes", "GPU memory in use.", |d| {
-        d.memory.value().map(|m| m.used as f64)
+        bytes(&d.memory_used_bytes)
     }),
     ("gputop_gpu_memory_total_bytes", "GPU memory in all.", |d| {
-        d.memory.value().map(|m| m.total as f64)
+        bytes(&d.memory_total_bytes)
     }),
     ("gputop_gpu_memory_free_bytes", "GPU memory free.", |d| {
-        d.memory.value().map(|m| m.free as f64)
+        bytes(&d.memory_free_bytes)
     }),
     (
         "gputop_gpu_memory_reserved_bytes",
         "GPU memory reserved by the driver and firmware.",
-        |d| d.memory.value().map(|m| m.reserved as f64),
+        |d| bytes(&d.memory_reserved_bytes),
     ),
     ("gputop_gpu_temperature_celsius", "GPU core temperature.", |d| {
-        get(&d.temperature)
+        get(&d.temperature_celsius)
     }),
     (
         "gputop_gpu_slowdown_temperature_celsius",
         "Temperature at which the GPU slows down.",
-        |d| get(&d.temperature_slowdown),
+        |d| get(&d.temperature_slowdown_celsius),
     ),
     (
         "gputop_gpu_fan_speed_ratio",
         "Speed of the first fan (0 to 1).",
-        |d| get(&d.fan_speed()).map(|p| p / 100.0),
+        |d| get(&d.fan_speed_percent).map(|p| p / 100.0),
     ),
     (
         "gputop_gpu_power_watts",
         "Power draw over the last interval (the sample buffer's mean, else the current reading).",
         |d| {
-            d.power_usage_window
-                .value()
-                .map(|w| w.mean)
-                .or_else(|| get(&d.power_usage_mw))
-                .map(|mw| mw / 1000.0)
+            d.power_usage_mean_watts
+                .get()
+                .or_else(|| d.power_usage_watts.get())
         },
     ),
     ("gputop_gpu_power_limit_watts", "Power management limit.", |d| {
-        get(&d.power_limit_mw).map(|mw| mw / 1000.0)
+        d.power_limit_watts.get()
     }),
     (
         "gputop_gpu_performance_state",
@@ -200,22 +201,22 @@ const DEVICE_GAUGES: &[DeviceGauge] = &[
     (
         "gputop_gpu_pcie_transmit_bytes_per_second",
         "PCIe transmit throughput.",
-        |d| get(&d.pcie_tx_kbps).map(|kb| kb * 1024.0),
+        |d| bytes(&d.pcie_tx_bytes_per_second),
     ),
     (
         "gputop_gpu_pcie_receive_bytes_per_second",
         "PCIe receive throughput.",
-        |d| get(&d.pcie_rx_kbps).map(|kb| kb * 1024.0),
+        |d| bytes(&d.pcie_rx_bytes_per_second),
     ),
     (
         "gputop_gpu_encoder_utilization_ratio",
         "Video encoder utilization (0 to 1).",
-        |d| get(&d.encoder).map(|p| p / 100.0),
+        |d| get(&d.encoder_utilization_percent).map(|p| p / 100.0),
     ),
     (
         "gputop_gpu_decoder_utilization_ratio",
         "Video decoder utilization (0 to 1).",
-        |d| get(&d.decoder).map(|p| p / 100.0),
+        |d| get(&d.decoder_utilization_percent).map(|p| p / 100.0),
     ),
 ];
 
@@ -244,7 +245,7 @@ pub fn exposition(snapshot: Option<(&Snapshot, &Accounting, &ClockEvents)>, opti
     collected.add("", Some(gputop::monitor::history::timestamp(snapshot)));
     collected.write(&mut out);
 
-    let driver = label_value(snapshot.driver.driver_version.value().map_or("", String::as_str));
+    let driver = label_value(snapshot.driver_version.value().map_or("", String::as_str));
     let mut info = Family::new(
         "gputop_gpu_info",
         "gauge",
@@ -292,10 +293,10 @@ pub fn exposition(snapshot: Option<(&Snapshot, &Accounting, &ClockEvents)>, opti
     for d in &ok {
         let labels = device_labels(d);
         for (domain, reading) in [
-            ("graphics", &d.clocks.graphics),
-            ("sm", &d.clocks.sm),
-            ("memory", &d.clocks.memory),
-            ("video", &d.clocks.video),
+            ("graphics", &d.clock_graphics_mhz),
+            ("sm", &d.clock_sm_mhz),
+            ("memory", &d.clock_memory_mhz),
+            ("video", &d.clock_video_mhz),
         ] {
             clocks.add(
                 &format!("{labels},clock=\"{domain}\""),
@@ -317,8 +318,8 @@ pub fn exposition(snapshot: Option<(&Snapshot, &Accounting, &ClockEvents)>, opti
     let mut count = Family::new("gputop_gpu_processes", "gauge", "Processes holding the GPU.");
     for d in &ok {
         let labels = device_labels(d);
-        energy.add(&labels, d.energy_mj.get().map(|mj| mj as f64 / 1000.0));
-        ecc.add(&labels, d.ecc_uncorrected_volatile.get().map(|n| n as f64));
+        energy.add(&labels, d.energy_joules.get());
+        ecc.add(&labels, d.ecc_uncorrected_volatile_errors.get().map(|n| n as f64));
         let held = snapshot
             .processes
             .iter()
@@ -367,7 +368,7 @@ fn memory_fault_families(devices: &[&Device], out: &mut String) {
     let flag = |on: bool| Some(if on { 1.0 } else { 0.0 });
     for d in devices {
         let labels = device_labels(d);
-        if let Some(r) = d.remapped_rows.value() {
+        if let Some(r) = d.remapped_rows() {
             rows.add(
                 &format!("{labels},cause=\"correctable\""),
                 Some(f64::from(r.correctable)),
@@ -379,7 +380,7 @@ fn memory_fault_families(devices: &[&Device], out: &mut String) {
             pending.add(&labels, flag(r.pending));
             failure.add(&labels, flag(r.failure));
         }
-        if let Some(p) = d.retired_pages.value() {
+        if let Some(p) = d.retired_pages() {
             pages.add(
                 &format!("{labels},cause=\"single_bit_ecc\""),
                 Some(f64::from(p.single_bit)),
@@ -439,14 +440,14 @@ fn xid_families(devices: &[&Device], out: &mut String) {
         "Critical Xid errors (every Xid but 13, 31, 43, 45, 68 and 109, which applications cause) since the exporter started watching.",
     );
     for d in devices {
-        let Some(xids) = d.xid_errors.value() else {
+        let (Some(xids), Some(critical_count)) = (d.xid_errors.value(), d.critical_xids()) else {
             continue;
         };
         let labels = device_labels(d);
-        for (xid, count) in &xids.counts {
-            errors.add(&format!("{labels},xid=\"{xid}\""), Some(*count as f64));
+        for c in xids {
+            errors.add(&format!("{labels},xid=\"{}\"", c.xid), Some(c.count as f64));
         }
-        critical.add(&labels, Some(xids.critical() as f64));
+        critical.add(&labels, Some(critical_count as f64));
     }
     errors.write(out);
     critical.write(out);
@@ -570,8 +571,8 @@ fn mig_families(snapshot: &Snapshot, devices: &[&Device], out: &mut String) {
             let mut labels = format!(
                 "{},gpu_instance=\"{}\",compute_instance=\"{}\",profile=\"{}\",mig_uuid=\"{}\"",
                 device_labels(d),
-                m.id.gpu_instance,
-                m.id.compute_instance,
+                m.gpu_instance_id,
+                m.compute_instance_id,
                 label_value(m.profile.value().map_or("", String::as_str)),
                 label_value(m.uuid.value().map_or("", String::as_str)),
             );
@@ -579,12 +580,12 @@ fn mig_families(snapshot: &Snapshot, devices: &[&Device], out: &mut String) {
             if let ([], [holder]) = (d.pods.as_slice(), m.pods.as_slice()) {
                 labels.push_str(&pod_labels(holder));
             }
-            total.add(&labels, m.memory.value().map(|mem| mem.total as f64));
-            used.add(&labels, m.memory.value().map(|mem| mem.used as f64));
+            total.add(&labels, m.memory_total_bytes.get().map(|bytes| bytes as f64));
+            used.add(&labels, m.memory_used_bytes.get().map(|bytes| bytes as f64));
             let held = snapshot
                 .processes
                 .iter()
-                .filter(|p| p.gpu_index == d.index && p.mig == Some(m.id))
+                .filter(|p| p.gpu_index == d.index && p.mig() == Some(m.id()))
                 .count();
             processes.add(&labels, Some(held as f64));
         }
@@ -611,8 +612,8 @@ fn process_families(snapshot: &Snapshot, options: Options, out: &mut String) {
                 names: Some(names), ..
             }) => text.push_str(&pod_labels(names)),
             _ => {
-                let label = container.map(|c| c.label()).unwrap_or_default();
-                let _ = write!(text, ",container=\"{}\"", label_value(&label));
+                let label = container.map_or("", Container::label);
+                let _ = write!(text, ",container=\"{}\"", label_value(label));
             }
         }
         if let Some(job) = container.filter(|c| c.runtime == Runtime::Slurm) {
@@ -625,7 +626,7 @@ fn process_families(snapshot: &Snapshot, options: Options, out: &mut String) {
                 label_value(user.unwrap_or(""))
             );
         }
-        if let Some(id) = p.mig {
+        if let Some(id) = p.mig() {
             let _ = write!(text, ",mig=\"{}/{}\"", id.gpu_instance, id.compute_instance);
         }
         if options.commands {

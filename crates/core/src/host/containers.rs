@@ -7,7 +7,7 @@
 //! GPU's: in a container's own namespace a PID counts only when that process holds an
 //! NVIDIA device file open.
 
-use crate::model::{Container, PidMapping, PidNamespace, Runtime};
+use crate::model::{Container, HostFacts, PidMapping, PidNamespace, Runtime};
 
 /// The inode of the initial (host) PID namespace: `PROC_PID_INIT_INO` in the kernel.
 const HOST_PID_NAMESPACE_INODE: u64 = 0xEFFF_FFFC;
@@ -65,10 +65,7 @@ fn runtime_container(path: &str) -> Option<Container> {
         let id = segments.last().and_then(|s| {
             hex_id(s, &["cri-containerd-", "crio-", "docker-", "containerd-"]).or_else(|| hex_id(s, &[]))
         });
-        return Some(Container {
-            pod,
-            ..Container::new(Runtime::Kubernetes, id.unwrap_or_else(|| "-".into()))
-        });
+        return Some(Container::in_pod(id.unwrap_or_else(|| "-".into()), pod));
     }
     for (i, segment) in segments.iter().enumerate().rev() {
         if let Some(id) = hex_id(segment, &["docker-"]) {
@@ -217,31 +214,60 @@ impl Namespaces {
         pid: u32,
         status: Option<&str>,
         holds_nvidia_device: impl FnOnce() -> bool,
-    ) -> PidMapping {
+    ) -> PidReach {
         match self.view {
-            PidNamespace::Host => PidMapping::Same,
+            PidNamespace::Host => PidReach::Same,
             PidNamespace::NestedHostProc => {
                 let pids = status.map(nspid).unwrap_or_default();
                 match pids.get(self.level) {
-                    Some(&local) if local == pid => PidMapping::Same,
-                    Some(&local) => PidMapping::Mapped { local_pid: local },
-                    None if status.is_none() => PidMapping::Same, // exited: signals say so
-                    None => PidMapping::Unmapped {
+                    Some(&local) if local == pid => PidReach::Same,
+                    Some(&local) => PidReach::Mapped { local_pid: local },
+                    None if status.is_none() => PidReach::Same, // exited: signals say so
+                    None => PidReach::Unmapped {
                         reason: "outside gputop's PID namespace".into(),
                     },
                 }
             }
             PidNamespace::Container => match status {
-                None => PidMapping::Unmapped {
+                None => PidReach::Unmapped {
                     reason: "host PID, not in this container (run gputop with the host's PID namespace)"
                         .into(),
                 },
-                Some(_) if holds_nvidia_device() => PidMapping::Same,
-                Some(_) => PidMapping::Unmapped {
+                Some(_) if holds_nvidia_device() => PidReach::Same,
+                Some(_) => PidReach::Unmapped {
                     reason: "host PID; the local process with this number is another one".into(),
                 },
             },
         }
+    }
+}
+
+/// How a PID the driver reported relates to gputop's own PID namespace, as it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PidReach {
+    /// The same number names the same process for gputop (same namespace, or verified).
+    Same,
+    /// gputop knows this process by another number in its own namespace (from NSpid).
+    Mapped {
+        /// Its PID in gputop's namespace.
+        local_pid: u32,
+    },
+    /// gputop cannot reach this process: signals are disabled, and a local process that
+    /// merely shares the number is never shown or signalled in its place.
+    Unmapped {
+        /// Why, in words.
+        reason: String,
+    },
+}
+
+impl PidReach {
+    /// Writes how the driver's `pid` is reached into `facts`.
+    pub fn fill(&self, pid: u32, facts: &mut HostFacts) {
+        (facts.local_pid, facts.pid_mapping, facts.unmapped_reason) = match self {
+            Self::Same => (Some(pid), PidMapping::Same, None),
+            Self::Mapped { local_pid } => (Some(*local_pid), PidMapping::Mapped, None),
+            Self::Unmapped { reason } => (None, PidMapping::Unmapped, Some(reason.clone())),
+        };
     }
 }
 
@@ -263,7 +289,7 @@ mod tests {
     const ID: &str = "3f2a1b9c0d12e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9";
 
     fn label(cgroup: &str) -> Option<String> {
-        container_of(cgroup).map(|c| c.label())
+        container_of(cgroup).map(|c| c.label().to_string())
     }
 
     #[test]
@@ -369,7 +395,7 @@ mod tests {
     fn pids_map_only_where_the_kernel_or_the_device_files_vouch_for_them() {
         let host = Namespaces::classify(Some(HOST_PID_NAMESPACE_INODE), 1, true);
         assert_eq!(host.view, PidNamespace::Host);
-        assert_eq!(host.map(42, None, || unreachable!()), PidMapping::Same);
+        assert_eq!(host.map(42, None, || unreachable!()), PidReach::Same);
 
         // gputop one level down, /proc still the host's (unshare --pid without --mount-proc).
         let nested = Namespaces::classify(Some(4026532178), 2, true);
@@ -377,11 +403,11 @@ mod tests {
         let status = "NSpid:\t18466\t7\n";
         assert_eq!(
             nested.map(18466, Some(status), || unreachable!()),
-            PidMapping::Mapped { local_pid: 7 }
+            PidReach::Mapped { local_pid: 7 }
         );
         assert!(matches!(
             nested.map(900, Some("NSpid:\t900\n"), || unreachable!()),
-            PidMapping::Unmapped { .. }
+            PidReach::Unmapped { .. }
         ));
 
         // A container's own namespace and /proc.
@@ -389,12 +415,12 @@ mod tests {
         assert_eq!(container.view, PidNamespace::Container);
         assert!(matches!(
             container.map(18466, None, || unreachable!()),
-            PidMapping::Unmapped { .. }
+            PidReach::Unmapped { .. }
         ));
         assert!(matches!(
             container.map(2, Some("NSpid:\t2\n"), || false),
-            PidMapping::Unmapped { .. }
+            PidReach::Unmapped { .. }
         ));
-        assert_eq!(container.map(2, Some("NSpid:\t2\n"), || true), PidMapping::Same);
+        assert_eq!(container.map(2, Some("NSpid:\t2\n"), || true), PidReach::Same);
     }
 }

@@ -19,8 +19,8 @@ mod machine;
 pub mod pods;
 mod users;
 
-use crate::model::{Container, GpuProcess, HostFacts, HostStats, PidMapping, PidNamespace, Reading, Runtime};
-use containers::{self as container, Namespaces};
+use crate::model::{Container, GpuProcess, HostFacts, HostStats, PidNamespace, Reading, Runtime};
+use containers::{self as container, Namespaces, PidReach};
 use machine::MachineReader;
 use users::UserNames;
 pub use users::user_name_of;
@@ -38,7 +38,7 @@ struct Known {
     stat_file: Option<std::fs::File>,
     container: Option<Container>,
     namespace_pid: Option<u32>,
-    mapping: PidMapping,
+    mapping: PidReach,
     /// CPU ticks used, and when they were read: the next %CPU is the delta.
     cpu_ticks: u64,
     read_at: Instant,
@@ -317,7 +317,7 @@ impl HostCollector {
                     "host PID, not in this container (run gputop with the host's PID namespace)",
                 )
             } else {
-                HostFacts::gone("no such process")
+                HostFacts::gone(pid, "no such process")
             };
             return (facts, false);
         };
@@ -337,16 +337,16 @@ impl HostCollector {
             entry.cpu_ticks = stat.cpu_ticks;
             entry.read_at = clock.now;
             entry.stat_file = stat_file;
-            return (self.facts_now(entry, &stat, cpu, start_time, running), true);
+            return (self.facts_now(pid, entry, &stat, cpu, start_time, running), true);
         }
         let first =
             prefetched.unwrap_or_else(|| FirstSight::read(pid, &self.namespaces, &mut Batch::default()));
-        if let (true, PidMapping::Unmapped { reason }) = (in_container, &first.mapping) {
+        if let (true, PidReach::Unmapped { reason }) = (in_container, &first.mapping) {
             // The local process with this number is not the GPU's: show nothing of it.
             return (HostFacts::unmapped(reason), false);
         }
         let Some(uid) = first.uid else {
-            return (HostFacts::gone("no such process"), false);
+            return (HostFacts::gone(pid, "no such process"), false);
         };
         // First sight: the lifetime average, as `ps` reports %CPU.
         let cpu = if running > 0 {
@@ -376,14 +376,22 @@ impl HostCollector {
             cpu_ticks: stat.cpu_ticks,
             read_at: clock.now,
         };
-        let facts = self.facts_now(&entry, &stat, cpu, start_time, running);
+        let facts = self.facts_now(pid, &entry, &stat, cpu, start_time, running);
         known.insert(pid, entry);
         (facts, true)
     }
 
     /// A known process's facts with this refresh's readings.
-    fn facts_now(&self, entry: &Known, stat: &Stat, cpu: f64, start_time: u64, running: u64) -> HostFacts {
-        HostFacts {
+    fn facts_now(
+        &self,
+        pid: u32,
+        entry: &Known,
+        stat: &Stat,
+        cpu: f64,
+        start_time: u64,
+        running: u64,
+    ) -> HostFacts {
+        let mut facts = HostFacts {
             user: Reading::Value(entry.user.clone()),
             uid: Reading::Value(entry.uid),
             parent_pid: Reading::Value(stat.parent_pid),
@@ -395,8 +403,10 @@ impl HostCollector {
             running_seconds: Reading::Value(running),
             container: entry.container.clone(),
             namespace_pid: entry.namespace_pid,
-            mapping: entry.mapping.clone(),
-        }
+            ..HostFacts::unread(pid)
+        };
+        entry.mapping.fill(pid, &mut facts);
+        facts
     }
 
     /// CPU, memory, swap, load and uptime of the host.
@@ -419,7 +429,7 @@ struct FirstSight {
     /// `/proc/PID/stat`, read by path: files opened by several threads at once would make
     /// the kernel wait for RCU each time the shared descriptor table grows.
     stat: Option<Stat>,
-    mapping: PidMapping,
+    mapping: PidReach,
     /// `None`: the process is gone.
     uid: Option<u32>,
     /// Arguments joined by spaces, or the name in brackets when there are none (kernel
@@ -475,7 +485,7 @@ impl FirstSight {
         // How NVML's PID maps into gputop's namespace: in a container, a local process that
         // merely shares the number is never read in its place.
         let mapping = match namespaces.view {
-            PidNamespace::Host => PidMapping::Same,
+            PidNamespace::Host => PidReach::Same,
             _ => namespaces.map(pid, read_status(&mut batch.buffer).as_deref(), || {
                 container::holds_nvidia_device(pid)
             }),
@@ -709,7 +719,7 @@ mod tests {
         let mut batch = Batch::default();
         let mut container_of = |text: &str| {
             batch.buffer = text.as_bytes().to_vec();
-            batch.container().map(|c| c.label())
+            batch.container().map(|c| c.label().to_string())
         };
         assert_eq!(container_of(docker).as_deref(), Some("docker:0123456789ab"));
         assert_eq!(container_of(slurm).as_deref(), Some("slurm:4242"));

@@ -121,8 +121,8 @@ pub fn attribute(devices: &mut [Device], processes: &mut [GpuProcess], allocatio
         let Some(device) = devices.iter().find(|d| d.index == process.gpu_index) else {
             continue;
         };
-        let held = match process.mig {
-            Some(id) => device.mig_devices.iter().find(|m| m.id == id).map(|m| &m.pods),
+        let held = match process.mig() {
+            Some(id) => device.mig_devices.iter().find(|m| m.id() == id).map(|m| &m.pods),
             None => Some(&device.pods),
         };
         if let Some([holder]) = held.map(Vec::as_slice) {
@@ -144,18 +144,19 @@ pub fn attribute(devices: &mut [Device], processes: &mut [GpuProcess], allocatio
         let Some((namespace, pod)) = container.pod.as_ref().and_then(|uid| pods.get(uid)) else {
             continue;
         };
-        container.names = Some(PodContainer {
+        let names = PodContainer {
             namespace: namespace.clone(),
             pod: pod.clone(),
             container: containers.get(&container.id).cloned().unwrap_or_default(),
-        });
+        };
+        container.set_names(names);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Container, DeviceStatus, HostFacts, PidMapping, ProcessType};
+    use crate::model::{Container, DeviceStatus, HostFacts, ProcessType};
 
     fn holder(pod: &str, container: &str) -> PodContainer {
         PodContainer {
@@ -172,12 +173,8 @@ mod tests {
     }
 
     fn process(pid: u32, gpu: u32, pod_uid: &str, id: &str) -> GpuProcess {
-        let mut host = HostFacts::gone("test");
-        host.mapping = PidMapping::Same;
-        host.container = Some(Container {
-            pod: Some(pod_uid.into()),
-            ..Container::new(Runtime::Kubernetes, id)
-        });
+        let mut host = HostFacts::gone(pid, "test");
+        host.container = Some(Container::in_pod(id, Some(pod_uid.into())));
         GpuProcess {
             pid,
             gpu_index: gpu,
@@ -188,7 +185,8 @@ mod tests {
             memory_bandwidth_percent: Reading::NotSupported,
             encoder_percent: Reading::NotSupported,
             decoder_percent: Reading::NotSupported,
-            mig: None,
+            gpu_instance_id: None,
+            compute_instance_id: None,
             host,
         }
     }

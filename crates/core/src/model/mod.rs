@@ -1,7 +1,10 @@
 //! The snapshot: plain data that flows from the collector to every reader.
 //!
 //! No handles, no locks, no I/O. Every metric is a [`Reading`]: a value, not supported, or
-//! failed with its reason; readers print `N/A` or `null`, never 0 for unknown.
+//! failed with its reason; readers print `N/A` or `null`, never 0 for unknown. These types
+//! are also the wire form (`--json`, `/snapshot`, recordings): fields are named with their
+//! units as the keys are, and figures the driver gives in one call (memory, BAR1, row
+//! remapping) are separate fields with a setter and a getter for the group.
 
 pub mod order;
 pub mod recording;
@@ -34,6 +37,16 @@ impl<T> Reading<T> {
         match self {
             Self::Value(v) => Some(v),
             _ => None,
+        }
+    }
+
+    /// A part of the value, by `f`; not supported and failed stay so (a group of figures
+    /// read in one call, kept as one reading each).
+    pub fn part<U>(&self, f: impl FnOnce(&T) -> U) -> Reading<U> {
+        match self {
+            Self::Value(v) => Reading::Value(f(v)),
+            Self::NotSupported => Reading::NotSupported,
+            Self::Failed(reason) => Reading::Failed(reason.clone()),
         }
     }
 
@@ -91,30 +104,22 @@ impl<T: JsonSchema> JsonSchema for Reading<T> {
     }
 }
 
-/// Mean and peak of a metric over the last interval, from the driver's sample buffer.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Window {
-    /// The time-weighted mean of the samples.
-    pub mean: f64,
-    /// The highest sample.
-    pub peak: f64,
-    /// The driver samples behind mean and peak; 0 when its buffer held none (an idle GPU's
-    /// runs dry), and mean and peak are then the current reading.
-    pub samples: usize,
-}
-
-/// Whether a device answers.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Whether a GPU answers: `ok`, `lost` (fallen off the bus) or `error` (unusable for
+/// another reason: reset required, no permission, ...); `status_reason` says why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(rename = "status")]
 pub enum DeviceStatus {
     /// It answers.
+    #[default]
     Ok,
     /// Fallen off the bus or otherwise gone; the other GPUs go on.
-    Lost(String),
-    /// Unusable for another reason (reset required, no permission, ...).
-    Failed(String),
+    Lost,
+    /// Unusable for another reason.
+    Error,
 }
 
-/// A GPU's (or MIG device's) memory, in bytes.
+/// A GPU's (or MIG device's) memory, in bytes: [`Device::memory`]'s figures together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Memory {
     /// All of it.
@@ -123,7 +128,7 @@ pub struct Memory {
     pub used: u64,
     /// Neither used nor reserved.
     pub free: u64,
-    /// Reserved by the driver and firmware; not part of `used`.
+    /// Reserved by the driver and firmware; not part of `used` (0 where unknown).
     pub reserved: u64,
 }
 
@@ -136,30 +141,26 @@ pub struct Bar1 {
     pub used: u64,
 }
 
-/// Clock frequencies, MHz.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Clocks {
-    /// The graphics clock.
-    pub graphics: Reading<u32>,
-    /// The SM clock.
-    pub sm: Reading<u32>,
-    /// The memory clock.
-    pub memory: Reading<u32>,
-    /// The video (encoder and decoder) clock.
-    pub video: Reading<u32>,
+/// Row remapping, as `nvmlDeviceGetRemappedRows` reports it in one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RemappedRows {
+    /// Rows remapped after correctable errors.
+    pub correctable: u32,
+    /// Rows remapped after uncorrectable errors.
+    pub uncorrectable: u32,
+    /// A remap waits for a GPU reset.
+    pub pending: bool,
+    /// A remap failed: the GPU needs service.
+    pub failure: bool,
 }
 
-/// A GPU's PCIe link.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PcieLink {
-    /// The generation it runs at now (it falls when idle).
-    pub generation: Reading<u32>,
-    /// The lanes it runs on now.
-    pub width: Reading<u32>,
-    /// The highest generation the GPU and its slot allow.
-    pub max_generation: Reading<u32>,
-    /// The most lanes the GPU and its slot allow.
-    pub max_width: Reading<u32>,
+/// Pages retired after multiple single-bit ECC errors and after a double-bit one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RetiredPages {
+    /// Pages retired after multiple single-bit errors.
+    pub single_bit: u32,
+    /// Pages retired after a double-bit error.
+    pub double_bit: u32,
 }
 
 /// A MIG device's place in its GPU: GPU instance and compute instance.
@@ -172,188 +173,468 @@ pub struct MigId {
 }
 
 /// One MIG device: a slice of a GPU with its own memory and compute.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "mig_device", deny_unknown_fields)]
 pub struct MigDevice {
-    /// Its GPU and compute instance.
-    pub id: MigId,
+    /// The GPU instance.
+    pub gpu_instance_id: u32,
+    /// The compute instance within it.
+    pub compute_instance_id: u32,
     /// As nvidia-smi names it: `3g.40gb`.
     pub profile: Reading<String>,
     /// `MIG-...`: what `CUDA_VISIBLE_DEVICES` takes.
     pub uuid: Reading<String>,
-    /// Its own memory.
-    pub memory: Reading<Memory>,
+    /// All its memory.
+    pub memory_total_bytes: Reading<u64>,
+    /// Its memory in use.
+    pub memory_used_bytes: Reading<u64>,
+    /// Its memory free.
+    pub memory_free_bytes: Reading<u64>,
     /// Most drivers do not report utilization per MIG device.
-    pub utilization_gpu: Reading<u32>,
-    /// The pods' containers the kubelet allocated this MIG device to.
+    pub utilization_gpu_percent: Reading<u32>,
+    /// The pods' containers the kubelet allocated the MIG device to.
+    #[serde(
+        default,
+        deserialize_with = "wire::bounded::<{ wire::limits::SHORT_LIST }, _, _>"
+    )]
+    #[schemars(length(max = wire::limits::SHORT_LIST))]
     pub pods: Vec<PodContainer>,
 }
 
-/// One GPU at one instant.
-#[derive(Debug, Clone, PartialEq)]
+impl MigDevice {
+    /// A MIG device `id` of which nothing is read yet.
+    pub fn new(id: MigId) -> Self {
+        Self {
+            gpu_instance_id: id.gpu_instance,
+            compute_instance_id: id.compute_instance,
+            profile: Reading::NotSupported,
+            uuid: Reading::NotSupported,
+            memory_total_bytes: Reading::NotSupported,
+            memory_used_bytes: Reading::NotSupported,
+            memory_free_bytes: Reading::NotSupported,
+            utilization_gpu_percent: Reading::NotSupported,
+            pods: Vec::new(),
+        }
+    }
+
+    /// Its GPU and compute instance.
+    pub fn id(&self) -> MigId {
+        MigId {
+            gpu_instance: self.gpu_instance_id,
+            compute_instance: self.compute_instance_id,
+        }
+    }
+
+    /// Its memory's figures together; known when total, used and free all are.
+    pub fn memory(&self) -> Reading<Memory> {
+        memory_of(
+            [
+                &self.memory_total_bytes,
+                &self.memory_used_bytes,
+                &self.memory_free_bytes,
+            ],
+            &Reading::NotSupported,
+        )
+    }
+
+    /// Sets its memory's figures from one read.
+    pub fn set_memory(&mut self, memory: Reading<Memory>) {
+        self.memory_total_bytes = memory.part(|m| m.total);
+        self.memory_used_bytes = memory.part(|m| m.used);
+        self.memory_free_bytes = memory.part(|m| m.free);
+    }
+}
+
+/// Memory from its figures: known when total, used and free all are; failed when one
+/// failed.
+fn memory_of(figures: [&Reading<u64>; 3], reserved: &Reading<u64>) -> Reading<Memory> {
+    match figures.map(Reading::get) {
+        [Some(total), Some(used), Some(free)] => Reading::Value(Memory {
+            total,
+            used,
+            free,
+            reserved: reserved.get().unwrap_or(0),
+        }),
+        _ => figures
+            .into_iter()
+            .find_map(|f| match f {
+                Reading::Failed(reason) => Some(Reading::Failed(reason.clone())),
+                _ => None,
+            })
+            .unwrap_or(Reading::NotSupported),
+    }
+}
+
+/// One GPU at one instant, as the wire form has it: units in the field names, an unknown
+/// value `null`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "device", deny_unknown_fields)]
 pub struct Device {
-    /// NVML's index.
+    /// The driver's index.
     pub index: u32,
-    /// Whether it answers.
-    pub status: DeviceStatus,
     /// The product name: `NVIDIA H100 80GB HBM3`.
     pub name: Reading<String>,
     /// `GPU-...`: what `CUDA_VISIBLE_DEVICES` takes.
     pub uuid: Reading<String>,
     /// `00000000:17:00.0`.
     pub pci_bus_id: Reading<String>,
+    /// Whether it answers.
+    pub status: DeviceStatus,
+    /// Why it does not (`null` when it does).
+    pub status_reason: Option<String>,
     /// Percent of the last sample period in which a kernel ran.
-    pub utilization_gpu: Reading<u32>,
+    pub utilization_gpu_percent: Reading<u32>,
+    /// `utilization_gpu_percent`'s mean over the last interval, from the driver's samples
+    /// (the current reading where its buffer held none: an idle GPU's runs dry).
+    #[serde(serialize_with = "wire::two_decimals")]
+    pub utilization_gpu_mean_percent: Reading<f64>,
+    /// `utilization_gpu_percent`'s peak over the last interval, from the driver's samples.
+    #[serde(serialize_with = "wire::two_decimals")]
+    pub utilization_gpu_peak_percent: Reading<f64>,
     /// Percent of the last sample period in which memory was read or written.
-    pub utilization_memory: Reading<u32>,
-    /// `utilization_gpu` over the last interval, from the driver's sample buffer.
-    pub utilization_gpu_window: Reading<Window>,
-    /// `utilization_memory` over the last interval, from the driver's sample buffer.
-    pub utilization_memory_window: Reading<Window>,
-    /// Its memory.
-    pub memory: Reading<Memory>,
-    /// Its BAR1 aperture.
-    pub bar1: Reading<Bar1>,
-    /// Degrees Celsius, the GPU core's.
-    pub temperature: Reading<u32>,
-    /// Degrees Celsius at which the GPU slows its clocks.
-    pub temperature_slowdown: Reading<u32>,
-    /// Degrees Celsius at which the GPU shuts down.
-    pub temperature_shutdown: Reading<u32>,
-    /// Per fan, in percent.
-    pub fan_speeds: Reading<Vec<u32>>,
-    /// Power draw now, milliwatts.
-    pub power_usage_mw: Reading<u32>,
-    /// Mean and peak power draw (mW) over the last interval, from the driver's sample buffer.
-    pub power_usage_window: Reading<Window>,
-    /// The power limit set, milliwatts.
-    pub power_limit_mw: Reading<u32>,
-    /// The power limit in force (the least of every limit), milliwatts.
-    pub power_enforced_limit_mw: Reading<u32>,
-    /// Energy used since the driver loaded, millijoules (Volta and newer).
-    pub energy_mj: Reading<u64>,
+    pub utilization_memory_percent: Reading<u32>,
+    /// `utilization_memory_percent`'s mean over the last interval.
+    #[serde(serialize_with = "wire::two_decimals")]
+    pub utilization_memory_mean_percent: Reading<f64>,
+    /// `utilization_memory_percent`'s peak over the last interval.
+    #[serde(serialize_with = "wire::two_decimals")]
+    pub utilization_memory_peak_percent: Reading<f64>,
+    /// All its memory.
+    pub memory_total_bytes: Reading<u64>,
+    /// Memory allocated by processes and contexts.
+    pub memory_used_bytes: Reading<u64>,
+    /// Memory neither used nor reserved.
+    pub memory_free_bytes: Reading<u64>,
+    /// Memory reserved by the driver and firmware; not part of `memory_used_bytes`.
+    pub memory_reserved_bytes: Reading<u64>,
+    /// The BAR1 aperture through which the host maps GPU memory.
+    pub bar1_total_bytes: Reading<u64>,
+    /// BAR1 mapped now.
+    pub bar1_used_bytes: Reading<u64>,
+    /// The GPU core's temperature.
+    pub temperature_celsius: Reading<u32>,
+    /// The temperature at which the GPU slows its clocks.
+    pub temperature_slowdown_celsius: Reading<u32>,
+    /// The temperature at which the GPU shuts down.
+    pub temperature_shutdown_celsius: Reading<u32>,
+    /// The first fan's, as nvidia-smi and nvitop show it.
+    pub fan_speed_percent: Reading<u32>,
+    /// Every fan's speed, in the driver's order.
+    #[serde(
+        default,
+        deserialize_with = "wire::bounded_reading::<{ wire::limits::SHORT_LIST }, _, _>"
+    )]
+    #[schemars(length(max = wire::limits::SHORT_LIST))]
+    pub fan_speeds_percent: Reading<Vec<u32>>,
+    /// Power draw now.
+    pub power_usage_watts: Reading<f64>,
+    /// Power draw's mean over the last interval, from the driver's samples.
+    #[serde(serialize_with = "wire::two_decimals")]
+    pub power_usage_mean_watts: Reading<f64>,
+    /// Power draw's peak over the last interval, from the driver's samples.
+    #[serde(serialize_with = "wire::two_decimals")]
+    pub power_usage_peak_watts: Reading<f64>,
+    /// The power limit set.
+    pub power_limit_watts: Reading<f64>,
+    /// The power limit in force (the least of every limit).
+    pub power_enforced_limit_watts: Reading<f64>,
+    /// Energy used since the driver loaded (Volta and newer).
+    pub energy_joules: Reading<f64>,
     /// The performance state: 0 (P0, most) to 15 (P15, least).
     pub performance_state: Reading<u32>,
-    /// Clocks now.
-    pub clocks: Clocks,
-    /// The highest clocks it allows.
-    pub max_clocks: Clocks,
-    /// Its PCIe link.
-    pub pcie_link: PcieLink,
-    /// PCIe bytes sent per second, in KB/s as NVML gives them (a 20 ms sample).
-    pub pcie_tx_kbps: Reading<u32>,
-    /// PCIe bytes received per second, in KB/s as NVML gives them (a 20 ms sample).
-    pub pcie_rx_kbps: Reading<u32>,
-    /// Video encoder utilization, percent.
-    pub encoder: Reading<u32>,
-    /// Video decoder utilization, percent.
-    pub decoder: Reading<u32>,
+    /// The graphics clock now.
+    pub clock_graphics_mhz: Reading<u32>,
+    /// The SM clock now.
+    pub clock_sm_mhz: Reading<u32>,
+    /// The memory clock now.
+    pub clock_memory_mhz: Reading<u32>,
+    /// The video (encoder and decoder) clock now.
+    pub clock_video_mhz: Reading<u32>,
+    /// The highest graphics clock the GPU allows.
+    pub clock_max_graphics_mhz: Reading<u32>,
+    /// The highest SM clock the GPU allows.
+    pub clock_max_sm_mhz: Reading<u32>,
+    /// The highest memory clock the GPU allows.
+    pub clock_max_memory_mhz: Reading<u32>,
+    /// The highest video clock the GPU allows.
+    pub clock_max_video_mhz: Reading<u32>,
+    /// The PCIe generation the link runs at now (it falls when idle).
+    pub pcie_link_generation: Reading<u32>,
+    /// The PCIe lanes the link runs on now.
+    pub pcie_link_width: Reading<u32>,
+    /// The highest PCIe generation the GPU and its slot allow.
+    pub pcie_link_max_generation: Reading<u32>,
+    /// The most PCIe lanes the GPU and its slot allow.
+    pub pcie_link_max_width: Reading<u32>,
+    /// PCIe bytes sent per second (a 20 ms sample of the driver's).
+    pub pcie_tx_bytes_per_second: Reading<u64>,
+    /// PCIe bytes received per second (a 20 ms sample of the driver's).
+    pub pcie_rx_bytes_per_second: Reading<u64>,
+    /// Video encoder utilization.
+    pub encoder_utilization_percent: Reading<u32>,
+    /// Video decoder utilization.
+    pub decoder_utilization_percent: Reading<u32>,
     /// Whether ECC is on.
     pub ecc_enabled: Reading<bool>,
     /// Uncorrected ECC errors since the driver loaded.
-    pub ecc_uncorrected_volatile: Reading<u64>,
-    /// Rows remapped after memory errors (Ampere and newer).
-    pub remapped_rows: Reading<RemappedRows>,
-    /// Pages retired after ECC errors (Kepler to Turing).
-    pub retired_pages: Reading<RetiredPages>,
+    pub ecc_uncorrected_volatile_errors: Reading<u64>,
+    /// Rows remapped after correctable memory errors (Ampere and newer).
+    pub remapped_rows_correctable: Reading<u32>,
+    /// Rows remapped after uncorrectable memory errors.
+    pub remapped_rows_uncorrectable: Reading<u32>,
+    /// A row remap waits for a GPU reset.
+    pub remapped_rows_pending: Reading<bool>,
+    /// A row remap failed: the GPU needs service.
+    pub remapped_rows_failure: Reading<bool>,
+    /// Pages retired after multiple single-bit ECC errors (Kepler to Turing).
+    pub retired_pages_single_bit: Reading<u32>,
+    /// Pages retired after a double-bit ECC error.
+    pub retired_pages_double_bit: Reading<u32>,
     /// Its NVLinks (SXM boards), by link number.
+    #[serde(
+        default,
+        deserialize_with = "wire::bounded_reading::<{ wire::limits::SHORT_LIST }, _, _>"
+    )]
+    #[schemars(length(max = wire::limits::SHORT_LIST))]
     pub nvlinks: Reading<Vec<NvLink>>,
-    /// Xid errors the driver reported while gputop watched its events (the view, the
-    /// exporter; a one-shot watches none).
-    pub xid_errors: Reading<XidErrors>,
+    /// Events per Xid while gputop watched the driver's events, by Xid; `null` when it did
+    /// not (a one-shot watches none).
+    #[serde(
+        default,
+        deserialize_with = "wire::bounded_reading::<{ wire::limits::SHORT_LIST }, _, _>"
+    )]
+    #[schemars(length(max = wire::limits::SHORT_LIST))]
+    pub xid_errors: Reading<Vec<XidCount>>,
+    /// The latest Xid error.
+    #[serde(default)]
+    pub last_xid: Option<XidEvent>,
+    /// The latest critical one (an Xid applications do not cause).
+    #[serde(default)]
+    pub last_critical_xid: Option<XidEvent>,
     /// `Default`, `Exclusive_Process` or `Prohibited`, as nvidia-smi writes it.
     pub compute_mode: Reading<String>,
     /// Whether the driver stays loaded with no client.
     pub persistence_mode: Reading<bool>,
     /// Whether MIG mode is on.
-    pub mig_enabled: Reading<bool>,
-    /// What holds the clocks down now (NVML's clock event or throttle reasons), by the names
-    /// of [`CLOCK_EVENT_REASONS`].
+    pub mig_mode: Reading<bool>,
+    /// What holds the clocks down now (NVML's clock event reasons): `sw_power_cap`, ...
+    #[serde(
+        default,
+        deserialize_with = "wire::bounded_reading::<{ wire::limits::SHORT_LIST }, _, _>"
+    )]
+    #[schemars(length(max = wire::limits::SHORT_LIST))]
     pub throttle_reasons: Reading<Vec<String>>,
-    /// With MIG enabled: its MIG devices, by GPU and compute instance.
+    /// With MIG on: its MIG devices, by GPU and compute instance.
+    #[serde(
+        default,
+        deserialize_with = "wire::bounded::<{ wire::limits::MIG_DEVICES }, _, _>"
+    )]
+    #[schemars(length(max = wire::limits::MIG_DEVICES))]
     pub mig_devices: Vec<MigDevice>,
-    /// The pods' containers the kubelet allocated this GPU to (its PodResources API):
-    /// several when the GPU is shared; empty when none, or when gputop cannot ask.
+    /// The pods' containers the kubelet allocated the GPU to (its PodResources API): several
+    /// when the GPU is shared; empty when none, or when gputop cannot ask.
+    #[serde(
+        default,
+        deserialize_with = "wire::bounded::<{ wire::limits::SHORT_LIST }, _, _>"
+    )]
+    #[schemars(length(max = wire::limits::SHORT_LIST))]
     pub pods: Vec<PodContainer>,
     /// Why this GPU's processes could not be listed (the driver refused or failed), so an
     /// empty process table is not mistaken for an idle GPU.
-    pub processes_unlisted: Option<String>,
+    pub process_list_error: Option<String>,
 }
 
 impl Device {
-    /// A device of which nothing could be read, with `status` saying why.
+    /// A device of which nothing could be read, with `status` saying why (`reason` is the
+    /// status's reason unless the device answers).
     pub fn unavailable(index: u32, status: DeviceStatus, reason: &str) -> Self {
-        let clocks = || Clocks {
-            graphics: Reading::failed(reason),
-            sm: Reading::failed(reason),
-            memory: Reading::failed(reason),
-            video: Reading::failed(reason),
-        };
         Self {
             index,
-            status,
             name: Reading::failed(reason),
             uuid: Reading::failed(reason),
             pci_bus_id: Reading::failed(reason),
-            utilization_gpu: Reading::failed(reason),
-            utilization_memory: Reading::failed(reason),
-            utilization_gpu_window: Reading::failed(reason),
-            utilization_memory_window: Reading::failed(reason),
-            memory: Reading::failed(reason),
-            bar1: Reading::failed(reason),
-            temperature: Reading::failed(reason),
-            temperature_slowdown: Reading::failed(reason),
-            temperature_shutdown: Reading::failed(reason),
-            fan_speeds: Reading::failed(reason),
-            power_usage_mw: Reading::failed(reason),
-            power_usage_window: Reading::failed(reason),
-            power_limit_mw: Reading::failed(reason),
-            power_enforced_limit_mw: Reading::failed(reason),
-            energy_mj: Reading::failed(reason),
+            status,
+            status_reason: (status != DeviceStatus::Ok).then(|| reason.to_string()),
+            utilization_gpu_percent: Reading::failed(reason),
+            utilization_gpu_mean_percent: Reading::failed(reason),
+            utilization_gpu_peak_percent: Reading::failed(reason),
+            utilization_memory_percent: Reading::failed(reason),
+            utilization_memory_mean_percent: Reading::failed(reason),
+            utilization_memory_peak_percent: Reading::failed(reason),
+            memory_total_bytes: Reading::failed(reason),
+            memory_used_bytes: Reading::failed(reason),
+            memory_free_bytes: Reading::failed(reason),
+            memory_reserved_bytes: Reading::failed(reason),
+            bar1_total_bytes: Reading::failed(reason),
+            bar1_used_bytes: Reading::failed(reason),
+            temperature_celsius: Reading::failed(reason),
+            temperature_slowdown_celsius: Reading::failed(reason),
+            temperature_shutdown_celsius: Reading::failed(reason),
+            fan_speed_percent: Reading::failed(reason),
+            fan_speeds_percent: Reading::failed(reason),
+            power_usage_watts: Reading::failed(reason),
+            power_usage_mean_watts: Reading::failed(reason),
+            power_usage_peak_watts: Reading::failed(reason),
+            power_limit_watts: Reading::failed(reason),
+            power_enforced_limit_watts: Reading::failed(reason),
+            energy_joules: Reading::failed(reason),
             performance_state: Reading::failed(reason),
-            clocks: clocks(),
-            max_clocks: clocks(),
-            pcie_link: PcieLink {
-                generation: Reading::failed(reason),
-                width: Reading::failed(reason),
-                max_generation: Reading::failed(reason),
-                max_width: Reading::failed(reason),
-            },
-            pcie_tx_kbps: Reading::failed(reason),
-            pcie_rx_kbps: Reading::failed(reason),
-            encoder: Reading::failed(reason),
-            decoder: Reading::failed(reason),
+            clock_graphics_mhz: Reading::failed(reason),
+            clock_sm_mhz: Reading::failed(reason),
+            clock_memory_mhz: Reading::failed(reason),
+            clock_video_mhz: Reading::failed(reason),
+            clock_max_graphics_mhz: Reading::failed(reason),
+            clock_max_sm_mhz: Reading::failed(reason),
+            clock_max_memory_mhz: Reading::failed(reason),
+            clock_max_video_mhz: Reading::failed(reason),
+            pcie_link_generation: Reading::failed(reason),
+            pcie_link_width: Reading::failed(reason),
+            pcie_link_max_generation: Reading::failed(reason),
+            pcie_link_max_width: Reading::failed(reason),
+            pcie_tx_bytes_per_second: Reading::failed(reason),
+            pcie_rx_bytes_per_second: Reading::failed(reason),
+            encoder_utilization_percent: Reading::failed(reason),
+            decoder_utilization_percent: Reading::failed(reason),
             ecc_enabled: Reading::failed(reason),
-            ecc_uncorrected_volatile: Reading::failed(reason),
-            remapped_rows: Reading::failed(reason),
-            retired_pages: Reading::failed(reason),
+            ecc_uncorrected_volatile_errors: Reading::failed(reason),
+            remapped_rows_correctable: Reading::failed(reason),
+            remapped_rows_uncorrectable: Reading::failed(reason),
+            remapped_rows_pending: Reading::failed(reason),
+            remapped_rows_failure: Reading::failed(reason),
+            retired_pages_single_bit: Reading::failed(reason),
+            retired_pages_double_bit: Reading::failed(reason),
             nvlinks: Reading::failed(reason),
             xid_errors: Reading::failed(reason),
+            last_xid: None,
+            last_critical_xid: None,
             compute_mode: Reading::failed(reason),
             persistence_mode: Reading::failed(reason),
-            mig_enabled: Reading::failed(reason),
+            mig_mode: Reading::failed(reason),
             throttle_reasons: Reading::failed(reason),
             mig_devices: Vec::new(),
             pods: Vec::new(),
-            processes_unlisted: None,
+            process_list_error: None,
         }
     }
 
-    /// The first fan's speed, as nvidia-smi and nvitop show it.
-    pub fn fan_speed(&self) -> Reading<u32> {
-        match &self.fan_speeds {
-            Reading::Value(fans) => fans.first().map_or(Reading::NotSupported, |f| Reading::Value(*f)),
+    /// Whether it answers.
+    pub fn is_ok(&self) -> bool {
+        self.status == DeviceStatus::Ok
+    }
+
+    /// Its memory's figures together; known when total, used and free all are.
+    pub fn memory(&self) -> Reading<Memory> {
+        memory_of(
+            [
+                &self.memory_total_bytes,
+                &self.memory_used_bytes,
+                &self.memory_free_bytes,
+            ],
+            &self.memory_reserved_bytes,
+        )
+    }
+
+    /// Sets its memory's figures from one read.
+    pub fn set_memory(&mut self, memory: Reading<Memory>) {
+        self.memory_total_bytes = memory.part(|m| m.total);
+        self.memory_used_bytes = memory.part(|m| m.used);
+        self.memory_free_bytes = memory.part(|m| m.free);
+        self.memory_reserved_bytes = memory.part(|m| m.reserved);
+    }
+
+    /// Its BAR1 aperture; known when total and used are.
+    pub fn bar1(&self) -> Reading<Bar1> {
+        match (&self.bar1_total_bytes, &self.bar1_used_bytes) {
+            (Reading::Value(total), Reading::Value(used)) => Reading::Value(Bar1 {
+                total: *total,
+                used: *used,
+            }),
+            (Reading::Failed(reason), _) | (_, Reading::Failed(reason)) => Reading::Failed(reason.clone()),
+            _ => Reading::NotSupported,
+        }
+    }
+
+    /// Sets its BAR1 figures from one read.
+    pub fn set_bar1(&mut self, bar1: Reading<Bar1>) {
+        self.bar1_total_bytes = bar1.part(|b| b.total);
+        self.bar1_used_bytes = bar1.part(|b| b.used);
+    }
+
+    /// Sets every fan's speed, and the first fan's.
+    pub fn set_fan_speeds(&mut self, fans: Reading<Vec<u32>>) {
+        self.fan_speed_percent = match &fans {
+            Reading::Value(speeds) => speeds
+                .first()
+                .map_or(Reading::NotSupported, |f| Reading::Value(*f)),
             Reading::NotSupported => Reading::NotSupported,
             Reading::Failed(reason) => Reading::Failed(reason.clone()),
-        }
+        };
+        self.fan_speeds_percent = fans;
+    }
+
+    /// Its row remapping; known when all four figures are.
+    pub fn remapped_rows(&self) -> Option<RemappedRows> {
+        Some(RemappedRows {
+            correctable: self.remapped_rows_correctable.get()?,
+            uncorrectable: self.remapped_rows_uncorrectable.get()?,
+            pending: self.remapped_rows_pending.get()?,
+            failure: self.remapped_rows_failure.get()?,
+        })
+    }
+
+    /// Sets its row remapping's figures from one read.
+    pub fn set_remapped_rows(&mut self, rows: Reading<RemappedRows>) {
+        self.remapped_rows_correctable = rows.part(|r| r.correctable);
+        self.remapped_rows_uncorrectable = rows.part(|r| r.uncorrectable);
+        self.remapped_rows_pending = rows.part(|r| r.pending);
+        self.remapped_rows_failure = rows.part(|r| r.failure);
+    }
+
+    /// Its retired pages; known when both figures are.
+    pub fn retired_pages(&self) -> Option<RetiredPages> {
+        Some(RetiredPages {
+            single_bit: self.retired_pages_single_bit.get()?,
+            double_bit: self.retired_pages_double_bit.get()?,
+        })
+    }
+
+    /// Sets its retired pages' figures from one read.
+    pub fn set_retired_pages(&mut self, pages: Reading<RetiredPages>) {
+        self.retired_pages_single_bit = pages.part(|p| p.single_bit);
+        self.retired_pages_double_bit = pages.part(|p| p.double_bit);
+    }
+
+    /// Sets the Xid errors seen while watching its events (`Failed` when not watched).
+    pub fn set_xid_errors(&mut self, errors: &Reading<XidErrors>) {
+        self.xid_errors = errors.part(|e| {
+            e.counts
+                .iter()
+                .map(|(&xid, &count)| XidCount { xid, count })
+                .collect()
+        });
+        let errors = errors.value();
+        self.last_xid = errors.and_then(|e| e.last);
+        self.last_critical_xid = errors.and_then(|e| e.last_critical);
+    }
+
+    /// Events of critical Xids while gputop watched; `None` when it did not.
+    pub fn critical_xids(&self) -> Option<u64> {
+        let counts = self.xid_errors.value()?;
+        Some(
+            counts
+                .iter()
+                .filter(|c| is_critical_xid(c.xid))
+                .map(|c| c.count)
+                .sum(),
+        )
     }
 
     /// Used memory as a percentage of the total.
     pub fn memory_percent(&self) -> Option<f64> {
-        let memory = self.memory.value()?;
-        (memory.total > 0).then(|| memory.used as f64 * 100.0 / memory.total as f64)
+        let (total, used) = (self.memory_total_bytes.get()?, self.memory_used_bytes.get()?);
+        (total > 0).then(|| used as f64 * 100.0 / total as f64)
     }
 }
-
 /// What a process does on its GPU: compute (`C`), graphics (`G`) or both (`C+G`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[schemars(rename = "process_type")]
@@ -440,7 +721,8 @@ impl Runtime {
 }
 
 /// The container (or Kubernetes pod, Slurm job, systemd slice) a process runs in.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "container", deny_unknown_fields)]
 pub struct Container {
     /// What runs it.
     pub runtime: Runtime,
@@ -451,45 +733,76 @@ pub struct Container {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
     /// Kubernetes: the pod's namespace and name and the container's, where the kubelet
-    /// told them (see [`PodContainer`]).
+    /// told them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub names: Option<PodContainer>,
     /// Slurm: the job's user (the `uid_N` of its cgroup path, else the process's owner).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// How the CONTAINER column, filters and groups name it: `docker:3f2a1b9c0d12`,
+    /// `team-a/trainer-0/pytorch` (a pod by name), `pod:1a2b3c4d/3f2a1b9c0d12` (by UID),
+    /// `slurm:4242`, `user-1000.slice`.
+    // Made from the fields above by the constructors and `set_names`; a snapshot read from
+    // the wire makes it again.
+    #[serde(default)]
+    pub label: String,
 }
 
 impl Container {
     /// A container of `runtime` known by `id` alone.
     pub fn new(runtime: Runtime, id: impl Into<String>) -> Self {
-        Self {
+        Self::labelled(Self {
             runtime,
             id: id.into(),
             pod: None,
             names: None,
             user: None,
-        }
+            label: String::new(),
+        })
     }
 
-    /// How the CONTAINER column, filters and groups name it: `docker:3f2a1b9c0d12`,
-    /// `team-a/trainer-0/pytorch` (a pod by name), `pod:1a2b3c4d/3f2a1b9c0d12` (by UID),
-    /// `slurm:4242`, `user-1000.slice`.
-    pub fn label(&self) -> String {
-        if let Some(names) = &self.names {
-            return names.label();
-        }
-        match (&self.runtime, &self.pod) {
-            (Runtime::Systemd, _) => self.id.clone(),
-            (Runtime::Kubernetes, Some(pod)) => {
-                format!("pod:{}/{}", pod.chars().take(8).collect::<String>(), self.id)
+    /// A Kubernetes container `id` of the pod whose UID is `pod`.
+    pub fn in_pod(id: impl Into<String>, pod: Option<String>) -> Self {
+        Self::labelled(Self {
+            pod,
+            ..Self::new(Runtime::Kubernetes, id)
+        })
+    }
+
+    /// Names it as the kubelet does, and labels it so.
+    pub fn set_names(&mut self, names: PodContainer) {
+        self.names = Some(names);
+        self.relabel();
+    }
+
+    /// Makes its label again from its fields.
+    pub fn relabel(&mut self) {
+        self.label = if let Some(names) = &self.names {
+            names.label()
+        } else {
+            match (&self.runtime, &self.pod) {
+                (Runtime::Systemd, _) => self.id.clone(),
+                (Runtime::Kubernetes, Some(pod)) => {
+                    format!("pod:{}/{}", pod.chars().take(8).collect::<String>(), self.id)
+                }
+                (runtime, _) => [runtime.label(), ":", &self.id].concat(),
             }
-            (runtime, _) => [runtime.label(), ":", &self.id].concat(),
-        }
+        };
+    }
+
+    fn labelled(mut self) -> Self {
+        self.relabel();
+        self
+    }
+
+    /// How the CONTAINER column, filters and groups name it.
+    pub fn label(&self) -> &str {
+        &self.label
     }
 
     /// The CONTAINER label of a process in `container`, `-` for one on the host.
-    pub fn label_of(container: Option<&Self>) -> String {
-        container.map_or_else(|| "-".to_string(), Self::label)
+    pub fn label_of(container: Option<&Self>) -> &str {
+        container.map_or("-", Self::label)
     }
 }
 
@@ -517,23 +830,20 @@ impl PodContainer {
     }
 }
 
-/// How a PID NVML reported relates to gputop's own PID namespace.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// How the driver's PID names the process in gputop's own PID namespace: the `same` PID,
+/// `mapped` to another (`local_pid`), or `unmapped` (`unmapped_reason` says why).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(rename = "pid_mapping")]
 pub enum PidMapping {
     /// The same number names the same process for gputop (same namespace, or verified).
     #[default]
     Same,
     /// gputop knows this process by another number in its own namespace (from NSpid).
-    Mapped {
-        /// Its PID in gputop's namespace.
-        local_pid: u32,
-    },
+    Mapped,
     /// gputop cannot reach this process: signals are disabled, and a local process that
     /// merely shares the number is never shown or signalled in its place.
-    Unmapped {
-        /// Why, in words.
-        reason: String,
-    },
+    Unmapped,
 }
 
 /// Where gputop runs relative to the PID namespace NVML reports PIDs in.
@@ -551,39 +861,53 @@ pub enum PidNamespace {
     Container,
 }
 
-/// Facts about a process from the host (procfs), not from the GPU driver.
-#[derive(Debug, Clone, PartialEq)]
+/// Facts about a process from the host (procfs), not from the GPU driver; on the wire
+/// among the process's own keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HostFacts {
     /// The owner's user name (the uid's number where it has no name).
     pub user: Reading<String>,
-    /// The real uid behind `user`; signals re-check it.
+    /// The real uid behind `user`; signals re-check it. Not on the wire: signals are never
+    /// sent to a process read from the wire.
+    #[serde(skip)]
     pub uid: Reading<u32>,
     /// Its parent's PID.
+    #[serde(skip)]
     pub parent_pid: Reading<u32>,
-    /// Its command line, arguments joined by spaces.
+    /// Its command line, arguments joined by spaces; `null` on `/snapshot` unless `gputop
+    /// export --process-commands`.
     pub command: Reading<String>,
     /// CPU since the previous reading, percent of one core.
+    #[serde(serialize_with = "wire::two_decimals")]
     pub cpu_percent: Reading<f64>,
-    /// Resident memory, bytes.
+    /// Resident host memory.
+    #[serde(rename = "host_memory_bytes")]
     pub memory_bytes: Reading<u64>,
-    /// Seconds since the Unix epoch.
+    /// When it started, seconds since the Unix epoch.
+    #[serde(rename = "start_time_unix_seconds")]
     pub start_time: Reading<u64>,
     /// Clock ticks after boot at which it started: with the PID, the kernel's own identity
     /// of a process, which signals check (two processes can start in the same second).
+    #[serde(skip)]
     pub start_ticks: Reading<u64>,
-    /// Seconds since it started.
+    /// How long it has run.
     pub running_seconds: Reading<u64>,
-    /// From its cgroup; `None` on the host itself.
+    /// The container, pod, Slurm job or systemd slice it runs in; `null` on the host.
     pub container: Option<Container>,
-    /// Its PID inside its own (container's) namespace, when that differs.
+    /// Its PID inside its own container's namespace, when that differs.
+    #[serde(rename = "container_pid")]
     pub namespace_pid: Option<u32>,
-    /// Whether, and by which number, gputop can reach it.
-    pub mapping: PidMapping,
+    /// The PID that names it in gputop's own namespace; `null` when unreachable.
+    pub local_pid: Option<u32>,
+    /// Whether gputop's PID namespace can reach it.
+    pub pid_mapping: PidMapping,
+    /// Why it cannot (`null` when it can).
+    pub unmapped_reason: Option<String>,
 }
 
 impl HostFacts {
-    /// For a PID the host does not know (exited, or in another PID namespace).
-    pub fn gone(reason: &str) -> Self {
+    /// For `pid`, which the host does not know (exited, or in another PID namespace).
+    pub fn gone(pid: u32, reason: &str) -> Self {
         Self {
             user: Reading::failed(reason),
             uid: Reading::failed(reason),
@@ -594,15 +918,13 @@ impl HostFacts {
             start_time: Reading::failed(reason),
             start_ticks: Reading::failed(reason),
             running_seconds: Reading::failed(reason),
-            container: None,
-            namespace_pid: None,
-            mapping: PidMapping::Same,
+            ..Self::unread(pid)
         }
     }
 
     /// Until the host reader fills them in (a GPU source's processes before `assemble`);
     /// nothing to allocate for the many processes read at every refresh.
-    pub fn unread() -> Self {
+    pub fn unread(pid: u32) -> Self {
         Self {
             user: Reading::NotSupported,
             uid: Reading::NotSupported,
@@ -615,60 +937,72 @@ impl HostFacts {
             running_seconds: Reading::NotSupported,
             container: None,
             namespace_pid: None,
-            mapping: PidMapping::Same,
+            local_pid: Some(pid),
+            pid_mapping: PidMapping::Same,
+            unmapped_reason: None,
         }
     }
 
-    /// For an NVML PID gputop cannot reach from its PID namespace.
+    /// For a driver's PID gputop cannot reach from its PID namespace.
     pub fn unmapped(reason: &str) -> Self {
         Self {
-            mapping: PidMapping::Unmapped {
-                reason: reason.to_string(),
-            },
-            ..Self::gone(reason)
+            local_pid: None,
+            pid_mapping: PidMapping::Unmapped,
+            unmapped_reason: Some(reason.to_string()),
+            ..Self::gone(0, reason)
         }
     }
 }
 
 /// One process on one GPU.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "process", deny_unknown_fields)]
 pub struct GpuProcess {
-    /// Its PID as NVML reports it (the host's PID namespace).
+    /// Its PID as the driver reports it (the host's PID namespace).
     pub pid: u32,
     /// The GPU's index.
     pub gpu_index: u32,
     /// The GPU's UUID.
     pub gpu_uuid: Reading<String>,
     /// Compute, graphics or both.
+    #[serde(rename = "type")]
     pub kind: ProcessType,
     /// GPU memory it holds.
     pub gpu_memory_bytes: Reading<u64>,
-    /// SM utilization over the last interval, percent.
+    /// SM utilization over the last interval.
     pub sm_percent: Reading<u32>,
-    /// Memory-bandwidth utilization over the last interval, percent.
+    /// Memory-bandwidth utilization over the last interval.
     pub memory_bandwidth_percent: Reading<u32>,
-    /// Video encoder utilization over the last interval, percent.
+    /// Video encoder utilization over the last interval.
     pub encoder_percent: Reading<u32>,
-    /// Video decoder utilization over the last interval, percent.
+    /// Video decoder utilization over the last interval.
     pub decoder_percent: Reading<u32>,
-    /// On a MIG-enabled GPU: the MIG device it runs on.
-    pub mig: Option<MigId>,
-    /// What the host knows of it.
+    /// On a MIG device: its GPU instance.
+    pub gpu_instance_id: Option<u32>,
+    /// On a MIG device: its compute instance.
+    pub compute_instance_id: Option<u32>,
+    /// What the host knows of it. Flattened: a reader buffers one process's keys, which
+    /// the document's own size bounds (16 MiB from a node, a line of a recording).
+    #[serde(flatten)]
     pub host: HostFacts,
 }
 
 impl GpuProcess {
     /// The PID to signal in gputop's namespace; `None` when gputop cannot reach it.
     pub fn local_pid(&self) -> Option<u32> {
-        match &self.host.mapping {
-            PidMapping::Same => Some(self.pid),
-            PidMapping::Mapped { local_pid } => Some(*local_pid),
-            PidMapping::Unmapped { .. } => None,
-        }
+        self.host.local_pid
+    }
+
+    /// On a MIG-enabled GPU: the MIG device it runs on.
+    pub fn mig(&self) -> Option<MigId> {
+        Some(MigId {
+            gpu_instance: self.gpu_instance_id?,
+            compute_instance: self.compute_instance_id?,
+        })
     }
 
     /// The CONTAINER label, `-` on the host.
-    pub fn container_label(&self) -> String {
+    pub fn container_label(&self) -> &str {
         Container::label_of(self.host.container.as_ref())
     }
 }
@@ -695,34 +1029,42 @@ pub struct HostStats {
     pub uptime_seconds: Reading<u64>,
 }
 
-/// Driver-level facts.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DriverInfo {
-    /// The kernel driver's version: `550.54.15`.
-    pub driver_version: Reading<String>,
-    /// The NVML library's version.
-    pub nvml_version: Reading<String>,
-    /// As `major.minor`, e.g. `12.4`.
-    pub cuda_driver_version: Reading<String>,
-}
-
-/// Everything gputop knows at one instant.
-#[derive(Debug, Clone, PartialEq)]
+/// Everything gputop knows at one instant; its wire form is [`wire::WireReport`]'s keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "snapshot")]
 pub struct Snapshot {
-    /// When it was taken.
+    /// RFC 3339, UTC, whole seconds.
+    // A reader supplies its own time (`Snapshot::from_wire`): a recording keeps its frames'
+    // times, a remote view its arrival time.
+    #[serde(
+        rename = "timestamp",
+        serialize_with = "wire::rfc3339",
+        skip_deserializing,
+        default = "wire::epoch"
+    )]
+    #[schemars(with = "String", extend("format" = "date-time"), transform = wire::written_only)]
     pub taken_at: SystemTime,
     /// The host's name.
     pub hostname: String,
-    /// The driver's versions.
-    pub driver: DriverInfo,
+    /// How the processes' PIDs relate to gputop's PID namespace.
+    #[serde(default)]
+    pub pid_namespace: PidNamespace,
+    /// The kernel driver's version: `550.54.15`.
+    pub driver_version: Reading<String>,
+    /// The CUDA version the driver supports, `major.minor`: `12.4`.
+    pub cuda_driver_version: Reading<String>,
+    /// The NVML library's version.
+    pub nvml_version: Reading<String>,
     /// The GPUs, by index.
+    #[serde(deserialize_with = "wire::bounded::<{ wire::limits::DEVICES }, _, _>")]
+    #[schemars(length(max = wire::limits::DEVICES))]
     pub devices: Vec<Device>,
-    /// Largest GPU memory first.
+    /// The processes on them, one per process and GPU, largest GPU memory first.
+    #[serde(deserialize_with = "wire::bounded::<{ wire::limits::PROCESSES }, _, _>")]
+    #[schemars(length(max = wire::limits::PROCESSES))]
     pub processes: Vec<GpuProcess>,
     /// The host's own load.
     pub host: HostStats,
-    /// How NVML's PIDs relate to gputop's.
-    pub pid_namespace: PidNamespace,
 }
 
 impl Snapshot {
@@ -730,7 +1072,7 @@ impl Snapshot {
     pub fn unlisted(&self) -> impl Iterator<Item = (u32, &str)> {
         self.devices
             .iter()
-            .filter_map(|d| Some((d.index, d.processes_unlisted.as_deref()?)))
+            .filter_map(|d| Some((d.index, d.process_list_error.as_deref()?)))
     }
 }
 
@@ -754,30 +1096,6 @@ impl ProcessKey {
             gpu_index: p.gpu_index,
         }
     }
-}
-
-/// Row remapping, as `nvmlDeviceGetRemappedRows` reports it: rows remapped after correctable
-/// and after uncorrectable errors, a remap waiting for a GPU reset, and a remap that failed
-/// (the GPU needs service).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RemappedRows {
-    /// Rows remapped after correctable errors.
-    pub correctable: u32,
-    /// Rows remapped after uncorrectable errors.
-    pub uncorrectable: u32,
-    /// A remap waits for a GPU reset.
-    pub pending: bool,
-    /// A remap failed: the GPU needs service.
-    pub failure: bool,
-}
-
-/// Pages retired after multiple single-bit ECC errors and after a double-bit one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RetiredPages {
-    /// Pages retired after multiple single-bit errors.
-    pub single_bit: u32,
-    /// Pages retired after a double-bit error.
-    pub double_bit: u32,
 }
 
 /// One NVLink: whether it is up, and its data link error counters since the driver loaded
@@ -811,13 +1129,42 @@ pub fn is_critical_xid(xid: u32) -> bool {
     !APPLICATION_XIDS.contains(&xid)
 }
 
-/// One Xid error as the driver reported it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One Xid error as the driver reported it: its code and when gputop received it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "xid", deny_unknown_fields)]
 pub struct XidEvent {
     /// The Xid number (NVIDIA's Xid catalogue explains each).
     pub xid: u32,
+    /// When gputop received it, seconds since the Unix epoch.
+    #[schemars(range(max = wire::LATEST_TIME_UNIX_SECONDS))]
+    pub time_unix_seconds: u64,
+}
+
+impl XidEvent {
+    /// Xid `xid` received at `at`.
+    pub fn new(xid: u32, at: SystemTime) -> Self {
+        Self {
+            xid,
+            time_unix_seconds: at
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        }
+    }
+
     /// When gputop received it.
-    pub at: SystemTime,
+    pub fn at(&self) -> SystemTime {
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(self.time_unix_seconds)
+    }
+}
+
+/// How many events of one Xid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "xid_count", deny_unknown_fields)]
+pub struct XidCount {
+    /// The Xid number.
+    pub xid: u32,
+    /// Events of it.
+    pub count: u64,
 }
 
 /// The Xid errors of one GPU since gputop began watching its events. When several arrive
@@ -888,7 +1235,7 @@ pub mod testing {
 
     /// A compute process of `user` holding `memory_bytes` on `gpu`, with no other facts.
     pub fn process(pid: u32, gpu: u32, user: &str, memory_bytes: u64) -> GpuProcess {
-        let mut host = HostFacts::gone("test");
+        let mut host = HostFacts::gone(pid, "test");
         host.user = Reading::Value(user.into());
         GpuProcess {
             pid,
@@ -900,7 +1247,8 @@ pub mod testing {
             memory_bandwidth_percent: Reading::Value(0),
             encoder_percent: Reading::Value(0),
             decoder_percent: Reading::Value(0),
-            mig: None,
+            gpu_instance_id: None,
+            compute_instance_id: None,
             host,
         }
     }
@@ -910,11 +1258,9 @@ pub mod testing {
         Snapshot {
             taken_at,
             hostname: "test".into(),
-            driver: DriverInfo {
-                driver_version: Reading::NotSupported,
-                nvml_version: Reading::NotSupported,
-                cuda_driver_version: Reading::NotSupported,
-            },
+            driver_version: Reading::NotSupported,
+            cuda_driver_version: Reading::NotSupported,
+            nvml_version: Reading::NotSupported,
             devices,
             processes,
             host: HostStats {
@@ -937,12 +1283,12 @@ mod tests {
 
     #[test]
     fn a_container_is_labelled_by_its_pod_names_when_the_kubelet_gave_them() {
-        let mut pod = Container {
-            pod: Some("5e1f0000-aaaa-4bbb-8ccc-000000000001".into()),
-            ..Container::new(Runtime::Kubernetes, "a1a1a1a1a1a1")
-        };
+        let mut pod = Container::in_pod(
+            "a1a1a1a1a1a1",
+            Some("5e1f0000-aaaa-4bbb-8ccc-000000000001".into()),
+        );
         assert_eq!(pod.label(), "pod:5e1f0000/a1a1a1a1a1a1");
-        pod.names = Some(PodContainer {
+        pod.set_names(PodContainer {
             namespace: "ml".into(),
             pod: "trainer-0".into(),
             container: "pytorch".into(),
@@ -950,6 +1296,7 @@ mod tests {
         assert_eq!(pod.label(), "ml/trainer-0/pytorch");
         let names = pod.names.as_mut().unwrap();
         names.container.clear();
+        pod.relabel();
         assert_eq!(pod.label(), "ml/trainer-0", "only the pod known");
     }
 }

@@ -202,8 +202,9 @@ mod tests {
             memory_bandwidth_percent: Reading::Value(0),
             encoder_percent: Reading::Value(0),
             decoder_percent: Reading::Value(0),
-            mig: None,
-            host: HostFacts::gone("test"),
+            gpu_instance_id: None,
+            compute_instance_id: None,
+            host: HostFacts::gone(pid, "test"),
         }
     }
 
@@ -261,13 +262,7 @@ mod tests {
     fn the_container_key_groups_a_containers_processes_host_last() {
         let in_container = |pid, id: &str| {
             let mut p = process(pid, 0, Some(1));
-            p.host.container = Some(crate::model::Container {
-                runtime: crate::model::Runtime::Docker,
-                id: id.into(),
-                pod: None,
-                names: None,
-                user: None,
-            });
+            p.host.container = Some(crate::model::Container::new(crate::model::Runtime::Docker, id));
             p
         };
         let list = [

@@ -14,7 +14,7 @@ use std::time::SystemTime;
 use serde_json::{Map, Value, json};
 
 use super::Snapshot;
-use super::wire::{WireError, WireSnapshot};
+use super::wire::WireError;
 use crate::format::sanitize;
 
 /// The recording format's version (the header's `gputop_recording`): 2 since frames hold
@@ -31,7 +31,7 @@ pub fn previous_segment(path: &Path) -> PathBuf {
 /// A snapshot in its stored form: its wire form, sanitized, devices keyed by index and
 /// processes by `pid/gpu`, so that merge patches work per device and per process.
 pub fn to_stored(snapshot: &Snapshot) -> Value {
-    let mut value = serde_json::to_value(WireSnapshot::from(snapshot)).unwrap_or(Value::Null);
+    let mut value = serde_json::to_value(snapshot).unwrap_or(Value::Null);
     sanitize_strings(&mut value);
     if let Some(object) = value.as_object_mut() {
         for (field, key) in [
@@ -85,8 +85,8 @@ pub fn from_stored(stored: &Value, taken_at: SystemTime) -> Result<Snapshot, Fra
             }
         }
     }
-    let wire: WireSnapshot = serde_json::from_value(value)?;
-    Ok(wire.into_snapshot(taken_at)?)
+    let snapshot: Snapshot = serde_json::from_value(value)?;
+    Ok(snapshot.from_wire(taken_at)?)
 }
 
 fn sanitize_strings(value: &mut Value) {

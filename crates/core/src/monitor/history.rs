@@ -11,7 +11,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::UNIX_EPOCH;
 
-use crate::model::{Device, DeviceStatus, GpuProcess, ProcessKey, Reading, Snapshot, Window};
+use crate::model::{Device, GpuProcess, ProcessKey, Reading, Snapshot};
 
 /// The `[history]` settings: how long readings are kept, and at what resolution.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
@@ -434,28 +434,24 @@ impl DeviceMetric {
 
     /// The reading this metric records from a device.
     pub fn read(self, device: &Device) -> Option<f64> {
-        if device.status != DeviceStatus::Ok {
+        if !device.is_ok() {
             return None;
         }
-        let mean_or = |window: &Reading<Window>, now: Option<f64>| window.value().map(|w| w.mean).or(now);
+        let mean_or = |mean: &Reading<f64>, now: Option<f64>| mean.get().or(now);
         match self {
             Self::Utilization => mean_or(
-                &device.utilization_gpu_window,
-                device.utilization_gpu.get().map(f64::from),
+                &device.utilization_gpu_mean_percent,
+                device.utilization_gpu_percent.get().map(f64::from),
             ),
             Self::MemoryBandwidth => mean_or(
-                &device.utilization_memory_window,
-                device.utilization_memory.get().map(f64::from),
+                &device.utilization_memory_mean_percent,
+                device.utilization_memory_percent.get().map(f64::from),
             ),
             Self::MemoryPercent => device.memory_percent(),
-            Self::MemoryMib => device.memory.value().map(|m| m.used as f64 / MIB),
-            Self::Temperature => device.temperature.get().map(f64::from),
-            Self::Power => mean_or(
-                &device.power_usage_window,
-                device.power_usage_mw.get().map(f64::from),
-            )
-            .map(|mw| mw / 1000.0),
-            Self::CriticalXids => device.xid_errors.value().map(|x| x.critical() as f64),
+            Self::MemoryMib => device.memory_used_bytes.get().map(|used| used as f64 / MIB),
+            Self::Temperature => device.temperature_celsius.get().map(f64::from),
+            Self::Power => mean_or(&device.power_usage_mean_watts, device.power_usage_watts.get()),
+            Self::CriticalXids => device.critical_xids().map(|count| count as f64),
         }
     }
 }

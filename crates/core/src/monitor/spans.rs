@@ -128,7 +128,7 @@ fn put(out: &mut Vec<(String, f64)>, scope: &str, name: &str, value: Option<f64>
 
 fn device_metrics(d: &Device, out: &mut Vec<(String, f64)>) {
     let gpu = format!("gpu:{}", d.index);
-    let memory = d.memory.get();
+    let memory = d.memory().get();
     put(
         out,
         &gpu,
@@ -153,14 +153,23 @@ fn device_metrics(d: &Device, out: &mut Vec<(String, f64)>) {
         "memory_percent (%)",
         memory.and_then(|m| percent(m.used, m.total)),
     );
-    let utilization = d.utilization_gpu.get().map(f64::from);
+    let utilization = d.utilization_gpu_percent.get().map(f64::from);
     put(out, &gpu, "gpu_utilization (%)", utilization);
-    let memory_utilization = d.utilization_memory.get().map(f64::from);
+    let memory_utilization = d.utilization_memory_percent.get().map(f64::from);
     put(out, &gpu, "memory_utilization (%)", memory_utilization);
-    put(out, &gpu, "fan_speed (%)", d.fan_speed().get().map(f64::from));
-    put(out, &gpu, "temperature (C)", d.temperature.get().map(f64::from));
-    let watts = d.power_usage_mw.get().map(|mw| f64::from(mw) / 1000.0);
-    put(out, &gpu, "power_usage (W)", watts);
+    put(
+        out,
+        &gpu,
+        "fan_speed (%)",
+        d.fan_speed_percent.get().map(f64::from),
+    );
+    put(
+        out,
+        &gpu,
+        "temperature (C)",
+        d.temperature_celsius.get().map(f64::from),
+    );
+    put(out, &gpu, "power_usage (W)", d.power_usage_watts.get());
 }
 
 fn host_metrics(h: &HostStats, out: &mut Vec<(String, f64)>) {
@@ -200,7 +209,9 @@ fn process_gpu_metrics(p: &GpuProcess, d: &Device, out: &mut Vec<(String, f64)>)
     let scope = format!("pid:{}/gpu:{}", p.pid, d.index);
     let bytes = p.gpu_memory_bytes.get();
     put(out, &scope, "gpu_memory (MiB)", bytes.map(|b| b as f64 / MIB));
-    let share = bytes.zip(d.memory.get()).and_then(|(b, m)| percent(b, m.total));
+    let share = bytes
+        .zip(d.memory_total_bytes.get())
+        .and_then(|(b, total)| percent(b, total));
     put(out, &scope, "gpu_memory_percent (%)", share);
     let bandwidth = p.memory_bandwidth_percent.get().map(f64::from);
     put(out, &scope, "gpu_memory_utilization (%)", bandwidth);

@@ -127,16 +127,16 @@ pub struct Accounting {
 /// per user and per container the seconds its processes' shares of the GPU add up to.
 #[derive(Debug, Clone)]
 struct EnergyShares {
-    counter_mj: u64,
+    counter_joules: f64,
     seconds: f64,
     users: BTreeMap<String, f64>,
     containers: BTreeMap<String, f64>,
 }
 
 impl EnergyShares {
-    fn from(counter_mj: u64) -> Self {
+    fn from(counter_joules: f64) -> Self {
         Self {
-            counter_mj,
+            counter_joules,
             seconds: 0.0,
             users: BTreeMap::new(),
             containers: BTreeMap::new(),
@@ -218,17 +218,17 @@ impl Accounting {
             snapshot
                 .devices
                 .iter()
-                .any(|d| d.index == *index && d.energy_mj.get().is_some())
+                .any(|d| d.index == *index && d.energy_joules.get().is_some())
         });
         for d in &snapshot.devices {
-            let Some(counter) = d.energy_mj.get() else {
+            let Some(counter) = d.energy_joules.get() else {
                 continue;
             };
             let shares = self
                 .energy
                 .entry(d.index)
                 .or_insert_with(|| EnergyShares::from(counter));
-            if counter < shares.counter_mj || elapsed == 0.0 {
+            if counter < shares.counter_joules || elapsed == 0.0 {
                 *shares = EnergyShares::from(counter);
             } else {
                 shares.seconds += elapsed;
@@ -240,13 +240,13 @@ impl Accounting {
     /// its last advance that the owner's shares cover, then counting again from here.
     fn share_energy(&mut self, snapshot: &Snapshot) {
         for d in &snapshot.devices {
-            let (Some(counter), Some(shares)) = (d.energy_mj.get(), self.energy.get_mut(&d.index)) else {
+            let (Some(counter), Some(shares)) = (d.energy_joules.get(), self.energy.get_mut(&d.index)) else {
                 continue;
             };
-            if counter <= shares.counter_mj || shares.seconds <= 0.0 {
+            if counter <= shares.counter_joules || shares.seconds <= 0.0 {
                 continue;
             }
-            let joules = (counter - shares.counter_mj) as f64 / 1000.0;
+            let joules = counter - shares.counter_joules;
             for (table, held) in [
                 (&mut self.users, &shares.users),
                 (&mut self.containers, &shares.containers),
@@ -270,7 +270,9 @@ impl Accounting {
         self.read_energy_counters(snapshot, elapsed);
         let shares = gpu_shares(snapshot);
         let users = Self::current(snapshot, &shares, user_of, user_name);
-        let containers = Self::current(snapshot, &shares, container_of, Container::label_of);
+        let containers = Self::current(snapshot, &shares, container_of, |c| {
+            Container::label_of(c).to_string()
+        });
         // Which of a GPU's energy shares each table's owners hold.
         type OwnersOf = fn(&mut EnergyShares) -> &mut BTreeMap<String, f64>;
         let (of_users, of_containers): (OwnersOf, OwnersOf) = (|e| &mut e.users, |e| &mut e.containers);
@@ -585,13 +587,7 @@ mod tests {
     #[test]
     fn a_process_on_two_gpus_counts_once_and_containers_are_grouped_by_label() {
         let in_container = |mut p: GpuProcess, id: &str| {
-            p.host.container = Some(Container {
-                runtime: crate::model::Runtime::Docker,
-                id: id.into(),
-                pod: None,
-                names: None,
-                user: None,
-            });
+            p.host.container = Some(Container::new(crate::model::Runtime::Docker, id));
             p
         };
         let mut unreadable = process(40, 1, "x", 1);
@@ -623,7 +619,7 @@ mod tests {
     /// GPU `index` whose energy counter reads `mj`.
     fn gpu(index: u32, mj: u64) -> crate::model::Device {
         let mut d = crate::model::Device::unavailable(index, crate::model::DeviceStatus::Ok, "test");
-        d.energy_mj = crate::model::Reading::Value(mj);
+        d.energy_joules = crate::model::Reading::Value(mj as f64 / 1000.0);
         d
     }
 

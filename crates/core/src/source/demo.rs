@@ -10,11 +10,11 @@ use nvml_sim::codes::{self, Code};
 use nvml_sim::engine::{Sim, TimeBase, sampling, wall_now_us};
 use nvml_sim::scenario::{ComputeMode, MigSetting, Scenario};
 
-use super::Readout;
+use super::{DriverInfo, Readout, Window};
 use crate::host::containers::container_of;
 use crate::model::{
-    Bar1, Clocks, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, Memory, MigDevice, MigId,
-    PcieLink, PidMapping, ProcessType, Reading, Window, XidErrors, XidEvent,
+    Bar1, Device, DeviceStatus, GpuProcess, HostFacts, Memory, MigDevice, MigId, PidMapping, ProcessType,
+    Reading, RemappedRows, RetiredPages, XidErrors, XidEvent,
 };
 
 /// The demo machine and its clock.
@@ -106,16 +106,11 @@ impl DemoSource {
             Ok((!values.is_empty()).then(|| Window {
                 mean: values.iter().sum::<f64>() / values.len() as f64,
                 peak: values.iter().copied().fold(f64::MIN, f64::max),
-                samples: values.len(),
             }))
         });
         match sampled {
             Reading::Value(Some(window)) => Reading::Value(window),
-            Reading::Value(None) => current.clone().map(|now| Window {
-                mean: f64::from(now),
-                peak: f64::from(now),
-                samples: 0,
-            }),
+            Reading::Value(None) => current.clone().map(Window::current),
             Reading::NotSupported => Reading::NotSupported,
             Reading::Failed(reason) => Reading::Failed(reason),
         }
@@ -124,7 +119,7 @@ impl DemoSource {
     fn device(&self, gpu: usize, t: f64, since: u64) -> Device {
         let index = gpu as u32;
         if self.sim.is_lost(gpu, t) {
-            return Device::unavailable(index, DeviceStatus::Lost("GPU is lost".into()), "GPU is lost");
+            return Device::unavailable(index, DeviceStatus::Lost, "GPU is lost");
         }
         let sim = &self.sim;
         let g = sim.gpu(gpu);
@@ -154,74 +149,68 @@ impl DemoSource {
         let power_usage_mw = self.field(gpu, "power_usage", t, || {
             sim.count(gpu, &d.power_mw, "power_mw", sim.latest_sample_tick(t))
         });
-        Device {
+        let gpu_window = self.window(gpu, sampling::GPU_UTILIZATION, t, since, &utilization_gpu);
+        let memory_window = self.window(gpu, sampling::MEMORY_UTILIZATION, t, since, &utilization_memory);
+        let power_window = self.window(gpu, sampling::TOTAL_POWER, t, since, &power_usage_mw);
+        let watts = |milliwatts: &u32| f64::from(*milliwatts) / 1000.0;
+        let kilobytes = |kb: &u32| u64::from(*kb) * 1024;
+        let mut device = Device {
             index,
-            status: DeviceStatus::Ok,
             name: self.field(gpu, "name", t, || Ok(g.name.clone())),
             uuid: self.field(gpu, "uuid", t, || Ok(g.uuid.clone())),
             pci_bus_id: self.field(gpu, "pci", t, || {
                 Ok(format!("{:08X}:{:02X}:{:02X}.0", g.pci.domain, bus, g.pci.device))
             }),
-            utilization_gpu_window: self.window(gpu, sampling::GPU_UTILIZATION, t, since, &utilization_gpu),
-            utilization_memory_window: self.window(
-                gpu,
-                sampling::MEMORY_UTILIZATION,
-                t,
-                since,
-                &utilization_memory,
-            ),
-            utilization_gpu,
-            utilization_memory,
-            memory: self.field(gpu, "memory", t, || {
-                sim.memory(gpu, t).map(|m| Memory {
-                    total: m.total,
-                    used: m.used,
-                    free: m.free,
-                    reserved: m.reserved,
-                })
-            }),
-            bar1: self.field(gpu, "bar1", t, || {
-                Ok(Bar1 {
-                    total: g.bar1_total,
-                    used: g.bar1_used.min(g.bar1_total),
-                })
-            }),
-            temperature: count("temperature", &d.temperature, "temperature"),
-            temperature_slowdown: self.field(gpu, "temperature_threshold", t, || {
+            status: DeviceStatus::Ok,
+            status_reason: None,
+            utilization_gpu_percent: utilization_gpu,
+            utilization_gpu_mean_percent: gpu_window.part(|w| w.mean),
+            utilization_gpu_peak_percent: gpu_window.part(|w| w.peak),
+            utilization_memory_percent: utilization_memory,
+            utilization_memory_mean_percent: memory_window.part(|w| w.mean),
+            utilization_memory_peak_percent: memory_window.part(|w| w.peak),
+            memory_total_bytes: Reading::NotSupported,
+            memory_used_bytes: Reading::NotSupported,
+            memory_free_bytes: Reading::NotSupported,
+            memory_reserved_bytes: Reading::NotSupported,
+            bar1_total_bytes: Reading::NotSupported,
+            bar1_used_bytes: Reading::NotSupported,
+            temperature_celsius: count("temperature", &d.temperature, "temperature"),
+            temperature_slowdown_celsius: self.field(gpu, "temperature_threshold", t, || {
                 g.temperature_thresholds.slowdown.ok_or(codes::NOT_SUPPORTED)
             }),
-            temperature_shutdown: self.field(gpu, "temperature_threshold", t, || {
+            temperature_shutdown_celsius: self.field(gpu, "temperature_threshold", t, || {
                 g.temperature_thresholds.shutdown.ok_or(codes::NOT_SUPPORTED)
             }),
-            fan_speeds: fans,
-            power_usage_window: self.window(gpu, sampling::TOTAL_POWER, t, since, &power_usage_mw),
-            power_usage_mw,
-            power_limit_mw: fixed("power_limit", g.power_limit_mw),
-            power_enforced_limit_mw: fixed("enforced_power_limit", g.enforced_power_limit_mw),
-            energy_mj: self.field(gpu, "energy", t, || sim.energy_mj(gpu, t)),
+            fan_speed_percent: Reading::NotSupported,
+            fan_speeds_percent: Reading::NotSupported,
+            power_usage_watts: power_usage_mw.part(watts),
+            power_usage_mean_watts: power_window.part(|w| w.mean / 1000.0),
+            power_usage_peak_watts: power_window.part(|w| w.peak / 1000.0),
+            power_limit_watts: fixed("power_limit", g.power_limit_mw).part(watts),
+            power_enforced_limit_watts: fixed("enforced_power_limit", g.enforced_power_limit_mw).part(watts),
+            energy_joules: self
+                .field(gpu, "energy", t, || sim.energy_mj(gpu, t))
+                .part(|mj| *mj as f64 / 1000.0),
             performance_state: self.field(gpu, "pstate", t, || sim.pstate(gpu, t)),
-            clocks: Clocks {
-                graphics: count("clocks", &d.clocks_mhz.graphics, "clocks_mhz.graphics"),
-                sm: count("clocks", &d.clocks_mhz.sm, "clocks_mhz.sm"),
-                memory: count("clocks", &d.clocks_mhz.mem, "clocks_mhz.mem"),
-                video: count("clocks", &d.clocks_mhz.video, "clocks_mhz.video"),
-            },
-            max_clocks: Clocks {
-                graphics: fixed("max_clocks", g.max_clocks_mhz.graphics),
-                sm: fixed("max_clocks", g.max_clocks_mhz.sm),
-                memory: fixed("max_clocks", g.max_clocks_mhz.mem),
-                video: fixed("max_clocks", g.max_clocks_mhz.video),
-            },
-            pcie_link: PcieLink {
-                generation: fixed("pcie_link", g.pcie.generation),
-                width: fixed("pcie_link", g.pcie.width),
-                max_generation: fixed("pcie_link", g.pcie.max_gen),
-                max_width: fixed("pcie_link", g.pcie.max_width),
-            },
-            pcie_tx_kbps: count("pcie_throughput", &d.pcie_tx_kbps, "pcie_tx_kbps"),
-            pcie_rx_kbps: count("pcie_throughput", &d.pcie_rx_kbps, "pcie_rx_kbps"),
-            encoder: percent("encoder", &d.encoder, "encoder"),
-            decoder: percent("decoder", &d.decoder, "decoder"),
+            clock_graphics_mhz: count("clocks", &d.clocks_mhz.graphics, "clocks_mhz.graphics"),
+            clock_sm_mhz: count("clocks", &d.clocks_mhz.sm, "clocks_mhz.sm"),
+            clock_memory_mhz: count("clocks", &d.clocks_mhz.mem, "clocks_mhz.mem"),
+            clock_video_mhz: count("clocks", &d.clocks_mhz.video, "clocks_mhz.video"),
+            clock_max_graphics_mhz: fixed("max_clocks", g.max_clocks_mhz.graphics),
+            clock_max_sm_mhz: fixed("max_clocks", g.max_clocks_mhz.sm),
+            clock_max_memory_mhz: fixed("max_clocks", g.max_clocks_mhz.mem),
+            clock_max_video_mhz: fixed("max_clocks", g.max_clocks_mhz.video),
+            pcie_link_generation: fixed("pcie_link", g.pcie.generation),
+            pcie_link_width: fixed("pcie_link", g.pcie.width),
+            pcie_link_max_generation: fixed("pcie_link", g.pcie.max_gen),
+            pcie_link_max_width: fixed("pcie_link", g.pcie.max_width),
+            pcie_tx_bytes_per_second: count("pcie_throughput", &d.pcie_tx_kbps, "pcie_tx_kbps")
+                .part(kilobytes),
+            pcie_rx_bytes_per_second: count("pcie_throughput", &d.pcie_rx_kbps, "pcie_rx_kbps")
+                .part(kilobytes),
+            encoder_utilization_percent: percent("encoder", &d.encoder, "encoder"),
+            decoder_utilization_percent: percent("decoder", &d.decoder, "decoder"),
             ecc_enabled: self.field(gpu, "ecc", t, || {
                 if g.ecc.supported {
                     Ok(true)
@@ -229,35 +218,19 @@ impl DemoSource {
                     Err(codes::NOT_SUPPORTED)
                 }
             }),
-            ecc_uncorrected_volatile: self.field(gpu, "ecc", t, || {
+            ecc_uncorrected_volatile_errors: self.field(gpu, "ecc", t, || {
                 if g.ecc.supported {
                     Ok(g.ecc.volatile_uncorrected)
                 } else {
                     Err(codes::NOT_SUPPORTED)
                 }
             }),
-            remapped_rows: self.field(gpu, "remapped_rows", t, || {
-                let rows = g.remapped_rows.ok_or(codes::NOT_SUPPORTED)?;
-                Ok(crate::model::RemappedRows {
-                    correctable: rows.correctable,
-                    uncorrectable: rows.uncorrectable,
-                    pending: rows.pending,
-                    failure: rows.failure,
-                })
-            }),
-            xid_errors: self.field(gpu, "events", t, || {
-                if !g.events {
-                    return Err(codes::NOT_SUPPORTED);
-                }
-                let mut errors = XidErrors::default();
-                for xid in sim.xids(gpu, self.watching_since, t) {
-                    errors.record(XidEvent {
-                        xid: u32::try_from(xid.xid).unwrap_or(u32::MAX),
-                        at: UNIX_EPOCH + Duration::from_micros(self.time.wall_us(xid.at)),
-                    });
-                }
-                Ok(errors)
-            }),
+            remapped_rows_correctable: Reading::NotSupported,
+            remapped_rows_uncorrectable: Reading::NotSupported,
+            remapped_rows_pending: Reading::NotSupported,
+            remapped_rows_failure: Reading::NotSupported,
+            retired_pages_single_bit: Reading::NotSupported,
+            retired_pages_double_bit: Reading::NotSupported,
             nvlinks: self.field(gpu, "nvlink", t, || {
                 let links = g.nvlink.as_ref().ok_or(codes::NOT_SUPPORTED)?;
                 let active = |link: u32| !links.inactive.contains(&link);
@@ -275,13 +248,9 @@ impl DemoSource {
                     })
                     .collect())
             }),
-            retired_pages: self.field(gpu, "retired_pages", t, || {
-                let pages = g.retired_pages.ok_or(codes::NOT_SUPPORTED)?;
-                Ok(crate::model::RetiredPages {
-                    single_bit: pages.single_bit,
-                    double_bit: pages.double_bit,
-                })
-            }),
+            xid_errors: Reading::NotSupported,
+            last_xid: None,
+            last_critical_xid: None,
             compute_mode: self.field(gpu, "compute_mode", t, || {
                 Ok(match g.compute_mode {
                     ComputeMode::Default => "default",
@@ -292,7 +261,7 @@ impl DemoSource {
                 .to_string())
             }),
             persistence_mode: self.field(gpu, "persistence", t, || Ok(g.persistence)),
-            mig_enabled: self.field(gpu, "mig", t, || match g.mig {
+            mig_mode: self.field(gpu, "mig", t, || match g.mig {
                 MigSetting::Unsupported => Err(codes::NOT_SUPPORTED),
                 setting => Ok(setting == MigSetting::Enabled),
             }),
@@ -306,28 +275,72 @@ impl DemoSource {
                 .enumerate()
                 .map(|(i, m)| {
                     let memory = sim.mig_memory(gpu, i, t);
-                    MigDevice {
-                        id: MigId {
-                            gpu_instance: m.gpu_instance,
-                            compute_instance: m.compute_instance,
-                        },
+                    let mut mig = MigDevice {
                         profile: Reading::Value(m.profile.clone()),
                         uuid: Reading::Value(m.uuid.clone()),
-                        memory: Reading::Value(Memory {
-                            total: memory.total,
-                            used: memory.used,
-                            free: memory.free,
-                            reserved: memory.reserved,
-                        }),
-                        utilization_gpu: Reading::NotSupported,
-                        pods: Vec::new(),
-                    }
+                        ..MigDevice::new(MigId {
+                            gpu_instance: m.gpu_instance,
+                            compute_instance: m.compute_instance,
+                        })
+                    };
+                    mig.set_memory(Reading::Value(Memory {
+                        total: memory.total,
+                        used: memory.used,
+                        free: memory.free,
+                        reserved: memory.reserved,
+                    }));
+                    mig
                 })
                 .collect(),
-            processes_unlisted: None,
             // The kubelet's, where there is one: the collector asks it.
             pods: Vec::new(),
-        }
+            process_list_error: None,
+        };
+        device.set_memory(self.field(gpu, "memory", t, || {
+            sim.memory(gpu, t).map(|m| Memory {
+                total: m.total,
+                used: m.used,
+                free: m.free,
+                reserved: m.reserved,
+            })
+        }));
+        device.set_bar1(self.field(gpu, "bar1", t, || {
+            Ok(Bar1 {
+                total: g.bar1_total,
+                used: g.bar1_used.min(g.bar1_total),
+            })
+        }));
+        device.set_fan_speeds(fans);
+        device.set_remapped_rows(self.field(gpu, "remapped_rows", t, || {
+            let rows = g.remapped_rows.ok_or(codes::NOT_SUPPORTED)?;
+            Ok(RemappedRows {
+                correctable: rows.correctable,
+                uncorrectable: rows.uncorrectable,
+                pending: rows.pending,
+                failure: rows.failure,
+            })
+        }));
+        device.set_retired_pages(self.field(gpu, "retired_pages", t, || {
+            let pages = g.retired_pages.ok_or(codes::NOT_SUPPORTED)?;
+            Ok(RetiredPages {
+                single_bit: pages.single_bit,
+                double_bit: pages.double_bit,
+            })
+        }));
+        device.set_xid_errors(&self.field(gpu, "events", t, || {
+            if !g.events {
+                return Err(codes::NOT_SUPPORTED);
+            }
+            let mut errors = XidErrors::default();
+            for xid in sim.xids(gpu, self.watching_since, t) {
+                errors.record(XidEvent::new(
+                    u32::try_from(xid.xid).unwrap_or(u32::MAX),
+                    UNIX_EPOCH + Duration::from_micros(self.time.wall_us(xid.at)),
+                ));
+            }
+            Ok(errors)
+        }));
+        device
     }
 
     fn processes(&self, gpu: usize, t: f64) -> Vec<GpuProcess> {
@@ -373,10 +386,8 @@ impl DemoSource {
                     memory_bandwidth_percent: pct(sample.map(|s| s.mem)),
                     encoder_percent: pct(sample.map(|s| s.enc)),
                     decoder_percent: pct(sample.map(|s| s.dec)),
-                    mig: live.instance_ids.map(|(gpu_instance, compute_instance)| MigId {
-                        gpu_instance,
-                        compute_instance,
-                    }),
+                    gpu_instance_id: live.instance_ids.map(|(gpu_instance, _)| gpu_instance),
+                    compute_instance_id: live.instance_ids.map(|(_, compute_instance)| compute_instance),
                     host: HostFacts {
                         user: Reading::Value(script.user.clone().unwrap_or_else(|| "demo".into())),
                         // Invented owners: uid 0 for root, 1000 and up for the others.
@@ -399,7 +410,9 @@ impl DemoSource {
                         running_seconds: Reading::Value(running),
                         container: script.cgroup.as_deref().and_then(container_of),
                         namespace_pid: None,
-                        mapping: PidMapping::Same,
+                        local_pid: Some(live.pid),
+                        pid_mapping: PidMapping::Same,
+                        unmapped_reason: None,
                     },
                 })
             })

@@ -13,10 +13,42 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::model::{Device, DriverInfo, GpuProcess, Snapshot};
+use crate::model::{Device, GpuProcess, Reading, Snapshot};
 use demo::DemoSource;
 use nvml::NvmlSource;
 use replay::{Recording, RecordingError, ReplaySource};
+
+/// The driver's versions, as a GPU source read them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DriverInfo {
+    /// The kernel driver's version: `550.54.15`.
+    pub driver_version: Reading<String>,
+    /// The NVML library's version.
+    pub nvml_version: Reading<String>,
+    /// As `major.minor`, e.g. `12.4`.
+    pub cuda_driver_version: Reading<String>,
+}
+
+/// Mean and peak of a metric over the last interval, from the driver's sample buffer (the
+/// current reading, mean and peak alike, where the buffer held none: an idle GPU's runs
+/// dry).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Window {
+    /// The mean of the samples.
+    pub(crate) mean: f64,
+    /// The highest sample.
+    pub(crate) peak: f64,
+}
+
+impl Window {
+    /// A window of no samples: the current reading.
+    pub(crate) fn current(now: u32) -> Self {
+        Self {
+            mean: f64::from(now),
+            peak: f64::from(now),
+        }
+    }
+}
 
 /// What a GPU source read: devices and the processes on them.
 #[derive(Debug, Clone)]

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::model::Snapshot;
 use serde::Deserialize;
 
-use crate::model::wire::{self, WireSnapshot};
+use crate::model::wire;
 
 /// Nodes watched at most (a fetch worker each).
 pub const MAX_NODES: usize = 512;
@@ -260,16 +260,16 @@ pub fn fetch(node: &Node) -> Result<(Snapshot, usize), FetchError> {
         return Err(FetchError::Status(status.to_string()));
     }
     let body = &response[split + 4..];
-    let snapshot: WireSnapshot = serde_json::from_slice(body).map_err(FetchError::NotASnapshot)?;
-    if snapshot.version != wire::VERSION {
+    if wire::version_of(body).map_err(FetchError::NotASnapshot)? != wire::VERSION {
         return Err(FetchError::Version);
     }
+    let snapshot: Snapshot = serde_json::from_slice(body).map_err(FetchError::NotASnapshot)?;
     // Read apart from the snapshot: a flattened struct would be buffered whole, unbounded,
     // before the snapshot's own limits apply.
     let alerts: NodeAlerts = serde_json::from_slice(body).map_err(FetchError::NotASnapshot)?;
     let firing = alerts.alerts.iter().filter(|a| a.state == "firing").count();
     // The reason is shown sanitized, as everything from outside, where it is drawn.
-    Ok((snapshot.into_snapshot(SystemTime::now())?, firing))
+    Ok((snapshot.from_wire(SystemTime::now())?, firing))
 }
 
 /// Most alerts read of a node's `/snapshot`.

@@ -199,7 +199,7 @@ impl Engine {
         self.latest_xids = snapshot
             .devices
             .iter()
-            .filter_map(|d| Some((d.index, d.xid_errors.value()?.last_critical?.xid)))
+            .filter_map(|d| Some((d.index, d.last_critical_xid?.xid)))
             .collect();
     }
 

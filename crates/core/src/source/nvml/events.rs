@@ -107,10 +107,7 @@ fn watch(nvml: &Nvml, count: u32, log: &Mutex<Vec<Reading<XidErrors>>>, stopped:
                     };
                     let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
                     if let Reading::Value(counted) = &mut log[index] {
-                        counted.record(XidEvent {
-                            xid,
-                            at: SystemTime::now(),
-                        });
+                        counted.record(XidEvent::new(xid, SystemTime::now()));
                     }
                 }
                 Err(NvmlError::Timeout) => {}

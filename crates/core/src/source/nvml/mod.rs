@@ -28,10 +28,10 @@ use nvml_wrapper::struct_wrappers::device::{ProcessInfo, ProcessUtilizationSampl
 use nvml_wrapper::{Device as NvmlDevice, cuda_driver_version_major, cuda_driver_version_minor};
 use nvml_wrapper_sys::bindings::nvmlDevice_t;
 
-use super::{Activity, Gauge, Reach, Readout};
+use super::{Activity, DriverInfo, Gauge, Reach, Readout, Window};
 use crate::model::{
-    Bar1, Clocks, Device, DeviceStatus, DriverInfo, GpuProcess, HostFacts, Memory, MigDevice, MigId, NvLink,
-    PcieLink, ProcessType, Reading, RemappedRows, RetiredPages, Window,
+    Bar1, Device, DeviceStatus, GpuProcess, HostFacts, Memory, MigDevice, MigId, NvLink, ProcessType,
+    Reading, RemappedRows, RetiredPages,
 };
 
 /// A device sample as the driver gave it, stamped on the driver's own clock: what
@@ -161,7 +161,8 @@ struct StaticFacts {
     pci_bus_id: Reading<String>,
     temperature_slowdown: Reading<u32>,
     temperature_shutdown: Reading<u32>,
-    max_clocks: Clocks,
+    /// Graphics, SM, memory and video.
+    max_clocks: [Reading<u32>; 4],
     max_link_generation: Reading<u32>,
     max_link_width: Reading<u32>,
     fan_count: Reading<u32>,
@@ -176,12 +177,7 @@ impl StaticFacts {
             pci_bus_id: reading(device.pci_info().map(|p| p.bus_id)),
             temperature_slowdown: reading(device.temperature_threshold(TemperatureThreshold::Slowdown)),
             temperature_shutdown: reading(device.temperature_threshold(TemperatureThreshold::Shutdown)),
-            max_clocks: Clocks {
-                graphics: max_clock(Clock::Graphics),
-                sm: max_clock(Clock::SM),
-                memory: max_clock(Clock::Memory),
-                video: max_clock(Clock::Video),
-            },
+            max_clocks: [Clock::Graphics, Clock::SM, Clock::Memory, Clock::Video].map(max_clock),
             max_link_generation: reading(device.max_pcie_link_gen()),
             max_link_width: reading(device.max_pcie_link_width()),
             fan_count: reading(device.num_fans()),
@@ -324,19 +320,19 @@ fn read_mig_devices(device: &NvmlDevice<'_>, found: &[MigHandle]) -> Vec<MigDevi
         .map(|m| {
             // SAFETY: the handle came from this library, which is still initialised.
             let mig = unsafe { NvmlDevice::new(m.handle.0, device.nvml()) };
-            MigDevice {
-                id: m.id,
+            let mut read = MigDevice {
                 profile: m.profile.clone(),
                 uuid: m.uuid.clone(),
-                memory: reading(mig.memory_info().map(|memory| Memory {
-                    total: memory.total,
-                    used: memory.used,
-                    free: memory.free,
-                    reserved: memory.reserved,
-                })),
-                utilization_gpu: reading(mig.utilization_rates().map(|u| u.gpu)),
-                pods: Vec::new(),
-            }
+                utilization_gpu_percent: reading(mig.utilization_rates().map(|u| u.gpu)),
+                ..MigDevice::new(m.id)
+            };
+            read.set_memory(reading(mig.memory_info().map(|memory| Memory {
+                total: memory.total,
+                used: memory.used,
+                free: memory.free,
+                reserved: memory.reserved,
+            })));
+            read
         })
         .collect()
 }
@@ -666,37 +662,48 @@ impl NvmlSource {
             sample_log: self.sample_log.as_ref(),
         };
         match gauge {
-            Gauge::Memory => device.memory = reading(memory_info(&nvml_device)),
+            Gauge::Memory => device.set_memory(reading(memory_info(&nvml_device))),
             Gauge::GpuUtilization => {
-                (device.utilization_gpu, device.utilization_gpu_window) = read_sampled(
+                let (now, window) = read_sampled(
                     &nvml_device,
                     device.index,
                     SampledMetric::GpuUtilization,
                     marks,
                     &pass,
                 );
+                device.utilization_gpu_percent = now;
+                device.utilization_gpu_mean_percent = window.part(|w| w.mean);
+                device.utilization_gpu_peak_percent = window.part(|w| w.peak);
             }
             Gauge::Utilization => {
                 let utilization = read_utilization(&nvml_device, device.index, marks, &pass);
-                device.utilization_gpu = utilization.gpu;
-                device.utilization_memory = utilization.memory;
-                device.utilization_gpu_window = utilization.gpu_window;
-                device.utilization_memory_window = utilization.memory_window;
+                device.utilization_gpu_percent = utilization.gpu;
+                device.utilization_memory_percent = utilization.memory;
+                device.utilization_gpu_mean_percent = utilization.gpu_window.part(|w| w.mean);
+                device.utilization_gpu_peak_percent = utilization.gpu_window.part(|w| w.peak);
+                device.utilization_memory_mean_percent = utilization.memory_window.part(|w| w.mean);
+                device.utilization_memory_peak_percent = utilization.memory_window.part(|w| w.peak);
             }
             Gauge::Temperature => {
-                device.temperature = reading(nvml_device.temperature(TemperatureSensor::Gpu));
+                device.temperature_celsius = reading(nvml_device.temperature(TemperatureSensor::Gpu));
             }
             Gauge::Power => {
-                (device.power_usage_mw, device.power_usage_window) = read_sampled(
+                let (now, window) = read_sampled(
                     &nvml_device,
                     device.index,
                     SampledMetric::PowerMilliwatts,
                     marks,
                     &pass,
                 );
+                device.power_usage_watts = now.part(|mw| f64::from(*mw) / 1000.0);
+                device.power_usage_mean_watts = window.part(|w| w.mean / 1000.0);
+                device.power_usage_peak_watts = window.part(|w| w.peak / 1000.0);
             }
-            Gauge::FanSpeeds => device.fan_speeds = read_fans(&nvml_device, statics),
-            Gauge::Energy => device.energy_mj = reading(nvml_device.total_energy_consumption()),
+            Gauge::FanSpeeds => device.set_fan_speeds(read_fans(&nvml_device, statics)),
+            Gauge::Energy => {
+                device.energy_joules =
+                    reading(nvml_device.total_energy_consumption()).part(|mj| *mj as f64 / 1000.0);
+            }
         }
         self.activity.clear();
     }
@@ -772,16 +779,16 @@ impl NvmlSource {
                 read_processes(&device, index, &statics.uuid, &mut self.process_api, marks, &pass);
             processes.extend(listed);
             if let Some(read) = devices.last_mut() {
-                read.processes_unlisted = unlisted;
+                read.process_list_error = unlisted;
             }
         }
         activity.clear();
         self.process_count = processes.len();
         if let Some(log) = &self.xids {
             let log = log.lock().unwrap_or_else(|e| e.into_inner());
-            for device in devices.iter_mut().filter(|d| d.status == DeviceStatus::Ok) {
+            for device in devices.iter_mut().filter(|d| d.is_ok()) {
                 if let Some(counted) = log.get(device.index as usize) {
-                    device.xid_errors = counted.clone();
+                    device.set_xid_errors(counted);
                 }
             }
         }
@@ -810,17 +817,21 @@ struct Pass<'a> {
 /// user can tell which GPU is gone.
 fn unavailable(index: u32, error: &NvmlError, known: Option<&StaticFacts>) -> Device {
     let reason = error.to_string();
-    let status = match error {
-        NvmlError::GpuLost => DeviceStatus::Lost(reason.clone()),
+    let (status, status_reason) = match error {
+        NvmlError::GpuLost => (DeviceStatus::Lost, reason.clone()),
         // What a GPU that fell off the bus (Xid 79) often answers for its handle, and every
         // call in a container whose devices a host daemon-reload took away.
-        NvmlError::Unknown => DeviceStatus::Lost(format!(
-            "{reason} for the GPU's handle: fallen off the bus (Xid 79), or in a container that \
-             lost its devices (restart the container)"
-        )),
-        _ => DeviceStatus::Failed(reason.clone()),
+        NvmlError::Unknown => (
+            DeviceStatus::Lost,
+            format!(
+                "{reason} for the GPU's handle: fallen off the bus (Xid 79), or in a container \
+                 that lost its devices (restart the container)"
+            ),
+        ),
+        _ => (DeviceStatus::Error, reason.clone()),
     };
     let mut device = Device::unavailable(index, status, &reason);
+    device.status_reason = Some(status_reason);
     if let Some(facts) = known {
         device.name = facts.name.clone();
         device.uuid = facts.uuid.clone();
@@ -937,7 +948,6 @@ fn new_samples(
     let window = Window {
         mean: values.iter().sum::<f64>() / values.len() as f64,
         peak: values.iter().copied().fold(f64::MIN, f64::max),
-        samples: values.len(),
     };
     Ok(Some((window, value(newest))))
 }
@@ -950,11 +960,7 @@ fn window_or_current(
 ) -> Reading<Window> {
     match sampled {
         Ok(Some((window, _))) => Reading::Value(*window),
-        Ok(None) => current.clone().map(|now| Window {
-            mean: f64::from(now),
-            peak: f64::from(now),
-            samples: 0,
-        }),
+        Ok(None) => current.clone().map(Window::current),
         Err(error) => unread(error),
     }
 }
@@ -1080,57 +1086,72 @@ fn read_device(
     }
     let slow = slow.clone().expect("read above");
     activity.set("power, temperature, fans and clocks", gpu);
-    let power = read_sampled(device, index, SampledMetric::PowerMilliwatts, marks, pass);
-    let fan_speeds = read_fans(device, statics);
-    Ok(Device {
+    let (power, power_window) = read_sampled(device, index, SampledMetric::PowerMilliwatts, marks, pass);
+    let watts = |milliwatts: &u32| f64::from(*milliwatts) / 1000.0;
+    let kilobytes = |kb: &u32| u64::from(*kb) * 1024;
+    let mut read = Device {
         index,
-        status: DeviceStatus::Ok,
         name: statics.name.clone(),
         uuid: statics.uuid.clone(),
         pci_bus_id: statics.pci_bus_id.clone(),
-        utilization_gpu: utilization.gpu,
-        utilization_memory: utilization.memory,
-        utilization_gpu_window: utilization.gpu_window,
-        utilization_memory_window: utilization.memory_window,
-        memory,
-        bar1: slow.bar1,
-        temperature: reading(device.temperature(TemperatureSensor::Gpu)),
-        temperature_slowdown: statics.temperature_slowdown.clone(),
-        temperature_shutdown: statics.temperature_shutdown.clone(),
-        fan_speeds,
-        power_usage_mw: power.0,
-        power_usage_window: power.1,
-        power_limit_mw: slow.power_limit_mw,
-        power_enforced_limit_mw: slow.power_enforced_limit_mw,
-        energy_mj: slow.energy_mj,
+        status: DeviceStatus::Ok,
+        status_reason: None,
+        utilization_gpu_mean_percent: utilization.gpu_window.part(|w| w.mean),
+        utilization_gpu_peak_percent: utilization.gpu_window.part(|w| w.peak),
+        utilization_gpu_percent: utilization.gpu,
+        utilization_memory_mean_percent: utilization.memory_window.part(|w| w.mean),
+        utilization_memory_peak_percent: utilization.memory_window.part(|w| w.peak),
+        utilization_memory_percent: utilization.memory,
+        memory_total_bytes: Reading::NotSupported,
+        memory_used_bytes: Reading::NotSupported,
+        memory_free_bytes: Reading::NotSupported,
+        memory_reserved_bytes: Reading::NotSupported,
+        bar1_total_bytes: Reading::NotSupported,
+        bar1_used_bytes: Reading::NotSupported,
+        temperature_celsius: reading(device.temperature(TemperatureSensor::Gpu)),
+        temperature_slowdown_celsius: statics.temperature_slowdown.clone(),
+        temperature_shutdown_celsius: statics.temperature_shutdown.clone(),
+        fan_speed_percent: Reading::NotSupported,
+        fan_speeds_percent: Reading::NotSupported,
+        power_usage_watts: power.part(watts),
+        power_usage_mean_watts: power_window.part(|w| w.mean / 1000.0),
+        power_usage_peak_watts: power_window.part(|w| w.peak / 1000.0),
+        power_limit_watts: slow.power_limit_mw.part(watts),
+        power_enforced_limit_watts: slow.power_enforced_limit_mw.part(watts),
+        energy_joules: slow.energy_mj.part(|mj| *mj as f64 / 1000.0),
         performance_state: reading(device.performance_state().map(|p| p.as_c())),
-        clocks: Clocks {
-            graphics: slow.graphics_clock,
-            sm: clock(Clock::SM),
-            memory: slow.memory_clock,
-            video: slow.video_clock,
-        },
-        max_clocks: statics.max_clocks.clone(),
-        pcie_link: PcieLink {
-            generation: slow.link_generation,
-            width: slow.link_width,
-            max_generation: statics.max_link_generation.clone(),
-            max_width: statics.max_link_width.clone(),
-        },
-        pcie_tx_kbps: throughput.tx_kbps,
-        pcie_rx_kbps: throughput.rx_kbps,
-        encoder: slow.encoder,
-        decoder: slow.decoder,
+        clock_graphics_mhz: slow.graphics_clock,
+        clock_sm_mhz: clock(Clock::SM),
+        clock_memory_mhz: slow.memory_clock,
+        clock_video_mhz: slow.video_clock,
+        clock_max_graphics_mhz: statics.max_clocks[0].clone(),
+        clock_max_sm_mhz: statics.max_clocks[1].clone(),
+        clock_max_memory_mhz: statics.max_clocks[2].clone(),
+        clock_max_video_mhz: statics.max_clocks[3].clone(),
+        pcie_link_generation: slow.link_generation,
+        pcie_link_width: slow.link_width,
+        pcie_link_max_generation: statics.max_link_generation.clone(),
+        pcie_link_max_width: statics.max_link_width.clone(),
+        pcie_tx_bytes_per_second: throughput.tx_kbps.part(kilobytes),
+        pcie_rx_bytes_per_second: throughput.rx_kbps.part(kilobytes),
+        encoder_utilization_percent: slow.encoder,
+        decoder_utilization_percent: slow.decoder,
         ecc_enabled: slow.ecc_enabled,
-        ecc_uncorrected_volatile: slow.ecc_uncorrected_volatile,
-        remapped_rows: slow.remapped_rows,
-        retired_pages: slow.retired_pages,
+        ecc_uncorrected_volatile_errors: slow.ecc_uncorrected_volatile,
+        remapped_rows_correctable: Reading::NotSupported,
+        remapped_rows_uncorrectable: Reading::NotSupported,
+        remapped_rows_pending: Reading::NotSupported,
+        remapped_rows_failure: Reading::NotSupported,
+        retired_pages_single_bit: Reading::NotSupported,
+        retired_pages_double_bit: Reading::NotSupported,
         nvlinks: slow.nvlinks.1,
         // Counted by the event thread, when one watches (see `start_threads`).
         xid_errors: Reading::failed(NOT_WATCHED),
+        last_xid: None,
+        last_critical_xid: None,
         compute_mode: slow.compute_mode,
         persistence_mode: slow.persistence_mode,
-        mig_enabled: slow.mig_enabled,
+        mig_mode: slow.mig_enabled,
         // Every refresh: the exporter counts the seconds each reason holds the clocks down.
         throttle_reasons: reading(
             device
@@ -1138,10 +1159,16 @@ fn read_device(
                 .map(|reasons| crate::model::clock_event_names(reasons.bits())),
         ),
         mig_devices: read_mig_devices(device, &slow.mig_devices),
-        processes_unlisted: None,
         // The kubelet's, where there is one: the collector asks it.
         pods: Vec::new(),
-    })
+        process_list_error: None,
+    };
+    read.set_memory(memory);
+    read.set_bar1(slow.bar1);
+    read.set_fan_speeds(read_fans(device, statics));
+    read.set_remapped_rows(slow.remapped_rows);
+    read.set_retired_pages(slow.retired_pages);
+    Ok(read)
 }
 
 /// A process list through the newest API the driver has, stepping `api` down for good
@@ -1241,13 +1268,9 @@ fn read_processes(
                     memory_bandwidth_percent: Reading::Value(0),
                     encoder_percent: Reading::Value(0),
                     decoder_percent: Reading::Value(0),
-                    mig: info.gpu_instance_id.zip(info.compute_instance_id).map(
-                        |(gpu_instance, compute_instance)| MigId {
-                            gpu_instance,
-                            compute_instance,
-                        },
-                    ),
-                    host: HostFacts::unread(),
+                    gpu_instance_id: info.gpu_instance_id,
+                    compute_instance_id: info.compute_instance_id,
+                    host: HostFacts::unread(info.pid),
                 }),
             }
         }
