@@ -8,6 +8,7 @@
 //! size or age limit it becomes `FILE.1` (replacing the previous one) and a new `FILE`
 //! starts: the recording stays within the limits and keeps the latest data.
 
+use anyhow::{Context, anyhow};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -29,21 +30,13 @@ pub struct Limits {
     pub max_age_seconds: f64,
 }
 
-/// Why recording failed.
-#[derive(Debug)]
-pub struct RecordError(pub String);
-
-impl std::fmt::Display for RecordError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
 /// Creates `path` for a recording: mode 0600, never over an existing file, never through
 /// a symbolic link (see [`gputop::files`]).
-fn create(path: &Path) -> Result<File, RecordError> {
-    gputop::files::open_for_writing(path, gputop::files::Write::CreateNew)
-        .map_err(|e| RecordError(e.to_string()))
+fn create(path: &Path) -> anyhow::Result<File> {
+    Ok(gputop::files::open_for_writing(
+        path,
+        gputop::files::Write::CreateNew,
+    )?)
 }
 
 /// Writes one recording, segment by segment.
@@ -64,14 +57,14 @@ pub struct Recorder {
 
 impl Recorder {
     /// Starts a recording at `path`. Refuses if `path` or its `.1` segment exists.
-    pub fn create(path: &Path, limits: Limits, interval: f64, hostname: &str) -> Result<Self, RecordError> {
+    pub fn create(path: &Path, limits: Limits, interval: f64, hostname: &str) -> anyhow::Result<Self> {
         let older = previous_segment(path);
         if std::fs::symlink_metadata(&older).is_ok() {
-            return Err(RecordError(format!(
+            return Err(anyhow!(
                 "cannot record to {}: {} exists and would be replaced when the recording rotates",
                 path.display(),
                 older.display()
-            )));
+            ));
         }
         let file = create(path)?;
         let started_ms = std::time::SystemTime::now()
@@ -94,7 +87,7 @@ impl Recorder {
         Ok(recorder)
     }
 
-    fn write_header(&mut self, hostname: &str) -> Result<(), RecordError> {
+    fn write_header(&mut self, hostname: &str) -> anyhow::Result<()> {
         let header = json!({
             "gputop_recording": FORMAT_VERSION,
             "gputop_version": env!("CARGO_PKG_VERSION"),
@@ -108,12 +101,12 @@ impl Recorder {
         self.write_line(&line)
     }
 
-    fn write_line(&mut self, line: &str) -> Result<(), RecordError> {
+    fn write_line(&mut self, line: &str) -> anyhow::Result<()> {
         // One write per line: a kill leaves whole lines and at most one torn last line.
         self.file
             .write_all(line.as_bytes())
             .and_then(|()| self.file.flush())
-            .map_err(|e| RecordError(format!("cannot write {}: {e}", self.path.display())))?;
+            .with_context(|| format!("cannot write {}", self.path.display()))?;
         self.segment_bytes += line.len() as u64;
         Ok(())
     }
@@ -121,7 +114,7 @@ impl Recorder {
     /// Appends a snapshot; rotates first when the segment would pass half the size limit
     /// with it, or has reached half the age limit. A frame too large for half the size limit
     /// even in a fresh segment is refused, so the limit holds for any frame size.
-    pub fn push(&mut self, snapshot: &Snapshot) -> Result<(), RecordError> {
+    pub fn push(&mut self, snapshot: &Snapshot) -> anyhow::Result<()> {
         let half_bytes = self.limits.max_bytes / 2;
         let half_age = self.limits.max_age_seconds / 2.0;
         let stored = to_stored(snapshot);
@@ -136,12 +129,12 @@ impl Recorder {
             (line, key) = self.frame_line(t, &stored);
         }
         if self.segment_bytes + line.len() as u64 > half_bytes {
-            return Err(RecordError(format!(
+            return Err(anyhow!(
                 "cannot record to {}: a frame of {} bytes does not fit in half of --max-size \
                  ({half_bytes} bytes, with the header); raise --max-size",
                 self.path.display(),
                 line.len()
-            )));
+            ));
         }
         self.write_line(&line)?;
         self.since_key = if key { 1 } else { self.since_key + 1 };
@@ -165,10 +158,10 @@ impl Recorder {
         (line, key)
     }
 
-    fn rotate(&mut self, hostname: &str) -> Result<(), RecordError> {
+    fn rotate(&mut self, hostname: &str) -> anyhow::Result<()> {
         let older = previous_segment(&self.path);
         std::fs::rename(&self.path, &older)
-            .map_err(|e| RecordError(format!("cannot rotate {}: {e}", self.path.display())))?;
+            .with_context(|| format!("cannot rotate {}", self.path.display()))?;
         self.file = create(&self.path)?;
         self.segment += 1;
         self.segment_bytes = 0;

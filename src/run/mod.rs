@@ -7,6 +7,7 @@ mod interactive;
 mod manual;
 mod validate;
 
+use anyhow::{Context, anyhow};
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,14 +42,14 @@ pub enum Failure {
     Smi(SmiFailure),
     /// `gputop validate`: this many readings differ beyond the tolerance.
     Disagreement(usize),
-    /// A failure its one line explains (record, replay, export).
-    Message(String),
+    /// A failure its causes explain in one line (record, replay, export, the remote view).
+    Other(anyhow::Error),
 }
 
 impl Failure {
     pub fn exit_code(&self) -> i32 {
         match self {
-            Self::Output(_) | Self::Disagreement(_) | Self::Message(_) => 1,
+            Self::Output(_) | Self::Disagreement(_) | Self::Other(_) => 1,
             Self::Smi(_) => 9,
             Self::Config(_) => 3,
             Self::Nvml(NvmlUnusable::LibraryMissing(_)) => 4,
@@ -61,12 +62,18 @@ impl Failure {
     }
 }
 
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Self::Other(e)
+    }
+}
+
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Config(e) => write!(f, "configuration error: {e}"),
             Self::Output(e) => write!(f, "cannot write the output: {e}"),
-            Self::Message(reason) => f.write_str(reason),
+            Self::Other(e) => write!(f, "{e:#}"),
             Self::Smi(SmiFailure(reason)) => write!(f, "validate: {reason}"),
             Self::Disagreement(n) => write!(
                 f,
@@ -133,7 +140,7 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
         Some(Command::Export(args)) => {
             let web = match &args.web_config_file {
                 Some(path) => crate::output::export::web_config::load(path)
-                    .map_err(|e| Failure::Config(ConfigError(e)))?,
+                    .map_err(|e| Failure::Config(ConfigError(format!("{e:#}"))))?,
                 None => Default::default(),
             };
             let mut source = open_source(cli)?;
@@ -156,7 +163,7 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
                     web,
                 },
             )
-            .map_err(Failure::Message);
+            .map_err(Failure::Other);
         }
         None => {}
     }
@@ -203,9 +210,9 @@ fn one_snapshot(cli: &Cli, window: Duration) -> Result<gputop::model::Snapshot, 
             let snapshot = open_source(&cli).map(|mut source| collect_once(&mut source, window));
             let _ = done.send(snapshot);
         })
-        .map_err(|e| Failure::Message(format!("cannot start the collection thread: {e}")))?;
+        .context("cannot start the collection thread")?;
     result.recv_timeout(ONE_SHOT_LIMIT).unwrap_or_else(|_| {
-        Err(Failure::Message(format!(
+        Err(Failure::Other(anyhow!(
             "NVML did not answer within {} s: the driver may be hung (check `nvidia-smi` and the \
              kernel log for Xid errors) or still initialising without persistence mode",
             ONE_SHOT_LIMIT.as_secs()
@@ -228,7 +235,7 @@ fn interactive_view(
         }
         Ok(source)
     })
-    .map_err(|e| Failure::Message(format!("cannot start the thread opening NVML: {e}")))?;
+    .context("cannot start the thread opening NVML")?;
     let feed = match opening.wait(OPEN_BEFORE_VIEW) {
         Ok(Ok(source)) => Feed::Source(source),
         Ok(Err(why)) => return Err(Failure::Nvml(why)),
@@ -270,13 +277,11 @@ fn theme_of(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Theme {
 /// device sample, then writes the scenario.
 fn run_capture(cli: &Cli, args: &CaptureArgs) -> Result<(), Failure> {
     if cli.demo {
-        return Err(Failure::Message(
-            "gputop capture records a machine's NVML; the demo has none to capture".into(),
-        ));
+        return Err(anyhow!("gputop capture records a machine's NVML; the demo has none to capture").into());
     }
     let mut nvml = NvmlSource::open(cli.nvml_lib.as_deref()).map_err(Failure::Nvml)?;
     let mut file = gputop::files::open_for_writing(&args.file, gputop::files::Write::CreateNew)
-        .map_err(|e| Failure::Message(e.to_string()))?;
+        .map_err(anyhow::Error::from)?;
     nvml.log_samples();
     let hostname = gputop::host::HostCollector::new().hostname().to_string();
     let started = Instant::now();
@@ -302,7 +307,7 @@ fn run_capture(cli: &Cli, args: &CaptureArgs) -> Result<(), Failure> {
     };
     let text = crate::output::capture::scenario(&captured);
     std::io::Write::write_all(&mut file, text.as_bytes())
-        .map_err(|e| Failure::Message(format!("cannot write {}: {e}", args.file.display())))?;
+        .with_context(|| format!("cannot write {}", args.file.display()))?;
     eprintln!(
         "gputop: captured {} refreshes of {} GPU(s) to {}",
         captured.reads.len(),
@@ -321,8 +326,7 @@ fn run_record(cli: &Cli, args: &RecordArgs, effective: &Effective) -> Result<(),
     };
     let interval = settings.display.refresh_interval;
     let hostname = gputop::host::HostCollector::new().hostname().to_string();
-    let mut recorder = Recorder::create(&args.file, limits, interval, &hostname)
-        .map_err(|e| Failure::Message(e.to_string()))?;
+    let mut recorder = Recorder::create(&args.file, limits, interval, &hostname)?;
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [SIGINT, SIGTERM, SIGHUP] {
         signal_hook::flag::register(signal, Arc::clone(&stop)).map_err(Failure::Output)?;
@@ -333,9 +337,7 @@ fn run_record(cli: &Cli, args: &RecordArgs, effective: &Effective) -> Result<(),
     let mut heap = crate::heap::Releaser::default();
     while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| started.elapsed() < d) {
         if let Some(snapshot) = collector.next(Duration::from_millis(200)) {
-            recorder
-                .push(&snapshot)
-                .map_err(|e| Failure::Message(e.to_string()))?;
+            recorder.push(&snapshot)?;
             heap.tick();
         }
     }
@@ -358,20 +360,22 @@ fn refuse_borrowed_privileges() -> Result<(), Failure> {
     let (uid, euid, gid, egid) =
         unsafe { (libc::getuid(), libc::geteuid(), libc::getgid(), libc::getegid()) };
     if uid != euid || gid != egid {
-        return Err(Failure::Message(format!(
+        return Err(anyhow!(
             "refusing to run set-user-ID or set-group-ID (user {uid} running as {euid}, group {gid} as {egid}): \
              install gputop without the setuid and setgid bits"
-        )));
+        )
+        .into());
     }
     if uid == 0 {
         return Ok(());
     }
     let (effective, permitted) = capabilities();
     if effective != 0 || permitted != 0 {
-        return Err(Failure::Message(format!(
+        return Err(anyhow!(
             "refusing to run with capabilities (effective {effective:#x}, permitted {permitted:#x}) \
              that user {uid} does not have: remove them from the file with `setcap -r` or from the service"
-        )));
+        )
+        .into());
     }
     Ok(())
 }
@@ -415,7 +419,7 @@ fn run_replay(
     effective: &Effective,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(), Failure> {
-    let recording = Recording::open(&args.file).map_err(|e| Failure::Message(e.to_string()))?;
+    let recording = Recording::open(&args.file).map_err(anyhow::Error::from)?;
     if args.info {
         let first = recording
             .first_problem
@@ -432,11 +436,9 @@ fn run_replay(
     }
     if args.once || args.json || !std::io::stdout().is_terminal() {
         let index = args.at.map_or(recording.len() - 1, |at| recording.index_at(at));
-        let snapshot = cli.selection(env("CUDA_VISIBLE_DEVICES").as_deref()).apply(
-            &recording
-                .frame(index)
-                .map_err(|e| Failure::Message(e.to_string()))?,
-        );
+        let snapshot = cli
+            .selection(env("CUDA_VISIBLE_DEVICES").as_deref())
+            .apply(&recording.frame(index).map_err(anyhow::Error::from)?);
         let alerts = one_shot_alerts(&effective.settings, &snapshot);
         return emit(&once_report(&snapshot, &alerts, args.json, effective)?);
     }
@@ -445,7 +447,7 @@ fn run_replay(
     settings.display.refresh_interval = recording.interval;
     // A recording's processes are not this machine's: the view never signals them.
     view(
-        Feed::Source(Source::replay(recording, args.speed).map_err(|e| Failure::Message(e.to_string()))?),
+        Feed::Source(Source::replay(recording, args.speed).map_err(anyhow::Error::from)?),
         &settings,
         cli.selection(env("CUDA_VISIBLE_DEVICES").as_deref()),
         cli.readonly || settings.signals.readonly,
@@ -457,31 +459,29 @@ fn run_replay(
 fn run_remote(cli: &Cli, effective: &Effective, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failure> {
     let mut nodes = Vec::new();
     for address in &cli.remote {
-        nodes.push(Node::parse(address).map_err(|e| Failure::Message(format!("--remote {e}")))?);
+        nodes.push(Node::parse(address).map_err(|e| anyhow!("--remote {e}"))?);
     }
     if let Some(path) = &cli.hosts_file {
         let text = gputop::files::read_text(path, 1 << 20)
-            .map_err(|e| Failure::Message(format!("{}: cannot read the hosts file: {e}", path.display())))?;
-        let listed =
-            parse_hosts_file(&text).map_err(|e| Failure::Message(format!("{}: {e}", path.display())))?;
+            .with_context(|| format!("{}: cannot read the hosts file", path.display()))?;
+        let listed = parse_hosts_file(&text).with_context(|| path.display().to_string())?;
         nodes.extend(listed);
     }
     if nodes.is_empty() {
-        return Err(Failure::Message(
-            "no nodes to watch: give --remote URL or a hosts file with addresses".into(),
-        ));
+        return Err(anyhow!("no nodes to watch: give --remote URL or a hosts file with addresses").into());
     }
     if nodes.len() > MAX_NODES {
-        return Err(Failure::Message(format!(
+        return Err(anyhow!(
             "{} nodes: the remote view watches at most {MAX_NODES}",
             nodes.len()
-        )));
+        )
+        .into());
     }
     if !std::io::stdout().is_terminal() {
-        return Err(Failure::Message(
+        return Err(anyhow!(
             "the remote view needs a terminal; for one node's report use curl http://NODE:9835/snapshot"
-                .into(),
-        ));
+        )
+        .into());
     }
     // Remote processes are not this machine's: the view never signals them.
     view(

@@ -10,6 +10,7 @@ pub mod server;
 pub mod usage_state;
 pub mod web_config;
 
+use anyhow::Context;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -79,7 +80,7 @@ pub fn run(
     options: Options,
     mut sink: Sink,
     serving: Serving,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     // The exporter keeps history and judges the alert rules as the view does: /snapshot
     // lists the pending and firing alerts, and the alert log and notifications work
     // without a terminal.
@@ -110,7 +111,7 @@ pub fn run(
         None => None,
     };
     let address = &serving.address;
-    let listener = TcpListener::bind(address).map_err(|e| format!("cannot listen on {address}: {e}"))?;
+    let listener = TcpListener::bind(address).with_context(|| format!("cannot listen on {address}"))?;
     let bound = listener
         .local_addr()
         .map_or_else(|_| address.to_string(), |a| a.to_string());
@@ -139,8 +140,8 @@ pub fn run(
     // (or after two intervals and a second, should collection hang).
     let stopping = Arc::new(AtomicBool::new(false));
     let (saved, saved_at_stop) = mpsc::channel::<()>();
-    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
-        .map_err(|e| format!("cannot handle signals: {e}"))?;
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP]).context("cannot handle signals")?;
     let asked = Arc::clone(&stopping);
     std::thread::Builder::new()
         .name("gputop-signals".into())
@@ -151,7 +152,7 @@ pub fn run(
                 std::process::exit(0);
             }
         })
-        .map_err(|e| format!("cannot handle signals: {e}"))?;
+        .context("cannot handle signals")?;
     let _collector = Collector::spawn_with_host(
         source,
         pod_naming_host(&settings.collect.pod_resources_socket),
@@ -162,7 +163,10 @@ pub fn run(
             if let Some(state) = state.as_mut().filter(|s| stop || s.due())
                 && let Err(problem) = state.save(monitor.usage())
             {
-                eprintln!("gputop export: {}", gputop::format::sanitize(&problem));
+                eprintln!(
+                    "gputop export: {}",
+                    gputop::format::sanitize(&format!("{problem:#}"))
+                );
             }
             if stop {
                 let _ = saved.send(());
@@ -176,7 +180,7 @@ pub fn run(
             true
         }),
     )
-    .map_err(|e| format!("cannot start the collector: {e}"))?;
+    .context("cannot start the collector")?;
     server::serve(
         listener,
         pages,

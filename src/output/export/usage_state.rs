@@ -7,6 +7,7 @@
 //! exporter at a time keeps a directory's totals: it holds a lock on `usage.json.lock` (with
 //! its PID in it) while it runs, and a second is refused with a line naming the first.
 
+use anyhow::{Context, bail};
 use std::fs::File;
 use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
@@ -49,15 +50,15 @@ pub struct UsageState {
 
 /// Takes the lock on `path`'s totals for this process, creating the directory (0700) and the
 /// lock file (0600); `Err` names the exporter that holds it.
-fn lock(path: &Path) -> Result<File, String> {
+fn lock(path: &Path) -> anyhow::Result<File> {
     let directory = path.parent().unwrap_or(Path::new("."));
     let lock_path = path.with_extension("json.lock");
-    let fail = |e: std::io::Error| format!("cannot lock the usage totals at {}: {e}", lock_path.display());
+    let fail = || format!("cannot lock the usage totals at {}", lock_path.display());
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(directory)
-        .map_err(fail)?;
+        .with_context(fail)?;
     let mut file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -66,12 +67,12 @@ fn lock(path: &Path) -> Result<File, String> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&lock_path)
-        .map_err(fail)?;
+        .with_context(fail)?;
     // SAFETY: flock on a descriptor this function owns.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         let error = std::io::Error::last_os_error();
         if error.raw_os_error() != Some(libc::EWOULDBLOCK) {
-            return Err(fail(error));
+            return Err(error).with_context(fail);
         }
         let mut holder = String::new();
         let _ = (&file).take(32).read_to_string(&mut holder);
@@ -81,16 +82,16 @@ fn lock(path: &Path) -> Result<File, String> {
         } else {
             format!(" (PID {holder})")
         };
-        return Err(format!(
+        bail!(
             "another gputop export{who} keeps the usage totals in {}: stop it first, or give \
              this one a state directory of its own (STATE_DIRECTORY or XDG_STATE_HOME)",
             directory.display()
-        ));
+        );
     }
     file.set_len(0)
         .and_then(|()| file.rewind())
         .and_then(|()| writeln!(file, "{}", std::process::id()))
-        .map_err(fail)?;
+        .with_context(fail)?;
     Ok(file)
 }
 
@@ -99,7 +100,7 @@ impl UsageState {
     /// `monitor`'s usage. `Err`: another exporter holds them, or the lock could not be made. The
     /// message beside `Ok`, if any, says what was wrong with the file and where it was set
     /// aside.
-    pub fn open(path: PathBuf, monitor: &mut Monitor) -> Result<(Self, Option<String>), String> {
+    pub fn open(path: PathBuf, monitor: &mut Monitor) -> anyhow::Result<(Self, Option<String>)> {
         let lock = lock(&path)?;
         let problem = match gputop::files::read_text(&path, MAX_BYTES) {
             Err(_) if !path.exists() => None,
@@ -139,15 +140,15 @@ impl UsageState {
 
     /// Writes the totals: to a new file beside the old, flushed to disk, then renamed over
     /// it, so a crash leaves the old file or the new one, never part of one.
-    pub fn save(&mut self, accounting: &Accounting) -> Result<(), String> {
+    pub fn save(&mut self, accounting: &Accounting) -> anyhow::Result<()> {
         self.saved_at = Instant::now();
-        let fail = |e: std::io::Error| format!("cannot write {}: {e}", self.path.display());
+        let fail = || format!("cannot write {}", self.path.display());
         let directory = self.path.parent().unwrap_or(Path::new("."));
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(directory)
-            .map_err(fail)?;
+            .with_context(fail)?;
         let fresh = self.path.with_extension("json.new");
         let mut file = std::fs::OpenOptions::new()
             .write(true)
@@ -157,14 +158,14 @@ impl UsageState {
             // Never through a link planted in the directory.
             .custom_flags(libc::O_NOFOLLOW)
             .open(&fresh)
-            .map_err(fail)?;
+            .with_context(fail)?;
         file.write_all(accounting.saved().to_string().as_bytes())
             .and_then(|()| file.sync_all())
-            .map_err(fail)?;
-        std::fs::rename(&fresh, &self.path).map_err(fail)?;
+            .with_context(fail)?;
+        std::fs::rename(&fresh, &self.path).with_context(fail)?;
         // The rename itself, to disk.
         std::fs::File::open(directory)
             .and_then(|d| d.sync_all())
-            .map_err(fail)
+            .with_context(fail)
     }
 }

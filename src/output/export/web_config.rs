@@ -14,6 +14,7 @@
 //!
 //! TLS is rustls's; the certificate files are read once, at start.
 
+use anyhow::{Context, anyhow, bail};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -63,9 +64,9 @@ pub struct WebConfig {
 
 /// Reads and checks `path`: the YAML, the certificates and keys it names, the bcrypt
 /// hashes. An error names the file (and line and column for the YAML).
-pub fn load(path: &Path) -> Result<WebConfig, String> {
+pub fn load(path: &Path) -> anyhow::Result<WebConfig> {
     let shown = path.display();
-    let text = gputop::files::read_text(path, MAX_BYTES).map_err(|e| format!("{shown}: {e}"))?;
+    let text = gputop::files::read_text(path, MAX_BYTES).with_context(|| shown.to_string())?;
     let file: File = serde_norway::from_str(&text).map_err(|e| {
         let place = e
             .location()
@@ -73,24 +74,22 @@ pub fn load(path: &Path) -> Result<WebConfig, String> {
         // The crate's message repeats the place at its end.
         let message = e.to_string();
         let message = message.split(" at line ").next().unwrap_or(&message).to_string();
-        gputop::format::sanitize(&format!("{shown}{place}: {message}"))
+        anyhow!(gputop::format::sanitize(&format!("{shown}{place}: {message}")))
     })?;
     if file.http_server_config.and_then(|h| h.http2) == Some(true) {
-        return Err(format!(
-            "{shown}: http_server_config.http2: gputop serves HTTP/1.1 only; remove it or set false"
-        ));
+        bail!("{shown}: http_server_config.http2: gputop serves HTTP/1.1 only; remove it or set false");
     }
     let directory = path.parent().unwrap_or(Path::new("."));
     let tls = file
         .tls_server_config
-        .map(|t| tls_config(&t, directory).map_err(|e| format!("{shown}: tls_server_config: {e}")))
+        .map(|t| tls_config(&t, directory).with_context(|| format!("{shown}: tls_server_config")))
         .transpose()?;
     let auth = if file.basic_auth_users.is_empty() {
         None
     } else {
         for (user, hash) in &file.basic_auth_users {
             if hash.parse::<bcrypt::HashParts>().is_err() {
-                return Err(gputop::format::sanitize(&format!(
+                bail!(gputop::format::sanitize(&format!(
                     "{shown}: basic_auth_users: {user}: not a bcrypt hash (make one with \
                      htpasswd -nBC 10 \"\" | tr -d ':\\n')"
                 )));
@@ -112,60 +111,53 @@ enum ClientCertificates {
     Required,
 }
 
-fn tls_config(file: &TlsFile, directory: &Path) -> Result<Arc<rustls::ServerConfig>, String> {
+fn tls_config(file: &TlsFile, directory: &Path) -> anyhow::Result<Arc<rustls::ServerConfig>> {
     // The settings first, then the files they name.
     let versions: &[&rustls::SupportedProtocolVersion] = match file.min_version.as_deref() {
         None | Some("TLS12") => &[&rustls::version::TLS13, &rustls::version::TLS12],
         Some("TLS13") => &[&rustls::version::TLS13],
-        Some(other) => return Err(format!("min_version: {other}: expected TLS12 or TLS13")),
+        Some(other) => bail!("min_version: {other}: expected TLS12 or TLS13"),
     };
     let clients = match file.client_auth_type.as_deref() {
         None | Some("NoClientCert") => ClientCertificates::None,
         Some("RequireAndVerifyClientCert") => ClientCertificates::Required,
         Some("VerifyClientCertIfGiven") => ClientCertificates::VerifiedIfGiven,
-        Some(other @ ("RequestClientCert" | "RequireAnyClientCert")) => {
-            return Err(format!(
-                "client_auth_type: {other}: gputop does not take client certificates it cannot \
-                 verify; use RequireAndVerifyClientCert or VerifyClientCertIfGiven with client_ca_file"
-            ));
-        }
-        Some(other) => {
-            return Err(format!(
-                "client_auth_type: {other}: expected NoClientCert, VerifyClientCertIfGiven or \
-                 RequireAndVerifyClientCert"
-            ));
-        }
+        Some(other @ ("RequestClientCert" | "RequireAnyClientCert")) => bail!(
+            "client_auth_type: {other}: gputop does not take client certificates it cannot \
+             verify; use RequireAndVerifyClientCert or VerifyClientCertIfGiven with client_ca_file"
+        ),
+        Some(other) => bail!(
+            "client_auth_type: {other}: expected NoClientCert, VerifyClientCertIfGiven or \
+             RequireAndVerifyClientCert"
+        ),
     };
-    let read_pem = |p: &Path| -> Result<Vec<u8>, String> {
+    let read_pem = |p: &Path| -> anyhow::Result<Vec<u8>> {
         let full = directory.join(p);
-        gputop::files::read_text(&full, MAX_BYTES)
-            .map(String::into_bytes)
-            .map_err(|e| format!("{}: {e}", full.display()))
+        let text = gputop::files::read_text(&full, MAX_BYTES).with_context(|| full.display().to_string())?;
+        Ok(text.into_bytes())
     };
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&read_pem(&file.cert_file)?)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("cert_file: {e}"))?;
+        .context("cert_file")?;
     if certs.is_empty() {
-        return Err("cert_file: no certificate in it".into());
+        bail!("cert_file: no certificate in it");
     }
-    let key =
-        PrivateKeyDer::from_pem_slice(&read_pem(&file.key_file)?).map_err(|e| format!("key_file: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(&read_pem(&file.key_file)?).context("key_file")?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
-        .with_protocol_versions(versions)
-        .map_err(|e| e.to_string())?;
+        .with_protocol_versions(versions)?;
     let builder = if clients == ClientCertificates::None {
         builder.with_no_client_auth()
     } else {
         let ca = file
             .client_ca_file
             .as_deref()
-            .ok_or("client_ca_file: needed to verify client certificates")?;
+            .context("client_ca_file: needed to verify client certificates")?;
         let mut roots = rustls::RootCertStore::empty();
         for cert in CertificateDer::pem_slice_iter(&read_pem(ca)?) {
             roots
-                .add(cert.map_err(|e| format!("client_ca_file: {e}"))?)
-                .map_err(|e| format!("client_ca_file: {e}"))?;
+                .add(cert.context("client_ca_file")?)
+                .context("client_ca_file")?;
         }
         let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
         let verifier = if clients == ClientCertificates::VerifiedIfGiven {
@@ -173,11 +165,11 @@ fn tls_config(file: &TlsFile, directory: &Path) -> Result<Arc<rustls::ServerConf
         } else {
             verifier
         };
-        builder.with_client_cert_verifier(verifier.build().map_err(|e| format!("client_ca_file: {e}"))?)
+        builder.with_client_cert_verifier(verifier.build().context("client_ca_file")?)
     };
     let config = builder
         .with_single_cert(certs, key)
-        .map_err(|e| format!("cert_file and key_file: {e}"))?;
+        .context("cert_file and key_file")?;
     Ok(Arc::new(config))
 }
 
