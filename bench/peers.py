@@ -17,7 +17,10 @@ scenario, with the same real sleeping processes. Measured per tool and scenario:
 The long runs of all tools go at the same time (CPU seconds are each process's own
 counters); one-shots and latencies run one at a time. Prints a markdown table.
 
-    python3 bench/peers.py [--minutes 10] [--short-minutes 1] [--smoke]
+    python3 bench/peers.py [--minutes 10] [--short-minutes 1] [--smoke] [--before BINARY]
+
+`--before` measures a gputop built from an earlier commit beside this one, in the same run
+("gputop before"), so a change's cost is a ratio from one run, not two runs' difference.
 """
 
 import argparse
@@ -43,6 +46,8 @@ GPUTOP = ROOT / "target/release/gputop"
 SIM = ROOT / "target/release/libnvml_sim.so"
 # nvtop 3.2, built from source by peers.sh: Debian 12's nvtop (3.0.1) has no one-shot mode.
 NVTOP_ONCE = ROOT / "target/bench-nvtop/nvtop"
+# A gputop built from an earlier commit (--before), measured as "gputop before".
+BEFORE = None
 TICK = os.sysconf("SC_CLK_TCK")
 COLS, ROWS = 200, 50
 
@@ -83,6 +88,8 @@ def tools(simdir, interval):
     """Interactive command lines, per tool, at `interval` seconds."""
     lib = str(simdir / "libnvidia-ml.so.1")
     out = {"gputop": [str(GPUTOP), "--nvml-lib", lib, "--interval", f"{interval:g}"]}
+    if BEFORE:
+        out["gputop before"] = [str(BEFORE)] + out["gputop"][1:]
     if (VENV / "bin/nvitop").exists():
         out["nvitop"] = [str(VENV / "bin/nvitop"), "--monitor", "full", "--interval", f"{interval:g}"]
     if shutil.which("nvtop"):
@@ -93,6 +100,8 @@ def tools(simdir, interval):
 def one_shots(simdir):
     lib = str(simdir / "libnvidia-ml.so.1")
     out = {"gputop": [str(GPUTOP), "--once", "--nvml-lib", lib]}
+    if BEFORE:
+        out["gputop before"] = [str(BEFORE)] + out["gputop"][1:]
     if (VENV / "bin/nvitop").exists():
         out["nvitop"] = [str(VENV / "bin/nvitop"), "-1"]
     if NVTOP_ONCE.exists():
@@ -243,7 +252,7 @@ def steady(runs, warmup, minutes):
     return out
 
 
-SORT_KEYS = {"gputop": b".", "nvitop": b".", "nvtop": b"+"}
+SORT_KEYS = {"gputop": b".", "gputop before": b".", "nvitop": b".", "nvtop": b"+"}
 
 
 def keypress_latency(command, env, name, presses):
@@ -317,7 +326,10 @@ def main():
     parser.add_argument("--short-minutes", type=float, default=1.0, help="the 0.25 s interval run")
     parser.add_argument("--runs", type=int, default=7, help="one-shot runs per tool")
     parser.add_argument("--smoke", action="store_true", help="tiny scenario, short runs (CI)")
+    parser.add_argument("--before", type=Path, help="a gputop of an earlier commit, measured beside")
     args = parser.parse_args()
+    global BEFORE
+    BEFORE = args.before
     if args.smoke:
         args.minutes, args.short_minutes, args.runs = 0.05, 0.05, 2
     shapes = [("1 GPU, 4 processes", 1, 4)]
@@ -396,6 +408,7 @@ def main():
           f"ratios are gputop / peer, from this run.\n")
     versions = {
         "gputop": subprocess.run([str(GPUTOP), "-V"], capture_output=True, text=True).stdout.strip(),
+        "gputop before": f"gputop before: {BEFORE}" if BEFORE else "",
         "nvitop": subprocess.run([str(VENV / "bin/nvitop"), "--version"], capture_output=True, text=True).stdout.strip()
         if (VENV / "bin/nvitop").exists() else "missing",
         "nvtop": subprocess.run(["nvtop", "--version"], capture_output=True, text=True).stdout.strip()
@@ -405,14 +418,14 @@ def main():
         "gpustat": subprocess.run([str(VENV / "bin/gpustat"), "--version"], capture_output=True, text=True).stdout.strip()
         if (VENV / "bin/gpustat").exists() else "missing",
     }
-    print("Versions: " + "; ".join(f"{v}" for v in versions.values()) + "\n")
+    print("Versions: " + "; ".join(f"{v}" for v in versions.values() if v) + "\n")
     for label, by_tool in results.items():
         g = by_tool.get("gputop", {})
         print(f"### {label}\n")
         print("| tool | one-shot | peak RSS one-shot | CPU s/min @1s | CPU s/min @0.25s | RSS after run | "
               "terminal bytes/min | NVML calls/s | sort key latency |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-        for name in ["gputop", "nvitop", "nvtop", "gpustat"]:
+        for name in ["gputop", "gputop before", "nvitop", "nvtop", "gpustat"]:
             f = by_tool.get(name)
             if not f:
                 continue
