@@ -229,4 +229,61 @@ fn main() {
     } else {
         println!("read through NVML: skipped, build the simulator first (cargo build -p nvml-sim)");
     }
+
+    drm_sweep();
+}
+
+/// The DRM reader's sweep of `/proc` on a fake tree of 1000 processes with 10 fds each, 10
+/// of which hold a GPU: the first read opens every fd directory, a steady one only the GPU
+/// holders' and a tenth of the others'.
+fn drm_sweep() {
+    use gputop::source::drm::DrmReader;
+    use std::os::unix::fs::symlink;
+    let dir = std::env::temp_dir().join(format!("gputop-bench-drm-{}", std::process::id()));
+    let (proc, sys) = (dir.join("proc"), dir.join("sys"));
+    let card = sys.join("class/drm/card0");
+    std::fs::create_dir_all(&card).unwrap();
+    symlink("../../../bus/pci/devices/0000:03:00.0", card.join("device")).unwrap();
+    let device = sys.join("bus/pci/devices/0000:03:00.0");
+    std::fs::create_dir_all(&device).unwrap();
+    std::fs::write(device.join("vendor"), "0x1002\n").unwrap();
+    std::fs::write(device.join("uevent"), "DRIVER=amdgpu\n").unwrap();
+    std::fs::write(device.join("gpu_busy_percent"), "50\n").unwrap();
+    for pid in 1000..2000u32 {
+        let fds = proc.join(pid.to_string()).join("fd");
+        let infos = proc.join(pid.to_string()).join("fdinfo");
+        std::fs::create_dir_all(&fds).unwrap();
+        std::fs::create_dir_all(&infos).unwrap();
+        for fd in 0..10 {
+            let gpu = pid % 100 == 0 && fd == 9;
+            let target = if gpu { "/dev/dri/renderD128" } else { "/dev/null" };
+            symlink(target, fds.join(fd.to_string())).unwrap();
+            if gpu {
+                let body = format!(
+                    "drm-driver:\tamdgpu\ndrm-client-id:\t{pid}\ndrm-pdev:\t0000:03:00.0\n\
+                     drm-resident-vram:\t1048576 KiB\ndrm-engine-gfx:\t{pid}000000 ns\n"
+                );
+                std::fs::write(infos.join(fd.to_string()), body).unwrap();
+            }
+        }
+    }
+    let first = {
+        let mut reader = DrmReader::new(&proc, &sys);
+        let start = Instant::now();
+        black_box(reader.read());
+        start.elapsed()
+    };
+    let mut reader = DrmReader::new(&proc, &sys);
+    let steady = median(
+        || {
+            black_box(reader.read());
+        },
+        51,
+    );
+    println!(
+        "DRM sweep, 1000 processes x 10 fds, 10 on a GPU: first {:.3} ms, steady {:.3} ms",
+        first.as_secs_f64() * 1e3,
+        steady.as_secs_f64() * 1e3
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

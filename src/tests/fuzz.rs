@@ -1,6 +1,6 @@
 //! Fuzzing the readers of data from outside: the config parser, the snapshot reader (what a
-//! remote node's `/snapshot` says), the recording reader and the simulator's scenario
-//! parser. Each target first replays its corpus (`tests/fuzz/<target>/`, plus the files the
+//! remote node's `/snapshot` says), the recording reader, the simulator's scenario parser and
+//! the DRM readers (`/proc/PID/fdinfo` and sysfs attributes of AMD and Intel GPUs). Each target first replays its corpus (`tests/fuzz/<target>/`, plus the files the
 //! project ships of that kind), then feeds it mutated inputs for `GPUTOP_FUZZ_SECONDS`
 //! seconds (1 by default; `.ci/run` gives each a minute). A snapshot that is accepted is also
 //! drawn, reported and fed to the monitor, so what a reader lets through cannot break what
@@ -268,5 +268,77 @@ fn fuzz_the_scenario_parser() {
     fuzz("scenario", &shipped, |input| {
         let text = String::from_utf8_lossy(input);
         let _ = nvml_sim::scenario::Scenario::parse(&text, "fuzz", &|_| Some("1 2 3".into()));
+    });
+}
+
+/// The DRM readers: every attribute of an AMD and an Intel GPU's sysfs and hwmon, and the
+/// fdinfo of a process holding both, are the fuzzed input; read twice, as refreshes do.
+#[test]
+fn fuzz_the_drm_readers() {
+    use gputop::source::drm::{DrmReader, fdinfo::Fdinfo};
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().unwrap();
+    let (proc, sys) = (dir.path().join("proc"), dir.path().join("sys"));
+    let mut attributes = Vec::new();
+    for (card, slot, vendor, driver) in [
+        (0, "0000:03:00.0", "0x1002", "amdgpu"),
+        (1, "0000:08:00.0", "0x8086", "xe"),
+    ] {
+        let class = sys.join(format!("class/drm/card{card}"));
+        std::fs::create_dir_all(&class).unwrap();
+        symlink(format!("../../../bus/pci/devices/{slot}"), class.join("device")).unwrap();
+        let device = sys.join("bus/pci/devices").join(slot);
+        std::fs::create_dir_all(device.join("hwmon/hwmon0")).unwrap();
+        std::fs::create_dir_all(device.join("tile0/gt0/freq0")).unwrap();
+        std::fs::write(device.join("vendor"), vendor).unwrap();
+        std::fs::write(device.join("uevent"), format!("DRIVER={driver}\n")).unwrap();
+        for name in [
+            "gpu_busy_percent",
+            "mem_busy_percent",
+            "mem_info_vram_total",
+            "mem_info_vram_used",
+            "mem_info_gtt_total",
+            "mem_info_gtt_used",
+            "power/runtime_status",
+            "tile0/gt0/freq0/act_freq",
+        ] {
+            attributes.push(device.join(name));
+        }
+        for name in [
+            "temp1_input",
+            "temp2_input",
+            "power1_average",
+            "power1_input",
+            "power1_cap",
+            "power1_max",
+            "energy1_input",
+            "freq1_input",
+            "freq2_input",
+            "pwm1",
+            "pwm1_max",
+        ] {
+            attributes.push(device.join("hwmon/hwmon0").join(name));
+        }
+        std::fs::create_dir_all(device.join("power")).unwrap();
+    }
+    let process = proc.join("100");
+    std::fs::create_dir_all(process.join("fd")).unwrap();
+    std::fs::create_dir_all(process.join("fdinfo")).unwrap();
+    for (fd, node) in [(3, "renderD128"), (4, "renderD129")] {
+        symlink(
+            format!("/dev/dri/{node}"),
+            process.join("fd").join(fd.to_string()),
+        )
+        .unwrap();
+        attributes.push(process.join("fdinfo").join(fd.to_string()));
+    }
+    fuzz("drm", &[], |input| {
+        let _ = Fdinfo::parse(input);
+        for path in &attributes {
+            std::fs::write(path, input).unwrap();
+        }
+        let mut reader = DrmReader::new(&proc, &sys);
+        reader.read();
+        reader.read();
     });
 }

@@ -1,9 +1,11 @@
 //! Where device and process readings come from: NVML, the built-in demo, a recording being
-//! replayed, or remote exporters. Each source turns its input into plain [`Readout`] or
-//! snapshot values; only [`nvml`] talks to the driver. NVML, the demo and a replay are
+//! replayed, remote exporters, or the kernel's DRM interfaces for AMD and Intel GPUs
+//! ([`drm`]). Each source turns its input into plain [`Readout`] or snapshot values; only
+//! [`nvml`] talks to the driver. NVML, the demo and a replay are
 //! [`Source`]s, read by the one collector.
 
 pub mod demo;
+pub mod drm;
 pub mod nvml;
 pub mod remote;
 pub mod replay;

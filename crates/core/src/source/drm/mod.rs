@@ -1,0 +1,189 @@
+//! AMD and Intel GPUs through the kernel's DRM interfaces, without vendor libraries: the
+//! devices from sysfs and hwmon ([`sysfs`]), the processes using them from `/proc/PID/fdinfo`
+//! ([`clients`], [`fdinfo`]). Every path is read under a root ([`RootedFiles`]), so a
+//! container that mounts the host's `/proc` and `/sys` elsewhere, and the tests' fake trees,
+//! are read alike.
+
+pub mod clients;
+pub mod fdinfo;
+pub mod sysfs;
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use clients::{ClientTracker, EngineClass, ProcessUse};
+use sysfs::{DeviceFigures, DrmDevice};
+
+/// The files a DRM reader reads, relative to its root.
+pub trait Files {
+    /// The names in a directory.
+    fn list(&self, dir: &Path) -> std::io::Result<Vec<String>>;
+    /// Where a symbolic link points.
+    fn link(&self, path: &Path) -> std::io::Result<PathBuf>;
+    /// At most `max` bytes of a file.
+    fn read(&self, path: &Path, max: usize) -> std::io::Result<Vec<u8>>;
+    /// A small text file (a sysfs attribute), `None` when it cannot be read.
+    fn text(&self, path: &Path) -> Option<String> {
+        self.read(path, 4096)
+            .ok()
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+    }
+}
+
+/// The machine's files under a root directory: `/proc`, `/sys`, or where a container mounts
+/// the host's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RootedFiles {
+    root: PathBuf,
+}
+
+impl RootedFiles {
+    /// Files under `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+}
+
+impl Files for RootedFiles {
+    fn list(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+        std::fs::read_dir(self.root.join(dir))?
+            .map(|entry| Ok(entry?.file_name().to_string_lossy().into_owned()))
+            .collect()
+    }
+
+    fn link(&self, path: &Path) -> std::io::Result<PathBuf> {
+        std::fs::read_link(self.root.join(path))
+    }
+
+    fn read(&self, path: &Path, max: usize) -> std::io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        std::fs::File::open(self.root.join(path))?
+            .take(max as u64)
+            .read_to_end(&mut bytes)?;
+        Ok(bytes)
+    }
+}
+
+/// One GPU with its figures, and what its processes do on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DrmReading {
+    /// The device.
+    pub device: DrmDevice,
+    /// Its sysfs and hwmon figures; `power_watts` for Intel from its energy counter's delta.
+    pub figures: DeviceFigures,
+    /// Percent busy: amdgpu's own figure (`None` where it gives none: the clients' sum
+    /// would miss compute work through `/dev/kfd`); for Intel, which has no busy figure in
+    /// sysfs, the busiest engine class summed over the clients gputop could read.
+    pub busy_percent: Option<f64>,
+    /// Its processes, by PID.
+    pub processes: BTreeMap<u32, ProcessUse>,
+}
+
+/// Reads the machine's AMD and Intel GPUs and their processes, refresh after refresh.
+pub struct DrmReader {
+    procfs: Box<dyn Files + Send>,
+    sysfs: Box<dyn Files + Send>,
+    devices: Vec<DrmDevice>,
+    clients: ClientTracker,
+    /// Intel's energy counters at the last read: microjoules, and when (nanoseconds).
+    energy: HashMap<String, (u64, u64)>,
+    clock: Box<dyn FnMut() -> u64 + Send>,
+}
+
+impl std::fmt::Debug for DrmReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DrmReader")
+            .field("devices", &self.devices)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Nanoseconds of the monotonic clock since the reader began.
+fn monotonic() -> Box<dyn FnMut() -> u64 + Send> {
+    let started = std::time::Instant::now();
+    Box::new(move || u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX))
+}
+
+impl DrmReader {
+    /// A reader of the trees under `procfs` and `sysfs` (`/proc`, `/sys`); the devices are
+    /// found once, here.
+    pub fn new(procfs: impl Into<PathBuf>, sysfs: impl Into<PathBuf>) -> Self {
+        Self::with(
+            Box::new(RootedFiles::new(procfs)),
+            Box::new(RootedFiles::new(sysfs)),
+            monotonic(),
+        )
+    }
+
+    /// A reader of any files, with any clock (the tests' fake trees and time).
+    pub fn with(
+        procfs: Box<dyn Files + Send>,
+        sysfs: Box<dyn Files + Send>,
+        clock: Box<dyn FnMut() -> u64 + Send>,
+    ) -> Self {
+        let devices = sysfs::find_devices(sysfs.as_ref());
+        Self {
+            procfs,
+            sysfs,
+            devices,
+            clients: ClientTracker::default(),
+            energy: HashMap::new(),
+            clock,
+        }
+    }
+
+    /// The devices found.
+    pub fn devices(&self) -> &[DrmDevice] {
+        &self.devices
+    }
+
+    /// Every device's figures and processes now, and how many processes could not be read.
+    pub fn read(&mut self) -> (Vec<DrmReading>, usize) {
+        let sweep = self.clients.sweep(self.procfs.as_ref(), &mut self.clock);
+        let mut readings = Vec::with_capacity(self.devices.len());
+        for device in &self.devices {
+            let mut figures = device.read(self.sysfs.as_ref());
+            let now = (self.clock)();
+            if let Some(energy) = figures.energy_microjoules {
+                let before = self.energy.insert(device.pci_slot.clone(), (energy, now));
+                figures.power_watts = before.and_then(|(was, at)| {
+                    let seconds = now.saturating_sub(at) as f64 / 1e9;
+                    (seconds > 0.0 && energy >= was).then(|| (energy - was) as f64 / 1e6 / seconds)
+                });
+            }
+            let processes: BTreeMap<u32, ProcessUse> = sweep
+                .processes
+                .iter()
+                .filter(|((_, slot), _)| *slot == device.pci_slot)
+                .map(|((pid, _), used)| (*pid, used.clone()))
+                .collect();
+            let busy_percent = match device.vendor {
+                sysfs::Vendor::Amd => figures.busy_percent.map(f64::from),
+                sysfs::Vendor::Intel => busiest_class(&processes),
+            };
+            readings.push(DrmReading {
+                device: device.clone(),
+                figures,
+                busy_percent,
+                processes,
+            });
+        }
+        (readings, sweep.hidden)
+    }
+}
+
+/// The busiest engine class's percent summed over processes (at most 100); `None` before
+/// any client has a rate.
+fn busiest_class(processes: &BTreeMap<u32, ProcessUse>) -> Option<f64> {
+    let mut per_class: BTreeMap<EngineClass, f64> = BTreeMap::new();
+    for used in processes.values() {
+        for (class, percent) in &used.engines {
+            *per_class.entry(*class).or_default() += percent;
+        }
+    }
+    per_class.values().copied().reduce(f64::max).map(|p| p.min(100.0))
+}
+
+#[cfg(test)]
+mod tests;
