@@ -183,23 +183,11 @@ impl ClientTracker {
                 }
             }
         }
-        // Processes not revisited this sweep keep their clients' counters (read again at
-        // their revisit); those of vanished clients go.
+        // Only the clients read in this sweep are kept: a closed client's counters go.
         let mut previous = HashMap::with_capacity(clients.len());
         for (key, seen) in clients {
-            let counters = Counters {
-                at_ns: seen.at_ns,
-                engine_ns: seen.info.engine_ns.clone(),
-                cycles: seen.info.cycles.clone(),
-                total_cycles: seen.info.total_cycles.clone(),
-            };
             let before = self.previous.get(&key);
-            let rates = before.map(|b| rates(&seen.info, b, &counters));
-            let counters = match before {
-                Some(b) => held(b, counters),
-                None => counters,
-            };
-            previous.insert(key.clone(), counters);
+            let rates = before.map(|b| rates(&seen.info, seen.at_ns, b));
             let (owner, sharers) = owner_of(&seen.holders);
             let entry = sweep.processes.entry((owner, key.0.clone())).or_default();
             for sharer in sharers {
@@ -216,6 +204,17 @@ impl ClientTracker {
                 let total = entry.engines.entry(class).or_default();
                 *total = (*total + percent).min(100.0);
             }
+            let counters = Counters {
+                at_ns: seen.at_ns,
+                engine_ns: seen.info.engine_ns,
+                cycles: seen.info.cycles,
+                total_cycles: seen.info.total_cycles,
+            };
+            let kept = match before {
+                Some(b) => held(b, counters),
+                None => counters,
+            };
+            previous.insert(key, kept);
         }
         self.previous = previous;
         sweep
@@ -280,16 +279,17 @@ fn owner_of(holders: &[u32]) -> (u32, Vec<u32>) {
     (owner, sorted.into_iter().filter(|pid| *pid != owner).collect())
 }
 
-/// A client's percent per engine class from its reads `before` and `now`.
-fn rates(info: &Fdinfo, before: &Counters, now: &Counters) -> BTreeMap<EngineClass, f64> {
-    let driver = info.driver.as_deref().unwrap_or("");
-    let capacity = |class: &str| info.capacity.get(class).copied().unwrap_or(1) as f64;
+/// A client's percent per engine class from its read `now` (at `at_ns`) and its counters
+/// `before`.
+fn rates(now: &Fdinfo, at_ns: u64, before: &Counters) -> BTreeMap<EngineClass, f64> {
+    let driver = now.driver.as_deref().unwrap_or("");
+    let capacity = |class: &str| now.capacity.get(class).copied().unwrap_or(1) as f64;
     let mut out: BTreeMap<EngineClass, f64> = BTreeMap::new();
     let mut add = |name: &str, percent: f64| {
         let total = out.entry(EngineClass::of(driver, name)).or_default();
         *total = (*total + percent.clamp(0.0, 100.0)).min(100.0);
     };
-    let elapsed_ns = now.at_ns.saturating_sub(before.at_ns);
+    let elapsed_ns = at_ns.saturating_sub(before.at_ns);
     if elapsed_ns > 0 {
         for (name, busy) in &now.engine_ns {
             // A class absent before was at 0 (amdgpu prints none whose total is 0).
@@ -299,18 +299,14 @@ fn rates(info: &Fdinfo, before: &Counters, now: &Counters) -> BTreeMap<EngineCla
         }
     }
     // xe: cycles over the GPU timestamp of the same two reads, in the GPU's clock.
-    let timestamp = |counters: &Counters, name: &str| {
-        counters
-            .total_cycles
-            .get(name)
-            .or_else(|| counters.total_cycles.values().max())
-            .copied()
+    let timestamp = |totals: &BTreeMap<String, u64>, name: &str| {
+        totals.get(name).or_else(|| totals.values().max()).copied()
     };
     for (name, cycles) in &now.cycles {
         let (Some(was), Some(t1), Some(t0)) = (
             before.cycles.get(name),
-            timestamp(now, name),
-            timestamp(before, name),
+            timestamp(&now.total_cycles, name),
+            timestamp(&before.total_cycles, name),
         ) else {
             continue;
         };

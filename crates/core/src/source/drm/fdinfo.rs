@@ -130,7 +130,9 @@ fn nanoseconds(value: &str) -> Option<u64> {
 }
 
 /// Bytes from a size as the kernel writes it: bare bytes, or `KiB`, `MiB`, `GiB`, and
-/// amdgpu 5.14-5.18's `kB` (which meant KiB). `None` past `u64` or for another unit.
+/// amdgpu 5.14-5.18's `kB` (which meant KiB). `None` past `u64` or for another unit. Not
+/// [`crate::format::parse_size`], which reads sizes as people write them: there `kB` is
+/// 1000 bytes, and decimals go through `f64`, which would round exact counters past 2^53.
 pub fn size(value: &str) -> Option<u64> {
     let (number, unit) = match value.split_once(char::is_whitespace) {
         Some((number, unit)) => (number, unit.trim()),
