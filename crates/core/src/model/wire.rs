@@ -585,7 +585,9 @@ mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
     use super::*;
-    use crate::model::{Bar1, DeviceStatus, HostStats, Memory, MigDevice, MigId, PidMapping, testing};
+    use crate::model::{
+        Bar1, Container, DeviceStatus, HostStats, Memory, MigDevice, MigId, PidMapping, testing,
+    };
 
     /// The committed schema is the one the wire types generate. After a change to them:
     /// `GPUTOP_UPDATE_SCHEMA=1 cargo test -p gputop-core schema`, then review the file's diff.
@@ -665,11 +667,14 @@ mod tests {
         p.host.unmapped_reason = Some("another PID namespace".into());
         p.gpu_instance_id = Some(1);
         p.compute_instance_id = Some(0);
+        p.host.container = Some(Container::in_pod("a1a1a1a1a1a1", Some("5e1f0000-aaaa".into())));
         let lost = Device::unavailable(0, DeviceStatus::Lost, "fallen off the bus");
         let snapshot = testing::snapshot(taken_at, vec![lost, device()], vec![p]);
         let text = document(&snapshot);
         assert_eq!(version_of(text.as_bytes()).unwrap(), VERSION);
-        let back: Snapshot = serde_json::from_str(&text).unwrap();
+        // A label from outside is made again from the container's fields.
+        let tampered = text.replace("pod:5e1f0000/a1a1a1a1a1a1", "\\u001b[2Jforged");
+        let back: Snapshot = serde_json::from_str(&tampered).unwrap();
         let back = back.from_wire(taken_at).unwrap();
         assert_eq!(document(&back), text, "the same on the wire again");
         assert_eq!(back.taken_at, taken_at);
@@ -706,6 +711,7 @@ mod tests {
         assert_eq!(p.local_pid(), None);
         assert_eq!(p.host.user, original.host.user);
         assert_eq!(p.gpu_memory_bytes, original.gpu_memory_bytes);
+        assert_eq!(p.container_label(), "pod:5e1f0000/a1a1a1a1a1a1");
     }
 
     #[test]

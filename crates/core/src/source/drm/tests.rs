@@ -505,3 +505,22 @@ fn a_client_without_an_id_is_one_client_per_fd() {
     let c = readings.iter().find(|r| r.device.pci_slot == C).unwrap();
     assert_eq!(c.processes[&2401].memory[&Region::Vram], 512 * MIB);
 }
+
+#[test]
+fn a_device_runtime_pm_has_put_to_sleep_is_not_woken_by_a_sensor_read() {
+    let (dir, mut reader, _) = machine(&[]);
+    let b = dir.path().join("sys/bus/pci/devices").join(B);
+    std::fs::write(b.join("power/runtime_status"), "suspended\n").unwrap();
+    let (readings, _) = reader.read();
+    let b = readings.iter().find(|r| r.device.pci_slot == B).unwrap();
+    assert!(b.figures.asleep);
+    assert_eq!(
+        (
+            b.figures.power_watts,
+            b.figures.temperature_celsius,
+            b.figures.vram_used_bytes
+        ),
+        (None, None, None),
+        "no figure read"
+    );
+}
