@@ -19,7 +19,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let demo = args.iter().any(|a| a == "--demo");
     let count: Option<usize> = args.iter().find_map(|a| a.parse().ok());
-    let source = if demo { Source::demo() } else { Source::nvml(None)? };
+    let source = if demo {
+        Source::demo()
+    } else {
+        Source::local(None)?
+    };
     let interval = Duration::from_secs(1);
     let collector = Collector::spawn(source, interval)?;
     let settings = Settings::default();

@@ -85,6 +85,14 @@ pub struct Cli {
     #[arg(long, value_name = "PATH", global = true)]
     pub nvml_lib: Option<PathBuf>,
 
+    /// Read processes from this procfs, not /proc (a container that mounts the host's elsewhere)
+    #[arg(long = "path.procfs", value_name = "DIR", global = true)]
+    pub procfs: Option<PathBuf>,
+
+    /// Read AMD and Intel GPUs from this sysfs, not /sys (where the host's is mounted)
+    #[arg(long = "path.sysfs", value_name = "DIR", global = true)]
+    pub sysfs: Option<PathBuf>,
+
     /// Watch other machines' `gputop export` (http://HOST:PORT, HOST:PORT or HOST; port 9835)
     #[arg(long, value_name = "URL", num_args = 1.., value_delimiter = ',', conflicts_with_all = ["demo", "nvml_lib"])]
     pub remote: Vec<String>,

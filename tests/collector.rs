@@ -77,7 +77,7 @@ fn snapshots_flow_and_a_lost_gpu_does_not_stop_the_others() {
     let sim = Simulated::new(SCENARIO);
     let mut source = NvmlSource::open(Some(&sim.lib)).expect("the simulator initialises");
     source.start_threads(Duration::from_millis(50));
-    let collector = Collector::spawn(Source::Nvml(Box::new(source)), Duration::from_millis(100)).unwrap();
+    let collector = Collector::spawn(Source::from(source), Duration::from_millis(100)).unwrap();
 
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut snapshots = Vec::new();
@@ -188,7 +188,7 @@ fn an_on_demand_collector_reads_only_what_is_asked_and_stale() {
     let sim = Simulated::new(ONE_GPU);
     let calls = |name: &str| sim.calls(name);
     let source = NvmlSource::open(Some(&sim.lib)).expect("the simulator initialises");
-    let collector = Collector::on_demand(Source::Nvml(Box::new(source)), Duration::from_secs(1)).unwrap();
+    let collector = Collector::on_demand(Source::from(source), Duration::from_secs(1)).unwrap();
 
     std::thread::sleep(Duration::from_millis(200));
     assert!(collector.latest().is_none(), "nothing is read unasked");

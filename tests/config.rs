@@ -302,13 +302,13 @@ fn metrics_setting_chooses_the_report_columns() {
     );
     let output = gputop(home.path()).args(["--demo", "--once"]).output().unwrap();
     let text = stdout(&output);
-    let header = text.lines().find(|l| l.starts_with("GPU  NAME")).unwrap();
+    let header = text.lines().find(|l| l.starts_with("GPU  VENDOR")).unwrap();
     let columns: Vec<&str> = header
         .split("  ")
         .map(str::trim)
         .filter(|c| !c.is_empty())
         .collect();
-    assert_eq!(columns, ["GPU", "NAME", "FAN", "SM/MEM CLOCK"]);
+    assert_eq!(columns, ["GPU", "VENDOR", "BUS", "NAME", "FAN", "SM/MEM CLOCK"]);
 }
 
 const RULES: &str = r#"[alert]

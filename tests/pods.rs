@@ -167,7 +167,8 @@ fn page(port: u16, path: &str) -> Option<String> {
     (status == 200).then_some(body)
 }
 
-/// The label sets of `family`'s samples, as `name=value` pairs joined by spaces (sorted).
+/// The label sets of `family`'s samples, as `name=value` pairs joined by spaces (sorted),
+/// without the GPU's identity (uuid, name, vendor, driver).
 fn series(metrics: &str, family: &str) -> Vec<String> {
     let mut out: Vec<String> = metrics
         .lines()
@@ -177,7 +178,11 @@ fn series(metrics: &str, family: &str) -> Vec<String> {
             let mut pairs: Vec<String> = labels
                 .split("\",")
                 .map(|pair| pair.trim_end_matches('"').replacen("=\"", "=", 1))
-                .filter(|pair| !pair.starts_with("uuid=") && !pair.starts_with("name="))
+                .filter(|pair| {
+                    !["uuid=", "name=", "vendor=", "driver="]
+                        .iter()
+                        .any(|identity| pair.starts_with(identity))
+                })
                 .collect();
             pairs.sort();
             pairs.join(" ")

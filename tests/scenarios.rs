@@ -480,7 +480,7 @@ fn json_keys_are_exactly_the_documented_schema() {
     assert_eq!(
         keys(&doc),
         "version timestamp hostname pid_namespace driver_version cuda_driver_version nvml_version devices processes \
-         host alerts usage"
+         host hidden_processes alerts usage"
     );
     assert_eq!(
         keys(&doc["alerts"][0]),
@@ -491,11 +491,11 @@ fn json_keys_are_exactly_the_documented_schema() {
     assert_eq!(doc["alerts"].as_array().unwrap().len(), 1, "{}", doc["alerts"]);
     assert_eq!(
         keys(&doc["devices"][0]),
-        "index name uuid pci_bus_id status status_reason utilization_gpu_percent \
+        "index vendor driver name uuid pci_bus_id status status_reason utilization_gpu_percent \
          utilization_gpu_mean_percent utilization_gpu_peak_percent utilization_memory_percent \
          utilization_memory_mean_percent utilization_memory_peak_percent memory_total_bytes \
          memory_used_bytes memory_free_bytes memory_reserved_bytes bar1_total_bytes bar1_used_bytes \
-         temperature_celsius temperature_slowdown_celsius temperature_shutdown_celsius fan_speed_percent \
+         gtt_total_bytes gtt_used_bytes temperature_celsius temperature_slowdown_celsius temperature_shutdown_celsius fan_speed_percent \
          fan_speeds_percent power_usage_watts power_usage_mean_watts power_usage_peak_watts power_limit_watts power_enforced_limit_watts energy_joules \
          performance_state clock_graphics_mhz clock_sm_mhz clock_memory_mhz clock_video_mhz \
          clock_max_graphics_mhz clock_max_sm_mhz clock_max_memory_mhz clock_max_video_mhz \
@@ -508,7 +508,7 @@ fn json_keys_are_exactly_the_documented_schema() {
     );
     assert_eq!(
         keys(&doc["processes"][0]),
-        "pid gpu_index gpu_uuid type gpu_memory_bytes sm_percent memory_bandwidth_percent encoder_percent \
+        "pid gpu_index gpu_uuid type gpu_memory_bytes gpu_system_memory_bytes sm_percent memory_bandwidth_percent encoder_percent \
          decoder_percent gpu_instance_id compute_instance_id user command cpu_percent host_memory_bytes \
          start_time_unix_seconds running_seconds \
          container container_pid local_pid pid_mapping unmapped_reason"

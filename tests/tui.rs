@@ -901,7 +901,11 @@ fn the_screen_is_laid_out_for_80x24_100x30_160x45_and_240x60() {
             .iter()
             .filter(|l| l.contains(" UTIL ") && l.get(..3).is_some_and(|i| i.trim().parse::<u32>().is_ok()))
             .collect();
-        assert_eq!(gpus.len(), 4, "{cols}x{rows}:\n{screen}");
+        assert_eq!(
+            gpus.len(),
+            6,
+            "four NVIDIA GPUs, an AMD and an Intel one: {cols}x{rows}:\n{screen}"
+        );
         for line in &gpus {
             let line = line.trim_end();
             assert!(

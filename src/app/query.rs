@@ -175,6 +175,8 @@ mod tests {
             kind: ProcessType::Compute,
             gpu_memory_bytes: Reading::Value(mem_gib << 30),
             sm_percent: Reading::Value(sm),
+            gpu_system_memory_bytes: Default::default(),
+            engines_percent: Default::default(),
             memory_bandwidth_percent: Reading::Value(0),
             encoder_percent: Reading::Value(0),
             decoder_percent: Reading::Value(0),

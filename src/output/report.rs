@@ -6,7 +6,7 @@
 
 use gputop::format::{human_bytes, human_duration, rfc3339, sanitize, table};
 use gputop::model::wire::WireReport;
-use gputop::model::{Device, DeviceStatus, GpuProcess, Reading, Snapshot};
+use gputop::model::{Device, DeviceStatus, GpuProcess, Reading, Snapshot, Vendor};
 use gputop::monitor::alerts::Active;
 
 const NA: &str = "N/A";
@@ -78,7 +78,13 @@ pub fn text_report(snapshot: &Snapshot, metrics: &[String], alerts: &[Active]) -
         text(&snapshot.driver_version, |v| sanitize(v)),
         text(&snapshot.cuda_driver_version, |v| sanitize(v)),
     );
-    let mut header = vec!["GPU".to_string(), "NAME".to_string()];
+    // Where a GPU is not NVIDIA's, each says whose and where it sits.
+    let makers = snapshot.devices.iter().any(|d| d.vendor != Vendor::Nvidia);
+    let mut header = vec!["GPU".to_string()];
+    if makers {
+        header.extend(["VENDOR".to_string(), "BUS".to_string()]);
+    }
+    header.push("NAME".to_string());
     if let Some(device) = snapshot.devices.first() {
         for metric in metrics {
             header.extend(
@@ -90,7 +96,12 @@ pub fn text_report(snapshot: &Snapshot, metrics: &[String], alerts: &[Active]) -
     }
     let mut rows = vec![header];
     for device in &snapshot.devices {
-        let mut row = vec![device.index.to_string(), text(&device.name, |n| sanitize(n))];
+        let mut row = vec![device.index.to_string()];
+        if makers {
+            row.push(device.vendor.name().to_string());
+            row.push(text(&device.pci_bus_id, |b| sanitize(b)));
+        }
+        row.push(text(&device.name, |n| sanitize(n)));
         match fault(device) {
             None => {
                 for metric in metrics {
@@ -108,6 +119,9 @@ pub fn text_report(snapshot: &Snapshot, metrics: &[String], alerts: &[Active]) -
     out.push('\n');
     for (index, reason) in snapshot.unlisted() {
         out.push_str(&format!("GPU {index}: {}\n", sanitize(reason)));
+    }
+    if let Some(note) = snapshot.hidden_note() {
+        out.push_str(&format!("{note}\n"));
     }
     if snapshot.processes.is_empty() {
         out.push_str("No GPU processes.\n");

@@ -194,7 +194,7 @@ pub fn run(
     // The demo's (and a recording's, and a node's) PIDs are not this host's: their tree
     // comes from the snapshot, never from /proc, and they are never signalled.
     let origin = match &feed {
-        Feed::Source(Source::Nvml(_)) | Feed::Opening(_) => Origin::Live,
+        Feed::Source(Source::Local(_)) | Feed::Opening(_) => Origin::Live,
         Feed::Source(Source::Demo(_)) => Origin::Demo,
         Feed::Source(Source::Replay(_)) => Origin::Recording,
         Feed::Remote(_) => Origin::Remote,

@@ -101,7 +101,7 @@ fn open_live(cli: &Cli) -> Result<Source, NvmlUnusable> {
     if cli.demo {
         return Ok(Source::demo());
     }
-    let source = Source::nvml(cli.nvml_lib.as_deref())?;
+    let source = Source::local(cli.nvml_lib.as_deref())?;
     // Initialising frees most of what it allocated (a driver's tables, the simulator's
     // scenario): hand those pages back rather than keep them resident for the run. The
     // first collection does not reuse them all, so this also lowers a one-shot's peak
@@ -117,6 +117,11 @@ const OPEN_BEFORE_VIEW: Duration = Duration::from_millis(500);
 /// Runs gputop with parsed arguments; `env` reads the environment.
 pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failure> {
     refuse_borrowed_privileges()?;
+    let standard = gputop::host::roots::Roots::default();
+    gputop::host::roots::set(gputop::host::roots::Roots {
+        procfs: cli.procfs.clone().unwrap_or(standard.procfs),
+        sysfs: cli.sysfs.clone().unwrap_or(standard.sysfs),
+    });
     let effective = config::load(cli.config.as_deref(), env, &cli.overrides()).map_err(Failure::Config)?;
     if cli.dump_config {
         return emit(&config::dump(&effective));
@@ -144,7 +149,7 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
                 None => Default::default(),
             };
             let mut source = open_source(cli)?;
-            if let Source::Nvml(nvml) = &mut source {
+            if let Some(nvml) = source.nvml_mut() {
                 nvml.start_threads(Duration::from_secs_f64(effective.settings.collect.pcie_interval));
             }
             let options = crate::output::export::metrics::Options {
@@ -230,7 +235,7 @@ fn interactive_view(
     let options = cli.clone();
     let opening = Opening::start(move || {
         let mut source = open_live(&options)?;
-        if let Source::Nvml(nvml) = &mut source {
+        if let Some(nvml) = source.nvml_mut() {
             nvml.start_threads(pcie_interval);
         }
         Ok(source)

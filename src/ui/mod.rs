@@ -22,7 +22,7 @@ use crate::app::view::{LayoutMode, Screen};
 use gputop::format::trim_number;
 use gputop::format::{age, human_bytes, human_duration, sanitize};
 use gputop::model::order::SortKey;
-use gputop::model::{Device, DeviceStatus, GpuProcess, PidNamespace, Reading, Snapshot};
+use gputop::model::{Device, DeviceStatus, GpuProcess, PidNamespace, Reading, Snapshot, Vendor};
 use gputop::monitor::alerts::rules::Severity;
 use gputop::monitor::alerts::{Active, Phase, Subject};
 use theme::{Load, Theme};
@@ -209,7 +209,7 @@ fn device_lines(
     width: u16,
     layout: &DeviceLayout,
 ) -> Vec<Line<'static>> {
-    let name = na(&d.name, |n| sanitize(n));
+    let name = named_with_vendor(d);
     let label = match d.status {
         DeviceStatus::Ok => None,
         DeviceStatus::Lost => Some("LOST"),
@@ -252,7 +252,11 @@ fn device_lines(
     });
     let temp_style = if over_temp { theme.error() } else { Style::new() };
     let fan = format!("FAN {:>4}", na(&d.fan_speed_percent, |f| format!("{f}%")));
-    let pstate = format!("P{:<2}", na(&d.performance_state, u32::to_string));
+    // Only NVIDIA's driver has performance states: blank where there are none.
+    let pstate = match &d.performance_state {
+        Reading::NotSupported => "   ".to_string(),
+        state => format!("P{:<2}", na(state, u32::to_string)),
+    };
     let now = format!("{} now", na(&d.utilization_gpu_percent, |u| format!("{u}%")));
     let power = format!(
         "{}/{}",
@@ -315,7 +319,7 @@ fn device_lines(
     }
     // The second line: what the first had no room for, then the rest, whole items only.
     let mut items: Vec<String> = Vec::new();
-    if !layout.pstate {
+    if !layout.pstate && !pstate.trim().is_empty() {
         items.push(pstate.trim_end().to_string());
     }
     if !layout.fan {
@@ -328,28 +332,68 @@ fn device_lines(
         items.push(format!("UTIL {now}"));
     }
     let rate = |bytes: &u64| format!("{}/s", human_bytes(*bytes));
-    items.extend([
-        format!("SM {}", na(&d.clock_sm_mhz, |c| format!("{c}MHz"))),
-        format!("MCLK {}", na(&d.clock_memory_mhz, |c| format!("{c}MHz"))),
-        format!(
-            "PCIe RX {} TX {}",
-            na(&d.pcie_rx_bytes_per_second, rate),
-            na(&d.pcie_tx_bytes_per_second, rate)
-        ),
-        format!(
-            "ENC {} DEC {}",
-            na(&d.encoder_utilization_percent, |e| format!("{e}%")),
-            na(&d.decoder_utilization_percent, |e| format!("{e}%"))
-        ),
-        format!("ECC {}", na(&d.ecc_uncorrected_volatile_errors, u64::to_string)),
-        na(&d.memory_reserved_bytes, |reserved| {
-            format!("reserved {}", human_bytes(*reserved))
+    if d.vendor != Vendor::Nvidia {
+        // Two GPUs of one model are told apart by their slot.
+        items.insert(
+            0,
+            format!(
+                "{} {}",
+                na(&d.driver, |driver| sanitize(driver)),
+                na(&d.pci_bus_id, |slot| sanitize(slot))
+            ),
+        );
+    }
+    if let (Some(used), Some(total)) = (d.gtt_used_bytes.get(), d.gtt_total_bytes.get()) {
+        items.push(format!("GTT {}/{}", human_bytes(used), human_bytes(total)));
+    }
+    // A figure the GPU does not offer at all is left out, not shown as N/A.
+    let offered = |unknown: &[bool]| !unknown.iter().all(|u| *u);
+    let unsupported = |r: &Reading<u32>| *r == Reading::NotSupported;
+    let clock = match (d.clock_sm_mhz.get(), d.clock_graphics_mhz.get()) {
+        (Some(sm), _) => Some(format!("SM {sm}MHz")),
+        (None, Some(graphics)) => Some(format!("CLK {graphics}MHz")),
+        (None, None) if offered(&[unsupported(&d.clock_sm_mhz)]) => Some("SM N/A".into()),
+        (None, None) => None,
+    };
+    let candidates = [
+        clock,
+        offered(&[unsupported(&d.clock_memory_mhz)])
+            .then(|| format!("MCLK {}", na(&d.clock_memory_mhz, |c| format!("{c}MHz")))),
+        offered(&[
+            d.pcie_rx_bytes_per_second == Reading::NotSupported,
+            d.pcie_tx_bytes_per_second == Reading::NotSupported,
+        ])
+        .then(|| {
+            format!(
+                "PCIe RX {} TX {}",
+                na(&d.pcie_rx_bytes_per_second, rate),
+                na(&d.pcie_tx_bytes_per_second, rate)
+            )
         }),
-        format!(
-            "ENERGY {}",
-            na(&d.energy_joules, |joules| gputop::format::human_energy(*joules))
-        ),
-    ]);
+        offered(&[
+            unsupported(&d.encoder_utilization_percent),
+            unsupported(&d.decoder_utilization_percent),
+        ])
+        .then(|| {
+            format!(
+                "ENC {} DEC {}",
+                na(&d.encoder_utilization_percent, |e| format!("{e}%")),
+                na(&d.decoder_utilization_percent, |e| format!("{e}%"))
+            )
+        }),
+        offered(&[d.ecc_uncorrected_volatile_errors == Reading::NotSupported])
+            .then(|| format!("ECC {}", na(&d.ecc_uncorrected_volatile_errors, u64::to_string))),
+        d.memory_reserved_bytes
+            .get()
+            .map(|reserved| format!("reserved {}", human_bytes(reserved))),
+        offered(&[d.energy_joules == Reading::NotSupported]).then(|| {
+            format!(
+                "ENERGY {}",
+                na(&d.energy_joules, |joules| gputop::format::human_energy(*joules))
+            )
+        }),
+    ];
+    items.extend(candidates.into_iter().flatten());
     // Four columns in: two of indent, then the gap each item is preceded by.
     let mut second = String::from("  ");
     for item in items {
@@ -359,6 +403,19 @@ fn device_lines(
         }
     }
     vec![first, Line::from(second)]
+}
+
+/// A GPU's name as the device panel shows it: an AMD or Intel GPU's begins with its maker's
+/// name, so that the GPUs of a machine with several makers are told apart (NVIDIA's names
+/// say NVIDIA, or GeForce, Tesla, Quadro).
+fn named_with_vendor(d: &Device) -> String {
+    let name = na(&d.name, |n| sanitize(n));
+    let vendor = d.vendor.name();
+    if d.vendor == Vendor::Nvidia || name.starts_with(vendor) {
+        name
+    } else {
+        format!("{vendor} {name}")
+    }
 }
 
 /// What a GPU's first line holds at one width: the name's width (under 22 without its
@@ -487,6 +544,9 @@ fn host_line(snapshot: &Snapshot, theme: &Theme) -> Line<'static> {
     let mut spans = vec![Span::raw(load)];
     if let Some(banner) = namespace_banner(snapshot) {
         spans.push(Span::styled(format!("  {banner}"), theme.alert()));
+    }
+    if let Some(note) = snapshot.hidden_note() {
+        spans.push(Span::styled(format!("  {note}"), theme.alert()));
     }
     Line::from(spans)
 }

@@ -73,9 +73,17 @@ pub fn scenario(name: &str) -> PathBuf {
         .join(format!("{name}.toml"))
 }
 
-/// The gputop binary with a clean environment: no user config, no simulator settings.
+/// The gputop binary with a clean environment: no user config, no simulator settings, and
+/// a sysfs without GPUs, so that the simulated NVIDIA GPUs are the machine's only ones (an
+/// Intel or AMD GPU of the machine running the tests stays out).
 pub fn gputop(home: &Path) -> Command {
+    gputop_with_sysfs(home, &home.join("no-sysfs"))
+}
+
+/// [`gputop`] reading AMD and Intel GPUs from `sysfs`.
+pub fn gputop_with_sysfs(home: &Path, sysfs: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_gputop"));
+    command.arg("--path.sysfs").arg(sysfs);
     for (key, _) in std::env::vars() {
         if key.starts_with("GPUTOP_")
             || ["NO_COLOR", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "STATE_DIRECTORY"].contains(&key.as_str())

@@ -41,11 +41,17 @@ fn assemble(source: &mut Source, host: &mut HostCollector, window: Duration) -> 
         processes,
         host: host.stats(),
         pid_namespace: host.pid_namespace(),
+        hidden_processes: readout.hidden_processes,
     }
 }
 
 /// One snapshot, for `--once`. Utilization means and peaks cover the last `window`.
+/// AMD and Intel engines are counted over the `window` (at most a second) after a first
+/// read of their counters.
 pub fn collect_once(source: &mut Source, window: Duration) -> Snapshot {
+    if source.prime() {
+        thread::sleep(window.min(Duration::from_secs(1)));
+    }
     assemble(source, &mut HostCollector::new(), window)
 }
 

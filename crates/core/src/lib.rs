@@ -1,7 +1,8 @@
-//! gputop: NVIDIA GPUs and the processes using them, as plain data.
+//! gputop: NVIDIA, AMD and Intel GPUs and the processes using them, as plain data.
 //!
-//! The library is what the `gputop` viewer and exporter are built on: a [`source`] (NVML,
-//! the built-in demo, a recording, remote exporters) read into [`model::Snapshot`] values,
+//! The library is what the `gputop` viewer and exporter are built on: a [`source`] (NVML
+//! and the kernel's DRM interfaces, the built-in demo, a recording, remote exporters) read
+//! into [`model::Snapshot`] values,
 //! with each GPU process's [`host`] facts from `/proc` (owner, command line, CPU, memory,
 //! container), by a [`collector`] thread at an interval, kept over time by a [`monitor::Monitor`]
 //! (history, alert rules, GPU time per user), with [`config::Settings`] as the TOML file
@@ -11,7 +12,7 @@
 //! use std::time::Duration;
 //! use gputop::{collector::Collector, source::Source};
 //!
-//! let collector = Collector::spawn(Source::nvml(None)?, Duration::from_secs(1))?;
+//! let collector = Collector::spawn(Source::local(None)?, Duration::from_secs(1))?;
 //! if let Some(snapshot) = collector.next(Duration::from_secs(5)) {
 //!     for gpu in &snapshot.devices {
 //!         println!("GPU {}: {:?} bytes used", gpu.index, gpu.memory_used_bytes.get());

@@ -53,7 +53,7 @@ fn open(source: Result<Source, String>) -> PyResult<()> {
 #[pyo3(signature = (nvml_lib=None))]
 fn init(py: Python<'_>, nvml_lib: Option<std::path::PathBuf>) -> PyResult<()> {
     let library = nvml_lib.or_else(|| std::env::var_os("GPUTOP_NVML_LIB").map(Into::into));
-    let source = py.detach(|| Source::nvml(library.as_deref()).map_err(|e| e.to_string()));
+    let source = py.detach(|| Source::local(library.as_deref()).map_err(|e| e.to_string()));
     open(source)
 }
 

@@ -100,19 +100,30 @@ fn bytes(reading: &Reading<u64>) -> Option<f64> {
     reading.get().map(|b| b as f64)
 }
 
-/// A GPU's labels: `gpu`, `uuid`, `name`, and `pod`, `namespace` and `container` while one
-/// pod's container holds it (as dcgm-exporter labels them).
+/// A GPU's labels: `gpu`, `uuid`, `name`, `vendor` (`nvidia`, `amd`, `intel`) and `driver`
+/// (`nvidia`, `amdgpu`, `i915`, `xe`), and `pod`, `namespace` and `container` while one pod's
+/// container holds it (as dcgm-exporter labels them).
 fn device_labels(d: &Device) -> String {
     let mut labels = format!(
-        "gpu=\"{}\",uuid=\"{}\",name=\"{}\"",
+        "gpu=\"{}\",uuid=\"{}\",name=\"{}\",{}",
         d.index,
         label_value(d.uuid.value().map_or("", String::as_str)),
-        label_value(d.name.value().map_or("", String::as_str))
+        label_value(d.name.value().map_or("", String::as_str)),
+        maker_labels(d)
     );
     if let [holder] = d.pods.as_slice() {
         labels.push_str(&pod_labels(holder));
     }
     labels
+}
+
+/// `vendor="...",driver="..."` of a GPU.
+fn maker_labels(d: &Device) -> String {
+    format!(
+        "vendor=\"{}\",driver=\"{}\"",
+        d.vendor.label(),
+        label_value(d.driver.value().map_or("", String::as_str))
+    )
 }
 
 /// `,pod="...",namespace="...",container="..."` of a pod's container.
@@ -163,6 +174,16 @@ const DEVICE_GAUGES: &[DeviceGauge] = &[
     ("gputop_gpu_memory_free_bytes", "GPU memory free.", |d| {
         bytes(&d.memory_free_bytes)
     }),
+    (
+        "gputop_gpu_gtt_used_bytes",
+        "AMD: system memory the GPU maps (GTT) in use.",
+        |d| bytes(&d.gtt_used_bytes),
+    ),
+    (
+        "gputop_gpu_gtt_total_bytes",
+        "AMD: system memory the GPU maps (GTT) in all.",
+        |d| bytes(&d.gtt_total_bytes),
+    ),
     (
         "gputop_gpu_memory_reserved_bytes",
         "GPU memory reserved by the driver and firmware.",
@@ -596,12 +617,20 @@ fn mig_families(snapshot: &Snapshot, devices: &[&Device], out: &mut String) {
 }
 
 fn process_families(snapshot: &Snapshot, options: Options, out: &mut String) {
+    let makers: std::collections::HashMap<u32, String> = snapshot
+        .devices
+        .iter()
+        .map(|d| (d.index, maker_labels(d)))
+        .collect();
     let labels = |p: &GpuProcess| {
         let container = p.host.container.as_ref();
         let mut text = format!(
-            "gpu=\"{}\",uuid=\"{}\",pid=\"{}\",user=\"{}\"",
+            "gpu=\"{}\",uuid=\"{}\",{},pid=\"{}\",user=\"{}\"",
             p.gpu_index,
             label_value(p.gpu_uuid.value().map_or("", String::as_str)),
+            makers
+                .get(&p.gpu_index)
+                .map_or("vendor=\"\",driver=\"\"", String::as_str),
             p.pid,
             label_value(p.host.user.value().map_or("", String::as_str)),
         );
@@ -643,7 +672,18 @@ fn process_families(snapshot: &Snapshot, options: Options, out: &mut String) {
     let mut sm = Family::new(
         "gputop_process_sm_utilization_ratio",
         "gauge",
-        "Share of the GPU's SM time a process used in the last sample (0 to 1).",
+        "Share of the GPU's SM time a process used in the last sample (AMD and Intel: its \
+         engines' busy time summed, at most 1).",
+    );
+    let mut engines = Family::new(
+        "gputop_process_engine_utilization_ratio",
+        "gauge",
+        "AMD and Intel: share of an engine class a process kept busy over the last interval (0 to 1).",
+    );
+    let mut system_memory = Family::new(
+        "gputop_process_gpu_system_memory_bytes",
+        "gauge",
+        "AMD and Intel: system memory the GPU maps that a process holds (GTT, system region).",
     );
     let mut cpu = Family::new(
         "gputop_process_cpu_ratio",
@@ -655,9 +695,16 @@ fn process_families(snapshot: &Snapshot, options: Options, out: &mut String) {
         memory.add(&labels, p.gpu_memory_bytes.get().map(|b| b as f64));
         sm.add(&labels, get(&p.sm_percent).map(|s| s / 100.0));
         cpu.add(&labels, p.host.cpu_percent.get().map(|c| c / 100.0));
+        system_memory.add(&labels, p.gpu_system_memory_bytes.get().map(|b| b as f64));
+        for (engine, percent) in &p.engines_percent {
+            let engine = engine.label();
+            engines.add(&format!("{labels},engine=\"{engine}\""), Some(percent / 100.0));
+        }
     }
     memory.write(out);
+    system_memory.write(out);
     sm.write(out);
+    engines.write(out);
     cpu.write(out);
 }
 

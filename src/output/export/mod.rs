@@ -98,7 +98,7 @@ pub fn run(
         }
         // A recording's users are not this machine's either.
         Source::Replay(_) => None,
-        Source::Nvml(_) => usage_state::default_path(),
+        Source::Local(_) => usage_state::default_path(),
     };
     let mut state = match state_path {
         Some(path) => {

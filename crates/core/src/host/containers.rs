@@ -143,7 +143,7 @@ pub fn nspid(status: &str) -> Vec<u32> {
 }
 
 /// The inode of a `/proc/PID/ns/pid` link (`pid:[4026531836]`).
-fn namespace_inode(link: &str) -> Option<u64> {
+fn namespace_inode(link: impl AsRef<std::path::Path>) -> Option<u64> {
     std::fs::read_link(link)
         .ok()?
         .to_str()?
@@ -173,14 +173,16 @@ impl Namespaces {
         // A /proc shows the PIDs of the namespace it was mounted in: it is the host's when
         // its PID 1 lives in the host namespace (a link a nested process may not read), or
         // when it shows the kernel's threads, which only the host namespace holds.
-        let proc_is_host = namespace_inode("/proc/1/ns/pid") == Some(HOST_PID_NAMESPACE_INODE)
-            || std::fs::read_to_string("/proc/2/stat").is_ok_and(|s| s.starts_with("2 (kthreadd)"));
+        let proc_is_host = namespace_inode(super::roots::process_path(1, "ns/pid"))
+            == Some(HOST_PID_NAMESPACE_INODE)
+            || std::fs::read_to_string(super::roots::process_path(2, "stat"))
+                .is_ok_and(|s| s.starts_with("2 (kthreadd)"));
         Self::classify(own, own_nspid.len(), proc_is_host)
     }
 
     /// Whether `pid` lives in gputop's own PID namespace (one link read, no file).
     pub fn shares_mine(&self, pid: u32) -> bool {
-        self.own.is_some() && namespace_inode(&format!("/proc/{pid}/ns/pid")) == self.own
+        self.own.is_some() && namespace_inode(super::roots::process_path(pid, "ns/pid")) == self.own
     }
 
     fn classify(own_inode: Option<u64>, own_nspid_len: usize, proc_is_host: bool) -> Self {
@@ -273,7 +275,7 @@ impl PidReach {
 
 /// Whether process `pid` holds a file under /dev/nvidia open (nvidiactl, nvidia0, ...).
 pub fn holds_nvidia_device(pid: u32) -> bool {
-    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+    let Ok(entries) = std::fs::read_dir(super::roots::process_path(pid, "fd")) else {
         return false;
     };
     entries.filter_map(Result::ok).any(|entry| {

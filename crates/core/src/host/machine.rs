@@ -41,12 +41,12 @@ impl Default for MachineReader {
 
 impl MachineReader {
     pub(super) fn new() -> Self {
-        let open = |path: &str| File::open(path).ok();
+        let open = |name: &str| File::open(super::roots::proc_path(name)).ok();
         Self {
-            stat: open("/proc/stat"),
-            meminfo: open("/proc/meminfo"),
-            loadavg: open("/proc/loadavg"),
-            uptime: open("/proc/uptime"),
+            stat: open("stat"),
+            meminfo: open("meminfo"),
+            loadavg: open("loadavg"),
+            uptime: open("uptime"),
             buffer: Vec::with_capacity(4096),
             previous_cpu: None,
         }

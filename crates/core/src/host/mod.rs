@@ -17,6 +17,7 @@ use sysinfo::System;
 pub mod containers;
 mod machine;
 pub mod pods;
+pub mod roots;
 mod users;
 
 use crate::model::{Container, GpuProcess, HostFacts, HostStats, PidNamespace, Reading, Runtime};
@@ -107,6 +108,18 @@ fn decimal(digits: &[u8]) -> Option<u64> {
     })
 }
 
+/// When the machine booted, seconds since the epoch: `btime` of the procfs root's `stat`
+/// (the host's, where `--path.procfs` names it), else as `sysinfo` finds it.
+fn boot_time() -> u64 {
+    std::fs::read_to_string(roots::proc_path("stat"))
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("btime ")?.trim().parse().ok())
+        })
+        .unwrap_or_else(System::boot_time)
+}
+
 /// Seconds since the epoch at which a process started, in whole seconds.
 fn start_seconds(boot_time: u64, start_ticks: u64, ticks_per_second: u64) -> u64 {
     boot_time + start_ticks / ticks_per_second.max(1)
@@ -115,23 +128,25 @@ fn start_seconds(boot_time: u64, start_ticks: u64, ticks_per_second: u64) -> u64
 /// When `pid` started, in clock ticks after boot, read now: with the PID, the process's
 /// identity. `None` if there is no such process.
 pub fn start_ticks(pid: u32) -> Option<u64> {
-    let stat = parse_stat(&std::fs::read(format!("/proc/{pid}/stat")).ok()?)?;
+    let stat = parse_stat(&std::fs::read(roots::process_path(pid, "stat")).ok()?)?;
     Some(stat.start_ticks)
 }
 
 /// When `pid` started, in whole seconds since the epoch, as the process table shows it.
 #[cfg(any(test, feature = "testing"))]
 pub fn start_time_seconds(pid: u32) -> Option<u64> {
-    let stat = parse_stat(&std::fs::read(format!("/proc/{pid}/stat")).ok()?)?;
+    let stat = parse_stat(&std::fs::read(roots::process_path(pid, "stat")).ok()?)?;
     // SAFETY: sysconf has no preconditions.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    Some(start_seconds(System::boot_time(), stat.start_ticks, ticks))
+    Some(start_seconds(boot_time(), stat.start_ticks, ticks))
 }
 
 /// The real owner of the process `pid` now (the owner of `/proc/PID`); `None` if there is no
 /// such process.
 pub fn owner_uid(pid: u32) -> Option<u32> {
-    std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid())
+    std::fs::metadata(roots::proc_path(pid.to_string()))
+        .ok()
+        .map(|m| m.uid())
 }
 
 /// Why a process's environment was not read.
@@ -147,7 +162,7 @@ pub enum EnvironmentError {
 
 /// The environment of a process, one `NAME=value` per entry.
 pub fn environment(pid: u32) -> Result<Vec<String>, EnvironmentError> {
-    match std::fs::read(format!("/proc/{pid}/environ")) {
+    match std::fs::read(roots::process_path(pid, "environ")) {
         Ok(bytes) => Ok(bytes
             .split(|b| *b == 0)
             .filter(|v| !v.is_empty())
@@ -205,7 +220,7 @@ impl HostCollector {
             users: UserNames::default(),
             known: HashMap::new(),
             namespaces: Namespaces::detect(),
-            boot_time: System::boot_time(),
+            boot_time: boot_time(),
             ticks_per_second: ticks.max(1) as u64,
             page_size: page.max(1) as u64,
             buffer: Vec::with_capacity(1024),
@@ -241,7 +256,7 @@ impl HostCollector {
         {
             return Some((stat, Some(file)));
         }
-        let file = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+        let file = std::fs::File::open(roots::process_path(pid, "stat")).ok()?;
         read_at_start(&file, &mut self.buffer, PROC_FILE_BYTES).ok()?;
         let stat = parse_stat(&self.buffer)?;
         Some((stat, keep.then_some(file)))
@@ -467,8 +482,11 @@ impl Batch {
 
 impl FirstSight {
     fn read(pid: u32, namespaces: &Namespaces, batch: &mut Batch) -> Self {
-        let (stat, name) = match read_small(&format!("/proc/{pid}/stat"), &mut batch.buffer, PROC_FILE_BYTES)
-        {
+        let (stat, name) = match read_small(
+            &roots::process_path(pid, "stat"),
+            &mut batch.buffer,
+            PROC_FILE_BYTES,
+        ) {
             Ok(_) => (parse_stat(&batch.buffer), stat_name(&batch.buffer)),
             Err(_) => (None, None),
         };
@@ -476,7 +494,7 @@ impl FirstSight {
         let mut read_status = |buffer: &mut Vec<u8>| {
             status
                 .get_or_insert_with(|| {
-                    read_small(&format!("/proc/{pid}/status"), buffer, PROC_FILE_BYTES)
+                    read_small(&roots::process_path(pid, "status"), buffer, PROC_FILE_BYTES)
                         .ok()
                         .map(|_| String::from_utf8_lossy(buffer).into_owned())
                 })
@@ -490,10 +508,16 @@ impl FirstSight {
                 container::holds_nvidia_device(pid)
             }),
         };
-        let uid = std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid());
-        let container = read_small(&format!("/proc/{pid}/cgroup"), &mut batch.buffer, PROC_FILE_BYTES)
+        let uid = std::fs::metadata(roots::proc_path(pid.to_string()))
             .ok()
-            .and_then(|_| batch.container());
+            .map(|m| m.uid());
+        let container = read_small(
+            &roots::process_path(pid, "cgroup"),
+            &mut batch.buffer,
+            PROC_FILE_BYTES,
+        )
+        .ok()
+        .and_then(|_| batch.container());
         let slurm_uid = container
             .as_ref()
             .filter(|c| c.runtime == Runtime::Slurm)
@@ -510,8 +534,12 @@ impl FirstSight {
             .and_then(|_| read_status(&mut batch.buffer))
             .and_then(|status| container::nspid(&status).last().copied())
             .filter(|&inner| inner != pid);
-        let cut =
-            read_small(&format!("/proc/{pid}/cmdline"), &mut batch.buffer, COMMAND_BYTES).unwrap_or(false);
+        let cut = read_small(
+            &roots::process_path(pid, "cmdline"),
+            &mut batch.buffer,
+            COMMAND_BYTES,
+        )
+        .unwrap_or(false);
         let mut args: Vec<String> = batch
             .buffer
             .split(|b| *b == 0)
@@ -635,7 +663,7 @@ pub(super) fn read_at_start(
 /// Reads a small /proc file into `buffer` (up to `limit` bytes): open, one read (see
 /// [`read_at_start`]), close; no size probing, as /proc files report no size and every
 /// system call counts with many processes. Returns whether the file was cut.
-fn read_small(path: &str, buffer: &mut Vec<u8>, limit: usize) -> std::io::Result<bool> {
+fn read_small(path: &std::path::Path, buffer: &mut Vec<u8>, limit: usize) -> std::io::Result<bool> {
     read_at_start(&std::fs::File::open(path)?, buffer, limit)
 }
 
@@ -652,19 +680,19 @@ pub struct ProcessEntry {
 
 /// A live process's parent, from /proc/PID/stat; `None` once it has gone.
 pub fn parent_pid(pid: u32) -> Option<u32> {
-    let text = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let text = std::fs::read(roots::process_path(pid, "stat")).ok()?;
     Some(parse_stat(&text)?.parent_pid)
 }
 
 /// Every process's PID, parent and name, from /proc/PID/stat (cheap: one small read each).
 pub fn process_table() -> Vec<ProcessEntry> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
+    let Ok(dir) = std::fs::read_dir(roots::proc_path("")) else {
         return Vec::new();
     };
     dir.filter_map(Result::ok)
         .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
         .filter_map(|pid| {
-            let text = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+            let text = std::fs::read(roots::process_path(pid, "stat")).ok()?;
             Some(ProcessEntry {
                 pid,
                 parent_pid: parse_stat(&text)?.parent_pid,

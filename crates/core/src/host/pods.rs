@@ -182,6 +182,8 @@ mod tests {
             kind: ProcessType::Compute,
             gpu_memory_bytes: Reading::NotSupported,
             sm_percent: Reading::NotSupported,
+            gpu_system_memory_bytes: Default::default(),
+            engines_percent: Default::default(),
             memory_bandwidth_percent: Reading::NotSupported,
             encoder_percent: Reading::NotSupported,
             decoder_percent: Reading::NotSupported,

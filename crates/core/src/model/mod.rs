@@ -10,6 +10,7 @@ pub mod order;
 pub mod recording;
 pub mod wire;
 
+use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use schemars::JsonSchema;
@@ -101,6 +102,77 @@ impl<T: JsonSchema> JsonSchema for Reading<T> {
 
     fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
         Option::<T>::json_schema(generator)
+    }
+}
+
+/// Who made a GPU, and so which source reads it: NVML for NVIDIA, the kernel's DRM
+/// interfaces for AMD and Intel.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+#[schemars(rename = "vendor")]
+pub enum Vendor {
+    /// NVIDIA, through NVML.
+    #[default]
+    Nvidia,
+    /// AMD (PCI vendor 0x1002), through amdgpu's sysfs, hwmon and fdinfo.
+    Amd,
+    /// Intel (PCI vendor 0x8086), through i915's or xe's sysfs, hwmon and fdinfo.
+    Intel,
+}
+
+impl Vendor {
+    /// As labels and JSON write it: `nvidia`, `amd`, `intel`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Nvidia => "nvidia",
+            Self::Amd => "amd",
+            Self::Intel => "intel",
+        }
+    }
+
+    /// As the screen shows it: `NVIDIA`, `AMD`, `Intel`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Nvidia => "NVIDIA",
+            Self::Amd => "AMD",
+            Self::Intel => "Intel",
+        }
+    }
+}
+
+/// A class of GPU engine, across drivers (amdgpu's `gfx`, i915's `render` and xe's `rcs`
+/// are all graphics); NVIDIA's are the process's SM, encoder and decoder figures instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(rename = "engine")]
+pub enum Engine {
+    /// 3D and general rendering.
+    Graphics,
+    /// Compute queues.
+    Compute,
+    /// Copy (blitter, SDMA).
+    Copy,
+    /// Video decode and encode.
+    Video,
+    /// Video post-processing.
+    VideoEnhance,
+    /// Any other engine the driver names.
+    Other,
+}
+
+impl Engine {
+    /// As labels and JSON write it: `graphics`, `video_enhance`, ...
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Graphics => "graphics",
+            Self::Compute => "compute",
+            Self::Copy => "copy",
+            Self::Video => "video",
+            Self::VideoEnhance => "video_enhance",
+            Self::Other => "other",
+        }
     }
 }
 
@@ -245,6 +317,11 @@ impl MigDevice {
     }
 }
 
+/// Not supported, or failed with `why`.
+fn unknown<T>(why: Option<&str>) -> Reading<T> {
+    why.map_or(Reading::NotSupported, Reading::failed)
+}
+
 /// Memory from its figures: known when total, used and free all are; failed when one
 /// failed.
 fn memory_of(figures: [&Reading<u64>; 3], reserved: &Reading<u64>) -> Reading<Memory> {
@@ -270,8 +347,13 @@ fn memory_of(figures: [&Reading<u64>; 3], reserved: &Reading<u64>) -> Reading<Me
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[schemars(rename = "device", deny_unknown_fields)]
 pub struct Device {
-    /// The driver's index.
+    /// gputop's index: NVML's for NVIDIA GPUs, then AMD and Intel GPUs by PCI slot.
     pub index: u32,
+    /// Who made it.
+    #[serde(default)]
+    pub vendor: Vendor,
+    /// The kernel driver: `nvidia`, `amdgpu`, `i915` or `xe`.
+    pub driver: Reading<String>,
     /// The product name: `NVIDIA H100 80GB HBM3`.
     pub name: Reading<String>,
     /// `GPU-...`: what `CUDA_VISIBLE_DEVICES` takes.
@@ -311,6 +393,10 @@ pub struct Device {
     pub bar1_total_bytes: Reading<u64>,
     /// BAR1 mapped now.
     pub bar1_used_bytes: Reading<u64>,
+    /// AMD: the GTT, system memory the GPU maps, in all (`null` elsewhere).
+    pub gtt_total_bytes: Reading<u64>,
+    /// AMD: the GTT in use.
+    pub gtt_used_bytes: Reading<u64>,
     /// The GPU core's temperature.
     pub temperature_celsius: Reading<u32>,
     /// The temperature at which the GPU slows its clocks.
@@ -449,68 +535,87 @@ impl Device {
     /// status's reason unless the device answers).
     pub fn unavailable(index: u32, status: DeviceStatus, reason: &str) -> Self {
         Self {
-            index,
-            name: Reading::failed(reason),
-            uuid: Reading::failed(reason),
-            pci_bus_id: Reading::failed(reason),
             status,
             status_reason: (status != DeviceStatus::Ok).then(|| reason.to_string()),
-            utilization_gpu_percent: Reading::failed(reason),
-            utilization_gpu_mean_percent: Reading::failed(reason),
-            utilization_gpu_peak_percent: Reading::failed(reason),
-            utilization_memory_percent: Reading::failed(reason),
-            utilization_memory_mean_percent: Reading::failed(reason),
-            utilization_memory_peak_percent: Reading::failed(reason),
-            memory_total_bytes: Reading::failed(reason),
-            memory_used_bytes: Reading::failed(reason),
-            memory_free_bytes: Reading::failed(reason),
-            memory_reserved_bytes: Reading::failed(reason),
-            bar1_total_bytes: Reading::failed(reason),
-            bar1_used_bytes: Reading::failed(reason),
-            temperature_celsius: Reading::failed(reason),
-            temperature_slowdown_celsius: Reading::failed(reason),
-            temperature_shutdown_celsius: Reading::failed(reason),
-            fan_speed_percent: Reading::failed(reason),
-            fan_speeds_percent: Reading::failed(reason),
-            power_usage_watts: Reading::failed(reason),
-            power_usage_mean_watts: Reading::failed(reason),
-            power_usage_peak_watts: Reading::failed(reason),
-            power_limit_watts: Reading::failed(reason),
-            power_enforced_limit_watts: Reading::failed(reason),
-            energy_joules: Reading::failed(reason),
-            performance_state: Reading::failed(reason),
-            clock_graphics_mhz: Reading::failed(reason),
-            clock_sm_mhz: Reading::failed(reason),
-            clock_memory_mhz: Reading::failed(reason),
-            clock_video_mhz: Reading::failed(reason),
-            clock_max_graphics_mhz: Reading::failed(reason),
-            clock_max_sm_mhz: Reading::failed(reason),
-            clock_max_memory_mhz: Reading::failed(reason),
-            clock_max_video_mhz: Reading::failed(reason),
-            pcie_link_generation: Reading::failed(reason),
-            pcie_link_width: Reading::failed(reason),
-            pcie_link_max_generation: Reading::failed(reason),
-            pcie_link_max_width: Reading::failed(reason),
-            pcie_tx_bytes_per_second: Reading::failed(reason),
-            pcie_rx_bytes_per_second: Reading::failed(reason),
-            encoder_utilization_percent: Reading::failed(reason),
-            decoder_utilization_percent: Reading::failed(reason),
-            ecc_enabled: Reading::failed(reason),
-            ecc_uncorrected_volatile_errors: Reading::failed(reason),
-            remapped_rows_correctable: Reading::failed(reason),
-            remapped_rows_uncorrectable: Reading::failed(reason),
-            remapped_rows_pending: Reading::failed(reason),
-            remapped_rows_failure: Reading::failed(reason),
-            retired_pages_single_bit: Reading::failed(reason),
-            retired_pages_double_bit: Reading::failed(reason),
-            nvlinks: Reading::failed(reason),
-            xid_errors: Reading::failed(reason),
+            ..Self::blank(index, Vendor::Nvidia, Some(reason))
+        }
+    }
+
+    /// A device of `vendor` of which nothing is read yet: every reading not supported until
+    /// its source sets it.
+    pub fn new(index: u32, vendor: Vendor) -> Self {
+        Self::blank(index, vendor, None)
+    }
+
+    /// Every reading failed with `why`, or not supported without one.
+    fn blank(index: u32, vendor: Vendor, why: Option<&str>) -> Self {
+        Self {
+            index,
+            vendor,
+            driver: unknown(why),
+            name: unknown(why),
+            uuid: unknown(why),
+            pci_bus_id: unknown(why),
+            status: DeviceStatus::Ok,
+            status_reason: None,
+            utilization_gpu_percent: unknown(why),
+            utilization_gpu_mean_percent: unknown(why),
+            utilization_gpu_peak_percent: unknown(why),
+            utilization_memory_percent: unknown(why),
+            utilization_memory_mean_percent: unknown(why),
+            utilization_memory_peak_percent: unknown(why),
+            memory_total_bytes: unknown(why),
+            memory_used_bytes: unknown(why),
+            memory_free_bytes: unknown(why),
+            memory_reserved_bytes: unknown(why),
+            bar1_total_bytes: unknown(why),
+            bar1_used_bytes: unknown(why),
+            gtt_total_bytes: unknown(why),
+            gtt_used_bytes: unknown(why),
+            temperature_celsius: unknown(why),
+            temperature_slowdown_celsius: unknown(why),
+            temperature_shutdown_celsius: unknown(why),
+            fan_speed_percent: unknown(why),
+            fan_speeds_percent: unknown(why),
+            power_usage_watts: unknown(why),
+            power_usage_mean_watts: unknown(why),
+            power_usage_peak_watts: unknown(why),
+            power_limit_watts: unknown(why),
+            power_enforced_limit_watts: unknown(why),
+            energy_joules: unknown(why),
+            performance_state: unknown(why),
+            clock_graphics_mhz: unknown(why),
+            clock_sm_mhz: unknown(why),
+            clock_memory_mhz: unknown(why),
+            clock_video_mhz: unknown(why),
+            clock_max_graphics_mhz: unknown(why),
+            clock_max_sm_mhz: unknown(why),
+            clock_max_memory_mhz: unknown(why),
+            clock_max_video_mhz: unknown(why),
+            pcie_link_generation: unknown(why),
+            pcie_link_width: unknown(why),
+            pcie_link_max_generation: unknown(why),
+            pcie_link_max_width: unknown(why),
+            pcie_tx_bytes_per_second: unknown(why),
+            pcie_rx_bytes_per_second: unknown(why),
+            encoder_utilization_percent: unknown(why),
+            decoder_utilization_percent: unknown(why),
+            ecc_enabled: unknown(why),
+            ecc_uncorrected_volatile_errors: unknown(why),
+            remapped_rows_correctable: unknown(why),
+            remapped_rows_uncorrectable: unknown(why),
+            remapped_rows_pending: unknown(why),
+            remapped_rows_failure: unknown(why),
+            retired_pages_single_bit: unknown(why),
+            retired_pages_double_bit: unknown(why),
+            nvlinks: unknown(why),
+            xid_errors: unknown(why),
             last_xid: None,
             last_critical_xid: None,
-            compute_mode: Reading::failed(reason),
-            persistence_mode: Reading::failed(reason),
-            mig_mode: Reading::failed(reason),
-            throttle_reasons: Reading::failed(reason),
+            compute_mode: unknown(why),
+            persistence_mode: unknown(why),
+            mig_mode: unknown(why),
+            throttle_reasons: unknown(why),
             mig_devices: Vec::new(),
             pods: Vec::new(),
             process_list_error: None,
@@ -967,10 +1072,19 @@ pub struct GpuProcess {
     /// Compute, graphics or both.
     #[serde(rename = "type")]
     pub kind: ProcessType,
-    /// GPU memory it holds.
+    /// GPU memory it holds (AMD and Intel: resident in VRAM; on a GPU without VRAM, in
+    /// system memory).
     pub gpu_memory_bytes: Reading<u64>,
-    /// SM utilization over the last interval.
+    /// AMD and Intel: the memory it holds resident in system memory the GPU maps (GTT,
+    /// system region); `null` for NVIDIA.
+    pub gpu_system_memory_bytes: Reading<u64>,
+    /// Its share of the GPU's compute over the last interval: NVIDIA's SM utilization; AMD
+    /// and Intel: the busy share of every engine class summed, at most 100.
     pub sm_percent: Reading<u32>,
+    /// AMD and Intel: each engine class's busy share over the last interval, percent
+    /// (divided by the class's engine count); empty for NVIDIA and before a second read.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub engines_percent: BTreeMap<Engine, f64>,
     /// Memory-bandwidth utilization over the last interval.
     pub memory_bandwidth_percent: Reading<u32>,
     /// Video encoder utilization over the last interval.
@@ -988,6 +1102,26 @@ pub struct GpuProcess {
 }
 
 impl GpuProcess {
+    /// Process `pid` of `kind` on GPU `gpu_index`, of which nothing else is read yet.
+    pub fn new(pid: u32, gpu_index: u32, kind: ProcessType) -> Self {
+        Self {
+            pid,
+            gpu_index,
+            gpu_uuid: Reading::NotSupported,
+            kind,
+            gpu_memory_bytes: Reading::NotSupported,
+            gpu_system_memory_bytes: Reading::NotSupported,
+            sm_percent: Reading::NotSupported,
+            memory_bandwidth_percent: Reading::NotSupported,
+            encoder_percent: Reading::NotSupported,
+            decoder_percent: Reading::NotSupported,
+            engines_percent: BTreeMap::new(),
+            gpu_instance_id: None,
+            compute_instance_id: None,
+            host: HostFacts::unread(pid),
+        }
+    }
+
     /// The PID to signal in gputop's namespace; `None` when gputop cannot reach it.
     pub fn local_pid(&self) -> Option<u32> {
         self.host.local_pid
@@ -1065,9 +1199,25 @@ pub struct Snapshot {
     pub processes: Vec<GpuProcess>,
     /// The host's own load.
     pub host: HostStats,
+    /// Processes whose AMD or Intel GPU use could not be read: another user's, when gputop
+    /// runs without root or CAP_SYS_PTRACE. They are left out, not shown as idle.
+    #[serde(default)]
+    pub hidden_processes: u32,
 }
 
 impl Snapshot {
+    /// What the status line and `--once` say of the processes gputop could not read, when
+    /// there are any: `2 processes hidden: ...`.
+    pub fn hidden_note(&self) -> Option<String> {
+        let plural = if self.hidden_processes == 1 { "" } else { "es" };
+        (self.hidden_processes > 0).then(|| {
+            format!(
+                "{} process{plural} hidden: another user's GPU use needs root or CAP_SYS_PTRACE",
+                self.hidden_processes
+            )
+        })
+    }
+
     /// The GPUs whose processes could not be listed, and why.
     pub fn unlisted(&self) -> impl Iterator<Item = (u32, &str)> {
         self.devices
@@ -1243,7 +1393,9 @@ pub mod testing {
             gpu_uuid: Reading::NotSupported,
             kind: ProcessType::Compute,
             gpu_memory_bytes: Reading::Value(memory_bytes),
+            gpu_system_memory_bytes: Reading::NotSupported,
             sm_percent: Reading::Value(0),
+            engines_percent: BTreeMap::new(),
             memory_bandwidth_percent: Reading::Value(0),
             encoder_percent: Reading::Value(0),
             decoder_percent: Reading::Value(0),
@@ -1273,6 +1425,7 @@ pub mod testing {
                 uptime_seconds: Reading::NotSupported,
             },
             pid_namespace: PidNamespace::Host,
+            hidden_processes: 0,
         }
     }
 }

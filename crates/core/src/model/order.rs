@@ -199,6 +199,8 @@ mod tests {
             kind: ProcessType::Compute,
             gpu_memory_bytes: memory.map_or(Reading::NotSupported, Reading::Value),
             sm_percent: Reading::Value(0),
+            gpu_system_memory_bytes: Default::default(),
+            engines_percent: Default::default(),
             memory_bandwidth_percent: Reading::Value(0),
             encoder_percent: Reading::Value(0),
             decoder_percent: Reading::Value(0),

@@ -6,6 +6,7 @@
 
 pub mod demo;
 pub mod drm;
+pub mod local;
 pub mod nvml;
 pub mod remote;
 pub mod replay;
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::model::{Device, GpuProcess, Reading, Snapshot};
 use demo::DemoSource;
+use local::LocalSource;
 use nvml::NvmlSource;
 use replay::{Recording, RecordingError, ReplaySource};
 
@@ -64,6 +66,8 @@ pub struct Readout {
     /// Whether the source gave its processes' host facts itself (the demo); else they are
     /// read from /proc when the snapshot is assembled.
     pub host_known: bool,
+    /// Processes whose AMD or Intel GPU use could not be read (another user's).
+    pub hidden_processes: u32,
 }
 
 /// What one reading of a source gives.
@@ -140,8 +144,8 @@ pub(crate) enum Reach {
 /// Where device and process readings come from.
 #[derive(Debug)]
 pub enum Source {
-    /// The NVIDIA driver's NVML library.
-    Nvml(Box<NvmlSource>),
+    /// This machine's GPUs: NVIDIA's through NVML, AMD's and Intel's through DRM.
+    Local(Box<LocalSource>),
     /// The built-in demo machine.
     Demo(Box<DemoSource>),
     /// A recording played back: whole snapshots, at the recording's own pace.
@@ -154,9 +158,33 @@ impl Source {
         Self::Demo(Box::default())
     }
 
-    /// The machine's GPUs through NVML: `libnvidia-ml.so.1`, or the library at `library`.
+    /// The machine's GPUs: NVIDIA's through NVML (`libnvidia-ml.so.1`, or the library at
+    /// `library`), AMD's and Intel's through the kernel's DRM interfaces under
+    /// [`crate::host::roots`]. NVML's error when the machine has no GPU either can read.
+    pub fn local(library: Option<&std::path::Path>) -> Result<Self, nvml::NvmlUnusable> {
+        LocalSource::open(library).map(|local| Self::Local(Box::new(local)))
+    }
+
+    /// The machine's NVIDIA GPUs through NVML alone.
     pub fn nvml(library: Option<&std::path::Path>) -> Result<Self, nvml::NvmlUnusable> {
-        NvmlSource::open(library).map(|nvml| Self::Nvml(Box::new(nvml)))
+        NvmlSource::open(library).map(Self::from)
+    }
+
+    /// The NVML source of a live machine, where NVML is in use.
+    pub fn nvml_mut(&mut self) -> Option<&mut NvmlSource> {
+        match self {
+            Self::Local(local) => local.nvml_mut(),
+            Self::Demo(_) | Self::Replay(_) => None,
+        }
+    }
+
+    /// Reads what a one-shot needs read twice (the DRM engines' counters); true when it
+    /// did, and the reading after it should wait an interval.
+    pub fn prime(&mut self) -> bool {
+        match self {
+            Self::Local(local) => local.prime(),
+            Self::Demo(_) | Self::Replay(_) => false,
+        }
     }
 
     /// `recording` played from its start at `speed` (see [`ReplaySource`]).
@@ -168,21 +196,21 @@ impl Source {
     pub fn playback(&self) -> Option<replay::Playback> {
         match self {
             Self::Replay(replay) => Some(replay.playback()),
-            Self::Nvml(_) | Self::Demo(_) => None,
+            Self::Local(_) | Self::Demo(_) => None,
         }
     }
 
     /// Where this source says what it is waiting on (the demo and a replay never wait).
     pub fn activity(&self) -> Activity {
         match self {
-            Self::Nvml(nvml) => nvml.activity(),
+            Self::Local(local) => local.activity(),
             Self::Demo(_) | Self::Replay(_) => Activity::default(),
         }
     }
 
     pub(crate) fn read(&mut self, window: Duration) -> Read {
         match self {
-            Self::Nvml(nvml) => Read::Parts(nvml.read(window)),
+            Self::Local(local) => Read::Parts(local.read(window, Reach::Processes)),
             Self::Demo(demo) => Read::Parts(demo.read(window)),
             Self::Replay(replay) => Read::Whole(Box::new(replay.snapshot())),
         }
@@ -204,7 +232,7 @@ impl Source {
                 replay.control(command);
                 true
             }
-            Self::Nvml(_) | Self::Demo(_) => false,
+            Self::Local(_) | Self::Demo(_) => false,
         }
     }
 
@@ -213,7 +241,7 @@ impl Source {
     /// only when asked).
     pub(crate) fn next_reading(&self, started: Instant, interval: Option<Duration>) -> Option<Instant> {
         match self {
-            Self::Nvml(_) | Self::Demo(_) => interval.map(|every| started + every),
+            Self::Local(_) | Self::Demo(_) => interval.map(|every| started + every),
             Self::Replay(replay) => replay.wait().and_then(|wait| Instant::now().checked_add(wait)),
         }
     }
@@ -222,7 +250,7 @@ impl Source {
     /// two driver calls, for a caller that asks one field at a time.
     pub fn refresh(&mut self, device: &mut Device, gauge: Gauge, window: Duration) {
         match self {
-            Self::Nvml(nvml) => nvml.refresh(device, gauge, window),
+            Self::Local(local) => local.refresh(device, gauge, window),
             // A recorded frame is what it is.
             Self::Replay(_) => {}
             // The demo machine is computed, not asked: it is read whole.
@@ -244,10 +272,16 @@ impl Source {
     /// lists, no /proc). Utilization means and peaks cover the last `window`.
     pub fn read_devices(&mut self, window: Duration) -> Vec<Device> {
         match self {
-            Self::Nvml(nvml) => nvml.read_reaching(window, Reach::Devices).devices,
+            Self::Local(local) => local.read(window, Reach::Devices).devices,
             Self::Demo(demo) => demo.read(window).devices,
             Self::Replay(replay) => replay.snapshot().devices,
         }
+    }
+}
+
+impl From<NvmlSource> for Source {
+    fn from(nvml: NvmlSource) -> Self {
+        Self::Local(Box::new(LocalSource::nvml(nvml)))
     }
 }
 

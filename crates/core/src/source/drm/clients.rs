@@ -18,39 +18,20 @@ use std::path::Path;
 
 use super::Files;
 use super::fdinfo::{self, Fdinfo};
+use crate::model::Engine;
 
 /// Sweeps between two reads of the fds of a process that held no DRM fd.
 pub const REVISIT_EVERY: u32 = 10;
 
-/// An engine class, across drivers (amdgpu's `gfx`, i915's `render`, xe's `rcs` are all
-/// graphics).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum EngineClass {
-    /// 3D and general rendering.
-    Graphics,
-    /// Compute queues.
-    Compute,
-    /// Copy (blitter, SDMA).
-    Copy,
-    /// Video decode and encode.
-    Video,
-    /// Video post-processing.
-    VideoEnhance,
-    /// Anything else the driver names.
-    Other,
-}
-
-impl EngineClass {
-    /// The class of `driver`'s engine `name`.
-    pub fn of(driver: &str, name: &str) -> Self {
-        match (driver, name) {
-            (_, "gfx" | "render" | "rcs") => Self::Graphics,
-            (_, "compute" | "ccs") => Self::Compute,
-            (_, "dma" | "copy" | "bcs") => Self::Copy,
-            ("amdgpu", "dec" | "enc" | "enc_1" | "jpeg") | (_, "video" | "vcs") => Self::Video,
-            (_, "vpe" | "video-enhance" | "vecs") => Self::VideoEnhance,
-            _ => Self::Other,
-        }
+/// The engine class of `driver`'s engine `name`.
+pub fn engine_of(driver: &str, name: &str) -> Engine {
+    match (driver, name) {
+        (_, "gfx" | "render" | "rcs") => Engine::Graphics,
+        (_, "compute" | "ccs") => Engine::Compute,
+        (_, "dma" | "copy" | "bcs") => Engine::Copy,
+        ("amdgpu", "dec" | "enc" | "enc_1" | "jpeg") | (_, "video" | "vcs") => Engine::Video,
+        (_, "vpe" | "video-enhance" | "vecs") => Engine::VideoEnhance,
+        _ => Engine::Other,
     }
 }
 
@@ -79,7 +60,7 @@ impl Region {
 pub struct ProcessUse {
     /// The percent of each engine class its clients kept busy since the last sweep; empty
     /// until a client has been read twice.
-    pub engines: BTreeMap<EngineClass, f64>,
+    pub engines: BTreeMap<Engine, f64>,
     /// Bytes resident per region.
     pub memory: BTreeMap<Region, u64>,
     /// Other processes that hold one of its clients (fork-inherited or passed fds).
@@ -281,12 +262,12 @@ fn owner_of(holders: &[u32]) -> (u32, Vec<u32>) {
 
 /// A client's percent per engine class from its read `now` (at `at_ns`) and its counters
 /// `before`.
-fn rates(now: &Fdinfo, at_ns: u64, before: &Counters) -> BTreeMap<EngineClass, f64> {
+fn rates(now: &Fdinfo, at_ns: u64, before: &Counters) -> BTreeMap<Engine, f64> {
     let driver = now.driver.as_deref().unwrap_or("");
     let capacity = |class: &str| now.capacity.get(class).copied().unwrap_or(1) as f64;
-    let mut out: BTreeMap<EngineClass, f64> = BTreeMap::new();
+    let mut out: BTreeMap<Engine, f64> = BTreeMap::new();
     let mut add = |name: &str, percent: f64| {
-        let total = out.entry(EngineClass::of(driver, name)).or_default();
+        let total = out.entry(engine_of(driver, name)).or_default();
         *total = (*total + percent.clamp(0.0, 100.0)).min(100.0);
     };
     let elapsed_ns = at_ns.saturating_sub(before.at_ns);

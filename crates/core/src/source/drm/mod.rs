@@ -6,13 +6,16 @@
 
 pub mod clients;
 pub mod fdinfo;
+#[cfg(any(test, feature = "testing"))]
+pub mod fixture;
 pub mod sysfs;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use clients::{ClientTracker, EngineClass, ProcessUse};
+use crate::model::{Device, Engine, GpuProcess, ProcessType, Reading, Vendor};
+use clients::{ClientTracker, ProcessUse, Region};
 use sysfs::{DeviceFigures, DrmDevice};
 
 /// The files a DRM reader reads, relative to its root.
@@ -159,8 +162,8 @@ impl DrmReader {
                 .map(|((pid, _), used)| (*pid, used.clone()))
                 .collect();
             let busy_percent = match device.vendor {
-                sysfs::Vendor::Amd => figures.busy_percent.map(f64::from),
-                sysfs::Vendor::Intel => busiest_class(&processes),
+                Vendor::Amd | Vendor::Nvidia => figures.busy_percent.map(f64::from),
+                Vendor::Intel => busiest_class(&processes),
             };
             readings.push(DrmReading {
                 device: device.clone(),
@@ -173,10 +176,127 @@ impl DrmReader {
     }
 }
 
+/// The machine's AMD and Intel GPUs and their processes in the model's shape.
+#[derive(Debug, Default)]
+pub struct DrmReadout {
+    /// The GPUs, indexed from the first index asked for, by PCI slot.
+    pub devices: Vec<Device>,
+    /// Their processes, one per process and GPU.
+    pub processes: Vec<GpuProcess>,
+    /// Processes whose fds could not be read.
+    pub hidden: u32,
+}
+
+impl DrmReader {
+    /// Every device and process now, as model values, the devices numbered from
+    /// `first_index` (after NVML's).
+    pub fn readout(&mut self, first_index: u32) -> DrmReadout {
+        let (readings, hidden) = self.read();
+        let mut out = DrmReadout {
+            hidden: u32::try_from(hidden).unwrap_or(u32::MAX),
+            ..DrmReadout::default()
+        };
+        for (index, reading) in (first_index..).zip(readings) {
+            for (pid, used) in &reading.processes {
+                out.processes.push(process_of(*pid, index, used));
+            }
+            out.devices.push(device_of(index, reading));
+        }
+        out
+    }
+}
+
+/// Why a sleeping GPU's sensors are not read.
+const ASLEEP: &str = "the GPU sleeps (runtime power management); reading it would wake it";
+
+/// A GPU as the model has it, from its reading.
+fn device_of(index: u32, reading: DrmReading) -> Device {
+    let DrmReading {
+        device,
+        figures,
+        busy_percent,
+        ..
+    } = reading;
+    let mut out = Device::new(index, device.vendor);
+    out.driver = Reading::Value(device.driver);
+    out.name = Reading::Value(device.name);
+    out.pci_bus_id = Reading::Value(device.pci_slot);
+    let known = |value: Option<u64>| -> Reading<u64> {
+        match value {
+            Some(v) => Reading::Value(v),
+            None if figures.asleep => Reading::failed(ASLEEP),
+            None => Reading::NotSupported,
+        }
+    };
+    let small =
+        |value: Option<u32>| known(value.map(u64::from)).map(|v| u32::try_from(v).unwrap_or(u32::MAX));
+    let real = |value: Option<f64>| -> Reading<f64> {
+        match value {
+            Some(v) if v.is_finite() => Reading::Value(v),
+            _ if figures.asleep => Reading::failed(ASLEEP),
+            _ => Reading::NotSupported,
+        }
+    };
+    // A runtime-suspended GPU runs nothing.
+    let busy = if figures.asleep { Some(0.0) } else { busy_percent };
+    out.utilization_gpu_percent = real(busy).map(|p| p.round() as u32);
+    out.utilization_gpu_mean_percent = real(busy);
+    out.utilization_gpu_peak_percent = real(busy);
+    out.utilization_memory_percent = small(figures.memory_busy_percent);
+    out.utilization_memory_mean_percent = real(figures.memory_busy_percent.map(f64::from));
+    out.utilization_memory_peak_percent = out.utilization_memory_mean_percent.clone();
+    out.memory_total_bytes = known(figures.vram_total_bytes);
+    out.memory_used_bytes = known(figures.vram_used_bytes);
+    out.memory_free_bytes = known(
+        figures
+            .vram_total_bytes
+            .zip(figures.vram_used_bytes)
+            .map(|(total, used)| total.saturating_sub(used)),
+    );
+    out.gtt_total_bytes = known(figures.gtt_total_bytes);
+    out.gtt_used_bytes = known(figures.gtt_used_bytes);
+    out.temperature_celsius = small(figures.temperature_celsius);
+    out.set_fan_speeds(small(figures.fan_percent).map(|f| vec![f]));
+    out.power_usage_watts = real(figures.power_watts);
+    out.power_usage_mean_watts = out.power_usage_watts.clone();
+    out.power_usage_peak_watts = out.power_usage_watts.clone();
+    out.power_limit_watts = real(figures.power_cap_watts);
+    out.power_enforced_limit_watts = out.power_limit_watts.clone();
+    out.energy_joules = real(figures.energy_microjoules.map(|uj| uj as f64 / 1e6));
+    out.clock_graphics_mhz = small(figures.core_clock_mhz);
+    out.clock_memory_mhz = small(figures.memory_clock_mhz);
+    out
+}
+
+/// One process on one GPU as the model has it: its GPU % is its engines' summed, its GPU
+/// memory what it holds in VRAM (on a GPU without VRAM, in system memory).
+fn process_of(pid: u32, gpu_index: u32, used: &ProcessUse) -> GpuProcess {
+    let busy = |engine: Engine| used.engines.get(&engine).is_some_and(|p| *p > 0.0);
+    let kind = match (busy(Engine::Compute), busy(Engine::Graphics)) {
+        (true, true) => ProcessType::ComputeGraphics,
+        (true, false) => ProcessType::Compute,
+        _ => ProcessType::Graphics,
+    };
+    let vram = used.memory.get(&Region::Vram).copied();
+    let system = used.memory.get(&Region::System).copied();
+    let mut process = GpuProcess::new(pid, gpu_index, kind);
+    process.gpu_memory_bytes = vram.or(system).map_or(Reading::NotSupported, Reading::Value);
+    process.gpu_system_memory_bytes = system.map_or(Reading::NotSupported, Reading::Value);
+    process.sm_percent = used
+        .gpu_percent()
+        .map_or(Reading::NotSupported, |p| Reading::Value(p.round() as u32));
+    process.engines_percent = used
+        .engines
+        .iter()
+        .map(|(engine, percent)| (*engine, (percent * 100.0).round() / 100.0))
+        .collect();
+    process
+}
+
 /// The busiest engine class's percent summed over processes (at most 100); `None` before
 /// any client has a rate.
 fn busiest_class(processes: &BTreeMap<u32, ProcessUse>) -> Option<f64> {
-    let mut per_class: BTreeMap<EngineClass, f64> = BTreeMap::new();
+    let mut per_class: BTreeMap<Engine, f64> = BTreeMap::new();
     for used in processes.values() {
         for (class, percent) in &used.engines {
             *per_class.entry(*class).or_default() += percent;

@@ -7,19 +7,11 @@
 use std::path::{Path, PathBuf};
 
 use super::Files;
+use crate::model::Vendor;
 
 /// PCI vendor IDs.
 const AMD: &str = "0x1002";
 const INTEL: &str = "0x8086";
-
-/// A GPU's maker, as its PCI vendor ID tells.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Vendor {
-    /// 0x1002.
-    Amd,
-    /// 0x8086.
-    Intel,
-}
 
 /// One AMD or Intel GPU found under `class/drm`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +24,9 @@ pub struct DrmDevice {
     pub vendor: Vendor,
     /// The kernel driver: `amdgpu`, `i915`, `xe`.
     pub driver: String,
+    /// The product name where the driver gives one (amdgpu's `product_name`), else the
+    /// vendor and PCI device ID: `AMD GPU 0x744c`.
+    pub name: String,
     /// `class/drm/cardN/device`, relative to the sysfs root.
     device_dir: PathBuf,
 }
@@ -109,15 +104,35 @@ pub fn find_devices(files: &dyn Files) -> Vec<DrmDevice> {
         if devices.iter().any(|d| d.pci_slot == pci_slot) {
             continue;
         }
+        let name = product_name(files, &device_dir, vendor);
         devices.push(DrmDevice {
             card,
             pci_slot,
             vendor,
             driver,
+            name,
             device_dir,
         });
     }
     devices
+}
+
+/// The board's product name (amdgpu's `product_name`, from its FRU data, on some boards),
+/// else the vendor and the PCI device ID; printable ASCII, at most 64 characters.
+fn product_name(files: &dyn Files, device_dir: &Path, vendor: Vendor) -> String {
+    let read = |name: &str| {
+        files.text(&device_dir.join(name)).map(|t| {
+            t.trim()
+                .chars()
+                .filter(|c| c.is_ascii_graphic() || *c == ' ')
+                .take(64)
+                .collect::<String>()
+        })
+    };
+    match read("product_name") {
+        Some(name) if !name.is_empty() => name,
+        _ => format!("{} GPU {}", vendor.name(), read("device").unwrap_or_default()),
+    }
 }
 
 /// `Some(N)` for `cardN`.
@@ -150,6 +165,8 @@ impl DrmDevice {
         let watts = |microwatts: u64| microwatts as f64 / 1e6;
         let mhz = |hz: u64| u32::try_from(hz / 1_000_000).ok();
         match self.vendor {
+            // Never found here: NVIDIA's GPUs are NVML's.
+            Vendor::Nvidia => {}
             Vendor::Amd => {
                 figures.busy_percent = number("gpu_busy_percent").and_then(percent);
                 figures.memory_busy_percent = number("mem_busy_percent").and_then(percent);

@@ -4,223 +4,18 @@
 //! another user), counters that advance by a known amount between two reads a second apart.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::clients::{EngineClass, Region};
-use super::sysfs::Vendor;
+use super::clients::Region;
+use super::fixture::{A, B, C, D, client, link, procfs, sysfs, write};
 use super::*;
+use crate::model::{Engine, Vendor};
 
-const A: &str = "0000:03:00.0";
-const B: &str = "0000:43:00.0";
-const C: &str = "0000:08:00.0";
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
 const SECOND: u64 = 1_000_000_000;
-
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
-
-fn link(path: &Path, target: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    if std::fs::symlink_metadata(path).is_ok() {
-        std::fs::remove_file(path).unwrap();
-    }
-    symlink(target, path).unwrap();
-}
-
-/// The sysfs tree: devices A, B, C, a connector entry and a file to skip.
-fn sysfs(root: &Path) {
-    for (card, render, slot) in [(0, 128, A), (1, 129, B), (2, 130, C)] {
-        for node in [format!("card{card}"), format!("renderD{render}")] {
-            link(
-                &root.join("class/drm").join(&node).join("device"),
-                &format!("../../../bus/pci/devices/{slot}"),
-            );
-        }
-        write(
-            &root.join(format!("class/drm/card{card}/dev")),
-            &format!("226:{card}\n"),
-        );
-    }
-    std::fs::create_dir_all(root.join("class/drm/card0-DP-1")).unwrap();
-    write(&root.join("class/drm/version"), "drm 1.1.0 20060810\n");
-    let amd = |slot: &str, files: &[(&str, &str)]| {
-        let dir = root.join("bus/pci/devices").join(slot);
-        write(&dir.join("vendor"), "0x1002\n");
-        write(&dir.join("device"), "0x744c\n");
-        write(
-            &dir.join("uevent"),
-            &format!("DRIVER=amdgpu\nPCI_SLOT_NAME={slot}\n"),
-        );
-        link(&dir.join("driver"), "../../../bus/pci/drivers/amdgpu");
-        write(&dir.join("power/runtime_status"), "active\n");
-        for (name, value) in files {
-            write(&dir.join(name), &format!("{value}\n"));
-        }
-    };
-    amd(
-        A,
-        &[
-            ("gpu_busy_percent", "87"),
-            ("mem_busy_percent", "12"),
-            ("mem_info_vram_total", "25769803776"),
-            ("mem_info_vram_used", "8589934592"),
-            ("mem_info_gtt_total", "34359738368"),
-            ("mem_info_gtt_used", "268435456"),
-            ("pp_dpm_sclk", "0: 500Mhz\n1: 1500Mhz\n2: 2482Mhz *"),
-            ("hwmon/hwmon3/name", "amdgpu"),
-            ("hwmon/hwmon3/temp1_input", "65000"),
-            ("hwmon/hwmon3/temp1_label", "edge"),
-            ("hwmon/hwmon3/temp2_input", "78000"),
-            ("hwmon/hwmon3/temp2_label", "junction"),
-            ("hwmon/hwmon3/temp3_input", "70000"),
-            ("hwmon/hwmon3/temp1_crit", "100000"),
-            ("hwmon/hwmon3/power1_average", "245000000"),
-            ("hwmon/hwmon3/power1_cap", "303000000"),
-            ("hwmon/hwmon3/power1_cap_max", "339000000"),
-            ("hwmon/hwmon3/freq1_input", "2482000000"),
-            ("hwmon/hwmon3/freq2_input", "1249000000"),
-            ("hwmon/hwmon3/fan1_input", "1650"),
-            ("hwmon/hwmon3/pwm1", "102"),
-            ("hwmon/hwmon3/pwm1_max", "255"),
-        ],
-    );
-    amd(
-        B,
-        &[
-            ("mem_info_vram_total", "25769803776"),
-            ("mem_info_vram_used", "15569256448"),
-            ("hwmon/hwmon4/name", "amdgpu"),
-            ("hwmon/hwmon4/temp1_input", "48000"),
-            ("hwmon/hwmon4/power1_input", "95000000"),
-        ],
-    );
-    let c = root.join("bus/pci/devices").join(C);
-    write(&c.join("vendor"), "0x8086\n");
-    write(&c.join("device"), "0xe20b\n");
-    write(&c.join("uevent"), &format!("DRIVER=xe\nPCI_SLOT_NAME={C}\n"));
-    write(&c.join("power/runtime_status"), "active\n");
-    for (name, value) in [
-        ("act_freq", "2800"),
-        ("cur_freq", "2850"),
-        ("max_freq", "2850"),
-        ("min_freq", "400"),
-        ("rp0_freq", "2850"),
-        ("rpn_freq", "400"),
-    ] {
-        write(&c.join("tile0/gt0/freq0").join(name), &format!("{value}\n"));
-    }
-    for (name, value) in [
-        ("name", "xe"),
-        ("energy1_input", "5000000000"),
-        ("power1_max", "190000000"),
-        ("temp2_input", "58000"),
-        ("fan1_input", "1200"),
-    ] {
-        write(&c.join("hwmon/hwmon5").join(name), &format!("{value}\n"));
-    }
-}
-
-const PROCFS_LINES: &str = "pos:\t0\nflags:\t02100002\nmnt_id:\t26\nino:\t1043\n";
-
-/// The fdinfo bodies of each client at t0 (`later` false) and t1.
-fn client(id: u32, later: bool) -> String {
-    let pick = |t0: u64, t1: u64| if later { t1 } else { t0 };
-    let amd = |id: u32, slot: &str| format!("drm-driver:\tamdgpu\ndrm-client-id:\t{id}\ndrm-pdev:\t{slot}\n");
-    let body = match id {
-        101 => format!(
-            "{}pasid:\t32769\ndrm-total-vram:\t262144 KiB\ndrm-resident-vram:\t262144 KiB\n\
-             drm-shared-vram:\t0\ndrm-memory-vram:\t262144 KiB\ndrm-memory-gtt: \t2048 KiB\n\
-             drm-engine-gfx:\t{} ns\n",
-            amd(101, A),
-            pick(50_000_000_000, 50_050_000_000)
-        ),
-        102 => format!(
-            "{}drm-total-vram:\t1048576 KiB\ndrm-resident-vram:\t1048576 KiB\n\
-             drm-memory-vram:\t1048576 KiB\ndrm-total-gtt:\t2 MiB\ndrm-engine-gfx:\t{} ns\n",
-            amd(102, A),
-            pick(10_000_000_000, 10_200_000_000)
-        ),
-        2011 => format!(
-            "{}drm-resident-vram:\t4194304 KiB\ndrm-engine-gfx:\t{} ns\ndrm-engine-compute:\t{} ns\n",
-            amd(201, A),
-            pick(100_000_000_000, 100_600_000_000),
-            pick(5_000_000_000, 5_100_000_000)
-        ),
-        2012 => format!(
-            "{}drm-memory-vram:\t2097152 KiB\ndrm-engine-gfx:\t{} ns\n",
-            amd(201, B),
-            pick(2_000_000_000, 2_250_000_000)
-        ),
-        301 => format!("{}drm-resident-vram:\t12582912 KiB\n", amd(301, B)),
-        401 => {
-            let total = pick(7_655_183_225, 7_674_383_225);
-            let mut text = format!(
-                "drm-driver:\txe\ndrm-client-id:\t401\ndrm-pdev:\t{C}\ndrm-total-system:\t0\n\
-                 drm-total-gtt:\t8 MiB\ndrm-resident-gtt:\t8 MiB\ndrm-total-vram0:\t512 MiB\n\
-                 drm-resident-vram0:\t512 MiB\ndrm-cycles-rcs:\t0\n"
-            );
-            for class in ["rcs", "bcs", "vcs", "vecs", "ccs"] {
-                text.push_str(&format!("drm-total-cycles-{class}:\t{total}\n"));
-            }
-            text.push_str(&format!(
-                "drm-cycles-vcs:\t{}\ndrm-engine-capacity-vcs:\t2\ndrm-cycles-vecs:\t{}\n\
-                 drm-engine-capacity-vecs:\t2\ndrm-cycles-bcs:\t0\ndrm-cycles-ccs:\t0\n\
-                 drm-engine-capacity-ccs:\t4\n",
-                pick(28_257_900, 39_777_900),
-                pick(0, 3_840_000)
-            ));
-            text
-        }
-        _ => unreachable!(),
-    };
-    format!("{PROCFS_LINES}{body}")
-}
-
-/// Each process's fds: (fd, link target, client or none).
-fn fds(pid: u32) -> Vec<(u32, &'static str, Option<u32>)> {
-    match pid {
-        1201 => vec![
-            (3, "/dev/null", None),
-            (14, "/dev/dri/card0", Some(101)),
-            (15, "/dev/dri/renderD128", Some(102)),
-            (16, "/dev/dri/renderD128", Some(102)),
-        ],
-        2402 => vec![(15, "/dev/dri/renderD128", Some(102))],
-        2301 => vec![
-            (20, "/dev/dri/renderD128", Some(2011)),
-            (21, "/dev/dri/renderD129", Some(2012)),
-        ],
-        2302 => vec![(5, "/dev/kfd", None), (6, "/dev/dri/renderD129", Some(301))],
-        2401 => vec![(7, "/dev/dri/renderD130", Some(401))],
-        _ => unreachable!(),
-    }
-}
-
-const PIDS: [u32; 5] = [1201, 2402, 2301, 2302, 2401];
-
-/// The procfs tree at t0 or t1.
-fn procfs(root: &Path, later: bool) {
-    for pid in PIDS {
-        let dir = root.join(pid.to_string());
-        let uid = if pid == 2302 { 1001 } else { 1000 };
-        write(
-            &dir.join("status"),
-            &format!("Uid:\t{uid}\t{uid}\t{uid}\t{uid}\n"),
-        );
-        for (fd, target, client_id) in fds(pid) {
-            link(&dir.join("fd").join(fd.to_string()), target);
-            let body = client_id.map_or_else(|| PROCFS_LINES.to_string(), |id| client(id, later));
-            write(&dir.join("fdinfo").join(fd.to_string()), &body);
-        }
-    }
-    write(&root.join("sys/kernel/pid_max"), "4194304\n");
-}
 
 /// The machine's files with some refused, as the kernel refuses another user's fds.
 struct Refusing {
@@ -258,8 +53,8 @@ impl Refusing {
 /// fail as another user's do.
 fn machine(refused: &[&str]) -> (tempfile::TempDir, DrmReader, Arc<AtomicU64>) {
     let dir = tempfile::tempdir().unwrap();
-    sysfs(&dir.path().join("sys"));
-    procfs(&dir.path().join("proc"), false);
+    sysfs(&dir.path().join("sys"), 0.0);
+    procfs(&dir.path().join("proc"), 0.0);
     let now = Arc::new(AtomicU64::new(0));
     let clock = Arc::clone(&now);
     let procfs = Refusing {
@@ -278,15 +73,8 @@ fn machine(refused: &[&str]) -> (tempfile::TempDir, DrmReader, Arc<AtomicU64>) {
 fn read_twice(refused: &[&str]) -> (BTreeMap<String, DrmReading>, usize) {
     let (dir, mut reader, now) = machine(refused);
     reader.read();
-    procfs(&dir.path().join("proc"), true);
-    std::fs::write(
-        dir.path()
-            .join("sys/bus/pci/devices")
-            .join(C)
-            .join("hwmon/hwmon5/energy1_input"),
-        "5045000000\n",
-    )
-    .unwrap();
+    procfs(&dir.path().join("proc"), 1.0);
+    sysfs(&dir.path().join("sys"), 1.0);
     now.store(SECOND, Ordering::SeqCst);
     let (readings, hidden) = reader.read();
     let by_slot = readings
@@ -296,12 +84,12 @@ fn read_twice(refused: &[&str]) -> (BTreeMap<String, DrmReading>, usize) {
     (by_slot, hidden)
 }
 
-fn engines(pairs: &[(EngineClass, f64)]) -> BTreeMap<EngineClass, f64> {
+fn engines(pairs: &[(Engine, f64)]) -> BTreeMap<Engine, f64> {
     pairs.iter().copied().collect()
 }
 
 /// Percents to four decimals: the arithmetic is exact to far below that.
-fn rounded(map: &BTreeMap<EngineClass, f64>) -> BTreeMap<EngineClass, f64> {
+fn rounded(map: &BTreeMap<Engine, f64>) -> BTreeMap<Engine, f64> {
     map.iter().map(|(c, p)| (*c, (p * 1e4).round() / 1e4)).collect()
 }
 
@@ -319,6 +107,7 @@ fn the_devices_are_found_by_slot_vendor_and_driver_and_connectors_skipped() {
             ("card0", A, Vendor::Amd, "amdgpu"),
             ("card1", B, Vendor::Amd, "amdgpu"),
             ("card2", C, Vendor::Intel, "xe"),
+            ("card3", D, Vendor::Intel, "i915"),
         ]
     );
 }
@@ -379,10 +168,7 @@ fn each_process_counts_its_clients_once_with_exact_rates_and_memory() {
         [1201, 2301],
         "2402 shares 1201's client"
     );
-    assert_eq!(
-        rounded(&a[&1201].engines),
-        engines(&[(EngineClass::Graphics, 25.0)])
-    );
+    assert_eq!(rounded(&a[&1201].engines), engines(&[(Engine::Graphics, 25.0)]));
     assert_eq!(
         a[&1201].memory[&Region::Vram],
         GIB + 256 * MIB,
@@ -391,15 +177,12 @@ fn each_process_counts_its_clients_once_with_exact_rates_and_memory() {
     assert_eq!(a[&1201].sharers, [2402]);
     assert_eq!(
         rounded(&a[&2301].engines),
-        engines(&[(EngineClass::Graphics, 60.0), (EngineClass::Compute, 10.0)])
+        engines(&[(Engine::Graphics, 60.0), (Engine::Compute, 10.0)])
     );
     assert_eq!(a[&2301].memory[&Region::Vram], 4 * GIB);
     assert_eq!(a[&2301].gpu_percent().map(|p| p.round()), Some(70.0));
     let b = &readings[B].processes;
-    assert_eq!(
-        rounded(&b[&2301].engines),
-        engines(&[(EngineClass::Graphics, 25.0)])
-    );
+    assert_eq!(rounded(&b[&2301].engines), engines(&[(Engine::Graphics, 25.0)]));
     assert_eq!(
         b[&2301].memory[&Region::Vram],
         2 * GIB,
@@ -415,11 +198,11 @@ fn each_process_counts_its_clients_once_with_exact_rates_and_memory() {
     assert_eq!(
         rounded(&c.engines),
         engines(&[
-            (EngineClass::Graphics, 0.0),
-            (EngineClass::Compute, 0.0),
-            (EngineClass::Copy, 0.0),
-            (EngineClass::Video, 30.0),
-            (EngineClass::VideoEnhance, 10.0),
+            (Engine::Graphics, 0.0),
+            (Engine::Compute, 0.0),
+            (Engine::Copy, 0.0),
+            (Engine::Video, 30.0),
+            (Engine::VideoEnhance, 10.0),
         ]),
         "cycles over the GPU timestamp, per engine of the class"
     );
@@ -435,10 +218,7 @@ fn another_users_process_is_counted_as_hidden_never_as_idle() {
     assert_eq!(hidden, 1);
     let b = &readings[B].processes;
     assert!(!b.contains_key(&2302), "{b:?}");
-    assert_eq!(
-        rounded(&b[&2301].engines),
-        engines(&[(EngineClass::Graphics, 25.0)])
-    );
+    assert_eq!(rounded(&b[&2301].engines), engines(&[(Engine::Graphics, 25.0)]));
 }
 
 #[test]
@@ -452,11 +232,11 @@ fn a_first_read_has_no_rates_and_a_counter_that_goes_back_gives_zero() {
         GIB + 256 * MIB,
         "memory needs one read"
     );
-    procfs(&dir.path().join("proc"), true);
+    procfs(&dir.path().join("proc"), 1.0);
     now.store(SECOND, Ordering::SeqCst);
     reader.read();
     // t2: the counters are back at their t0 values.
-    procfs(&dir.path().join("proc"), false);
+    procfs(&dir.path().join("proc"), 0.0);
     now.store(2 * SECOND, Ordering::SeqCst);
     let (third, _) = reader.read();
     let a = third.iter().find(|r| r.device.pci_slot == A).unwrap();
@@ -479,7 +259,7 @@ fn a_process_that_vanished_or_holds_no_gpu_is_skipped_and_revisited_later() {
     assert_eq!(hidden, 0, "a vanished process is not hidden");
     // 3000 opens a GPU: seen at its revisit, not before.
     link(&quiet.join("fd/9"), "/dev/dri/renderD130");
-    let body = client(401, false).replace("401", "402");
+    let body = client(401, 0.0).replace("401", "402");
     write(&quiet.join("fdinfo/9"), &body);
     let mut sweeps_until_seen = 0;
     for sweep in 1..=clients::REVISIT_EVERY {
@@ -523,4 +303,114 @@ fn a_device_runtime_pm_has_put_to_sleep_is_not_woken_by_a_sensor_read() {
         (None, None, None),
         "no figure read"
     );
+}
+
+#[test]
+fn an_integrated_i915_gpu_gives_its_clock_and_its_clients_engines_and_system_memory() {
+    let (readings, _) = read_twice(&[]);
+    let d = &readings[D];
+    assert_eq!(d.figures.core_clock_mhz, Some(1300), "gt_act_freq_mhz");
+    assert_eq!(
+        (d.figures.temperature_celsius, d.figures.power_watts),
+        (None, None),
+        "an iGPU has no hwmon"
+    );
+    assert_eq!(
+        d.busy_percent.map(f64::round),
+        Some(30.0),
+        "video, its busiest class"
+    );
+    let p = &d.processes[&2501];
+    assert_eq!(
+        rounded(&p.engines),
+        engines(&[
+            (Engine::Graphics, 20.0),
+            (Engine::Copy, 0.0),
+            (Engine::Video, 30.0),
+            (Engine::VideoEnhance, 0.0),
+        ]),
+        "ns over the second, video over its two engines"
+    );
+    assert_eq!(p.memory[&Region::System], 64 * MIB);
+    assert!(!p.memory.contains_key(&Region::Vram));
+}
+
+#[test]
+fn the_readout_numbers_the_gpus_after_nvidias_and_gives_model_values() {
+    let (dir, mut reader, now) = machine(&["2302/fd"]);
+    reader.read();
+    procfs(&dir.path().join("proc"), 1.0);
+    sysfs(&dir.path().join("sys"), 1.0);
+    now.store(SECOND, Ordering::SeqCst);
+    let out = reader.readout(2);
+    let gpus: Vec<(u32, Vendor, Option<&String>, Option<&String>)> = out
+        .devices
+        .iter()
+        .map(|d| (d.index, d.vendor, d.driver.value(), d.pci_bus_id.value()))
+        .collect();
+    let text = |s: &str| s.to_string();
+    assert_eq!(
+        gpus.iter()
+            .map(|(i, v, d, p)| (*i, *v, d.cloned(), p.cloned()))
+            .collect::<Vec<_>>(),
+        [
+            (2, Vendor::Amd, Some(text("amdgpu")), Some(text(A))),
+            (3, Vendor::Amd, Some(text("amdgpu")), Some(text(B))),
+            (4, Vendor::Intel, Some(text("xe")), Some(text(C))),
+            (5, Vendor::Intel, Some(text("i915")), Some(text(D))),
+        ]
+    );
+    let a = &out.devices[0];
+    assert_eq!(a.name.value().map(String::as_str), Some("AMD GPU 0x744c"));
+    assert_eq!(a.utilization_gpu_percent.get(), Some(87));
+    assert_eq!(a.memory_used_bytes.get(), Some(8 * GIB));
+    assert_eq!(a.memory_free_bytes.get(), Some(16 * GIB));
+    assert_eq!(a.gtt_used_bytes.get(), Some(256 * MIB));
+    assert_eq!(a.fan_speed_percent.get(), Some(40));
+    assert_eq!(a.clock_graphics_mhz.get(), Some(2482));
+    assert_eq!(
+        out.devices[1].utilization_gpu_percent,
+        Reading::NotSupported,
+        "B gives no busy figure"
+    );
+    let c = &out.devices[2];
+    assert_eq!(c.power_usage_watts.get().map(f64::round), Some(45.0));
+    assert_eq!(c.energy_joules.get(), Some(5045.0));
+    assert_eq!(
+        c.memory_total_bytes,
+        Reading::NotSupported,
+        "no sysfs file for xe's VRAM"
+    );
+    assert_eq!(out.hidden, 1);
+    let process = |pid: u32, gpu: u32| {
+        out.processes
+            .iter()
+            .find(|p| p.pid == pid && p.gpu_index == gpu)
+            .unwrap_or_else(|| panic!("{pid} on {gpu}: {:?}", out.processes))
+    };
+    let blender = process(2301, 2);
+    assert_eq!(blender.sm_percent.get(), Some(70));
+    assert_eq!(blender.kind, ProcessType::ComputeGraphics);
+    assert_eq!(blender.gpu_memory_bytes.get(), Some(4 * GIB));
+    assert_eq!(blender.engines_percent[&Engine::Compute], 10.0);
+    let ffmpeg = process(2401, 4);
+    assert_eq!(ffmpeg.sm_percent.get(), Some(40));
+    assert_eq!(ffmpeg.kind, ProcessType::Graphics);
+    assert_eq!(
+        (
+            ffmpeg.gpu_memory_bytes.get(),
+            ffmpeg.gpu_system_memory_bytes.get()
+        ),
+        (Some(512 * MIB), Some(8 * MIB))
+    );
+    let integrated = process(2501, 5);
+    assert_eq!(
+        (
+            integrated.gpu_memory_bytes.get(),
+            integrated.gpu_system_memory_bytes.get()
+        ),
+        (Some(64 * MIB), Some(64 * MIB)),
+        "no VRAM: its GPU memory is system memory"
+    );
+    assert_eq!(out.processes.len(), 5, "2302 hidden: {:?}", out.processes);
 }

@@ -10,6 +10,7 @@ mod events;
 mod raw;
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -31,7 +32,7 @@ use nvml_wrapper_sys::bindings::nvmlDevice_t;
 use super::{Activity, DriverInfo, Gauge, Reach, Readout, Window};
 use crate::model::{
     Bar1, Device, DeviceStatus, GpuProcess, HostFacts, Memory, MigDevice, MigId, NvLink, ProcessType,
-    Reading, RemappedRows, RetiredPages,
+    Reading, RemappedRows, RetiredPages, Vendor,
 };
 
 /// A device sample as the driver gave it, stamped on the driver's own clock: what
@@ -797,6 +798,7 @@ impl NvmlSource {
             devices,
             processes,
             host_known: false,
+            hidden_processes: 0,
         }
     }
 }
@@ -1091,6 +1093,8 @@ fn read_device(
     let kilobytes = |kb: &u32| u64::from(*kb) * 1024;
     let mut read = Device {
         index,
+        vendor: Vendor::Nvidia,
+        driver: Reading::Value("nvidia".into()),
         name: statics.name.clone(),
         uuid: statics.uuid.clone(),
         pci_bus_id: statics.pci_bus_id.clone(),
@@ -1108,6 +1112,8 @@ fn read_device(
         memory_reserved_bytes: Reading::NotSupported,
         bar1_total_bytes: Reading::NotSupported,
         bar1_used_bytes: Reading::NotSupported,
+        gtt_total_bytes: Reading::NotSupported,
+        gtt_used_bytes: Reading::NotSupported,
         temperature_celsius: reading(device.temperature(TemperatureSensor::Gpu)),
         temperature_slowdown_celsius: statics.temperature_slowdown.clone(),
         temperature_shutdown_celsius: statics.temperature_shutdown.clone(),
@@ -1264,7 +1270,9 @@ fn read_processes(
                     gpu_uuid: uuid.clone(),
                     kind,
                     gpu_memory_bytes: memory,
+                    gpu_system_memory_bytes: Reading::NotSupported,
                     sm_percent: Reading::Value(0),
+                    engines_percent: BTreeMap::new(),
                     memory_bandwidth_percent: Reading::Value(0),
                     encoder_percent: Reading::Value(0),
                     decoder_percent: Reading::Value(0),

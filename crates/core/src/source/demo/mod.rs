@@ -2,8 +2,11 @@
 //!
 //! The demo machine is nvml-sim's `builtin:demo` scenario, the same one the simulated
 //! `libnvidia-ml.so.1` serves, so `gputop --demo` and gputop on the simulator show one machine.
-//! Its PIDs are invented, so host facts come from the scenario instead of /proc.
+//! Beside its NVIDIA GPUs it has an AMD and an Intel GPU (its `drm` module), read by the real DRM
+//! reader from files held in memory. Its PIDs are invented, so host facts come from the
+//! scenario instead of /proc.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, UNIX_EPOCH};
 
 use nvml_sim::codes::{self, Code};
@@ -14,13 +17,17 @@ use super::{DriverInfo, Readout, Window};
 use crate::host::containers::container_of;
 use crate::model::{
     Bar1, Device, DeviceStatus, GpuProcess, HostFacts, Memory, MigDevice, MigId, PidMapping, ProcessType,
-    Reading, RemappedRows, RetiredPages, XidErrors, XidEvent,
+    Reading, RemappedRows, RetiredPages, Vendor, XidErrors, XidEvent,
 };
+
+mod drm;
 
 /// The demo machine and its clock.
 #[derive(Debug)]
 pub struct DemoSource {
     sim: Sim,
+    /// Its AMD and Intel GPUs, after the simulator's NVIDIA ones.
+    drm: drm::DemoDrm,
     time: TimeBase,
     /// Scenario time when the demo began watching Xid errors.
     watching_since: f64,
@@ -43,6 +50,7 @@ impl DemoSource {
         let time = TimeBase::now(scenario.clock.start, scenario.clock.speed);
         Self {
             sim: Sim::new(scenario),
+            drm: drm::DemoDrm::new(),
             watching_since: time.scenario_t(wall_now_us()),
             time,
         }
@@ -66,12 +74,16 @@ impl DemoSource {
             processes.extend(self.processes(gpu, t));
         }
         give_jobs_parents(&mut processes);
+        let others = self.drm.read(u32::try_from(devices.len()).unwrap_or(u32::MAX));
+        devices.extend(others.devices);
+        processes.extend(others.processes);
         Readout {
             driver,
             devices,
             processes,
             // A demo process's owner and command come from the scenario, not this host.
             host_known: true,
+            hidden_processes: 0,
         }
     }
 
@@ -156,6 +168,8 @@ impl DemoSource {
         let kilobytes = |kb: &u32| u64::from(*kb) * 1024;
         let mut device = Device {
             index,
+            vendor: Vendor::Nvidia,
+            driver: Reading::Value("nvidia".into()),
             name: self.field(gpu, "name", t, || Ok(g.name.clone())),
             uuid: self.field(gpu, "uuid", t, || Ok(g.uuid.clone())),
             pci_bus_id: self.field(gpu, "pci", t, || {
@@ -175,6 +189,8 @@ impl DemoSource {
             memory_reserved_bytes: Reading::NotSupported,
             bar1_total_bytes: Reading::NotSupported,
             bar1_used_bytes: Reading::NotSupported,
+            gtt_total_bytes: Reading::NotSupported,
+            gtt_used_bytes: Reading::NotSupported,
             temperature_celsius: count("temperature", &d.temperature, "temperature"),
             temperature_slowdown_celsius: self.field(gpu, "temperature_threshold", t, || {
                 g.temperature_thresholds.slowdown.ok_or(codes::NOT_SUPPORTED)
@@ -382,7 +398,9 @@ impl DemoSource {
                         _ => ProcessType::Compute,
                     },
                     gpu_memory_bytes: live.used_memory.map_or(Reading::NotSupported, Reading::Value),
+                    gpu_system_memory_bytes: Reading::NotSupported,
                     sm_percent: pct(sample.map(|s| s.sm)),
+                    engines_percent: BTreeMap::new(),
                     memory_bandwidth_percent: pct(sample.map(|s| s.mem)),
                     encoder_percent: pct(sample.map(|s| s.enc)),
                     decoder_percent: pct(sample.map(|s| s.dec)),
