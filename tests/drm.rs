@@ -6,71 +6,8 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
-
+use common::drm::Machine;
 use gputop::source::drm::fixture;
-
-/// The fake machine, its counters advancing with the wall clock until dropped.
-struct Machine {
-    dir: tempfile::TempDir,
-    stop: Arc<AtomicBool>,
-    writer: Option<JoinHandle<()>>,
-}
-
-impl Machine {
-    fn start() -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let (sys, proc) = (dir.path().join("sys"), dir.path().join("proc"));
-        fixture::sysfs(&sys, 0.0);
-        fixture::procfs(&proc, 0.0);
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = Arc::clone(&stop);
-        let started = Instant::now();
-        let writer = std::thread::spawn(move || {
-            while !stopped.load(Ordering::SeqCst) {
-                fixture::advance(&sys, &proc, started.elapsed().as_secs_f64());
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        });
-        Self {
-            dir,
-            stop,
-            writer: Some(writer),
-        }
-    }
-
-    fn sysfs(&self) -> PathBuf {
-        self.dir.path().join("sys")
-    }
-
-    fn procfs(&self) -> PathBuf {
-        self.dir.path().join("proc")
-    }
-
-    /// gputop reading this machine alone: NVML is pointed at a library that is not there.
-    fn gputop(&self, home: &Path) -> std::process::Command {
-        let mut command = common::gputop_with_sysfs(home, &self.sysfs());
-        command
-            .arg("--path.procfs")
-            .arg(self.procfs())
-            .arg("--nvml-lib")
-            .arg(self.dir.path().join("no-libnvidia-ml.so.1"));
-        command
-    }
-}
-
-impl Drop for Machine {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.join();
-        }
-    }
-}
 
 fn near(value: &serde_json::Value, expected: f64, what: &str) {
     let got = value.as_f64().unwrap_or_else(|| panic!("{what}: {value}"));
@@ -167,4 +104,168 @@ fn once_json_reports_each_gpu_and_process_as_the_counters_imply() {
     assert_eq!(process(2301, 0)["command"], "blender -b scene.blend");
     assert_eq!(processes.len(), 6, "2402 shares 1201's client: {processes:?}");
     assert_eq!(doc["hidden_processes"], 0);
+}
+
+/// `gputop export --processes` on the machine, and the port its metrics are served on, once
+/// it has read the machine twice (rates known).
+fn exporter(machine: &Machine, home: &std::path::Path) -> (common::Killed, u16) {
+    let port = common::free_port();
+    let child = machine
+        .gputop(home)
+        .args([
+            "export",
+            "--processes",
+            "--interval",
+            "0.5",
+            "--web-listen-address",
+        ])
+        .arg(format!("127.0.0.1:{port}"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let exporter = common::Killed(child);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !common::get(port, "/metrics")
+        .2
+        .contains("gputop_process_sm_utilization_ratio{gpu=\"3\"")
+    {
+        assert!(std::time::Instant::now() < deadline, "no rates served");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    (exporter, port)
+}
+
+/// The value of the one sample of `name` whose labels contain every one of `labels`.
+fn sample(body: &str, name: &str, labels: &[&str]) -> f64 {
+    let lines: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) && labels.iter().all(|want| l.contains(want)))
+        .collect();
+    assert_eq!(lines.len(), 1, "{name} {labels:?}: {lines:?}");
+    lines[0].rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn the_exporter_serves_every_vendor_with_its_labels_and_the_same_series() {
+    let machine = Machine::start();
+    let home = tempfile::tempdir().unwrap();
+    let (_exporter, port) = exporter(&machine, home.path());
+    let body = common::get(port, "/metrics").2;
+    let a = ["gpu=\"0\"", "vendor=\"amd\"", "driver=\"amdgpu\""];
+    assert_eq!(sample(&body, "gputop_gpu_utilization_ratio", &a), 0.87);
+    assert_eq!(
+        sample(&body, "gputop_gpu_gtt_used_bytes", &a),
+        (256u64 << 20) as f64
+    );
+    assert_eq!(sample(&body, "gputop_gpu_power_watts", &a), 245.0);
+    let c = ["gpu=\"2\"", "vendor=\"intel\"", "driver=\"xe\""];
+    assert!((sample(&body, "gputop_gpu_power_watts", &c) - 45.0).abs() <= 2.0);
+    let blender = ["gpu=\"0\"", "vendor=\"amd\"", "pid=\"2301\""];
+    assert!((sample(&body, "gputop_process_sm_utilization_ratio", &blender) - 0.70).abs() <= 0.02);
+    assert_eq!(
+        sample(&body, "gputop_process_gpu_memory_bytes", &blender),
+        (4u64 << 30) as f64
+    );
+    let compute = ["gpu=\"0\"", "pid=\"2301\"", "engine=\"compute\""];
+    assert!((sample(&body, "gputop_process_engine_utilization_ratio", &compute) - 0.10).abs() <= 0.02);
+    let integrated = ["gpu=\"3\"", "vendor=\"intel\"", "driver=\"i915\"", "pid=\"2501\""];
+    assert_eq!(
+        sample(&body, "gputop_process_gpu_system_memory_bytes", &integrated),
+        (64u64 << 20) as f64
+    );
+}
+
+#[test]
+#[ignore = "needs Prometheus: promtool checks the exposition"]
+fn promtool_passes_the_exposition_of_amd_and_intel_gpus() {
+    use std::io::Write;
+    let machine = Machine::start();
+    let home = tempfile::tempdir().unwrap();
+    let (_exporter, port) = exporter(&machine, home.path());
+    let body = common::get(port, "/metrics").2;
+    let mut check = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool: install the Debian package `prometheus` (`bash .ci/all-tests` does)");
+    check.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    let checked = check.wait_with_output().unwrap();
+    assert!(
+        checked.status.success() && checked.stdout.is_empty() && checked.stderr.is_empty(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+}
+
+#[test]
+fn a_capture_keeps_the_files_read_and_replays_as_a_test_scenario() {
+    use gputop::source::drm::DrmReader;
+    use gputop::source::drm::captured::Captured;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let machine = Machine::start();
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("report.toml");
+    let output = machine
+        .gputop(home.path())
+        .args(["capture", "--duration", "2"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert!(
+        common::stderr(&output).contains("of 4 GPU(s)"),
+        "{}",
+        common::stderr(&output)
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    nvml_sim::scenario::Scenario::parse(&text, "report.toml", &|_| None)
+        .expect("the simulator reads the capture");
+    #[derive(serde::Deserialize)]
+    struct Report {
+        drm: Captured,
+    }
+    let captured = toml::from_str::<Report>(&text).expect("a [drm] table").drm;
+    assert!(
+        captured
+            .proc
+            .links
+            .values()
+            .all(|target| target.starts_with("/dev/dri/")),
+        "only the DRM fds are kept: {:?}",
+        captured.proc.links
+    );
+    assert!(!captured.proc.links.contains_key("1201/fd/3"), "1201's /dev/null");
+    // Served again: the first files at 0, the last at the capture's length.
+    let later = Arc::new(AtomicBool::new(false));
+    let (proc, sys) = captured.serve(Arc::clone(&later));
+    let now = Arc::new(AtomicU64::new(0));
+    let clock = Arc::clone(&now);
+    let mut reader = DrmReader::with(
+        Box::new(proc),
+        Box::new(sys),
+        Box::new(move || clock.load(Ordering::SeqCst)),
+    );
+    reader.readout(0);
+    later.store(true, Ordering::SeqCst);
+    now.store((captured.seconds * 1e9) as u64, Ordering::SeqCst);
+    let out = reader.readout(0);
+    assert_eq!(out.devices.len(), 4);
+    let percent = |pid: u32, gpu: u32| {
+        out.processes
+            .iter()
+            .find(|p| p.pid == pid && p.gpu_index == gpu)
+            .and_then(|p| p.sm_percent.get())
+            .unwrap_or_else(|| panic!("{pid} on {gpu}: {:?}", out.processes))
+    };
+    for (pid, gpu, expected) in [(1201, 0, 25), (2301, 0, 70), (2401, 2, 40), (2501, 3, 50)] {
+        let got = percent(pid, gpu);
+        assert!(
+            got.abs_diff(expected) <= 2,
+            "{pid} on {gpu}: {got}, expected {expected}"
+        );
+    }
 }

@@ -1693,3 +1693,44 @@ fn frames_1e20_seconds_apart_replay_and_quit_without_a_panic() {
         "{output}"
     );
 }
+
+#[test]
+fn a_machine_of_nvidia_amd_and_intel_gpus_shows_them_all_in_one_table() {
+    let home = tempfile::tempdir().unwrap();
+    let machine = common::drm::Machine::start();
+    let (sys, proc) = (machine.sysfs(), machine.procfs());
+    let extra = [
+        "--path.sysfs",
+        sys.to_str().unwrap(),
+        "--path.procfs",
+        proc.to_str().unwrap(),
+    ];
+    let command = gputop_command(home.path(), &scenario(home.path()), "1 1 1", &extra);
+    let pty = Pty::spawn(command, 160, 45);
+    // GPU 2 is AMD's A (after NVML's two): blender's engines summed, 70 %. Engine use is a
+    // rate: shown from the second refresh.
+    let blender = |screen: &str| {
+        process_rows(screen)
+            .into_iter()
+            .find(|r| r.contains("blender") && r.trim_start().starts_with("2 "))
+    };
+    let near_70 = |row: &str| {
+        row.split_whitespace()
+            .filter_map(|w| w.parse::<u32>().ok())
+            .any(|p| p.abs_diff(70) <= 2)
+    };
+    let screen = pty.wait_until("every GPU and blender's engine use", 15, |s| {
+        s.contains("mpv movie.mkv") && blender(s).is_some_and(|r| near_70(&r))
+    });
+    for needle in [
+        "Sim Zero",
+        "AMD GPU 0x744c",
+        "amdgpu 0000:03:00.0",
+        "amdgpu 0000:43:00.0",
+        "Intel GPU 0xe20b",
+        "xe 0000:08:00.0",
+        "i915 0000:00:02.0",
+    ] {
+        assert!(screen.contains(needle), "{needle}:\n{screen}");
+    }
+}

@@ -4,7 +4,10 @@
 //!
 //! The scenario holds what `--once --json` shows of the devices and their processes (PIDs,
 //! types, memory, %SM; no users or command lines), the driver's versions and missing
-//! exports, and every device sample with its time taken from the driver's own stamps.
+//! exports, and every device sample with its time taken from the driver's own stamps. On a
+//! machine with AMD or Intel GPUs, its `[drm]` table holds the sysfs files and the DRM
+//! clients' fdinfo that gputop read, at the first and the last refresh, which gputop's DRM
+//! reader serves again in a test.
 
 use std::collections::BTreeMap;
 
@@ -35,6 +38,43 @@ impl Captured {
     fn samples(&self) -> impl Iterator<Item = &RawSample> {
         self.reads.iter().flat_map(|r| &r.samples)
     }
+}
+
+/// What a capture reads of NVML on a machine without it: nothing.
+pub fn no_nvml() -> Readout {
+    Readout {
+        driver: gputop::source::DriverInfo {
+            driver_version: Reading::NotSupported,
+            nvml_version: Reading::NotSupported,
+            cuda_driver_version: Reading::NotSupported,
+        },
+        devices: Vec::new(),
+        processes: Vec::new(),
+        host_known: false,
+        hidden_processes: 0,
+    }
+}
+
+/// The exports of no NVML library.
+pub fn no_exports() -> DriverExports {
+    DriverExports {
+        absent: Vec::new(),
+        v3_entry_bytes: None,
+    }
+}
+
+/// The `[drm]` table of a capture: the AMD and Intel GPUs' files as read.
+pub fn drm_section(files: &gputop::source::drm::captured::Captured) -> String {
+    let mut root = Table::new();
+    if let Ok(value) = Value::try_from(files) {
+        root.insert("drm".into(), value);
+    }
+    format!(
+        "\n# The AMD and Intel GPUs' sysfs files and DRM clients' fdinfo as gputop read them, at \
+         the first refresh and the last, {:.1} s later.\n{}",
+        files.seconds,
+        toml::to_string(&root).unwrap_or_default()
+    )
 }
 
 /// The scenario text of a capture.

@@ -277,28 +277,39 @@ fn theme_of(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Theme {
     }
 }
 
-/// `gputop record FILE`: snapshots to a recording until SIGINT/SIGTERM/SIGHUP or --duration.
 /// `gputop capture FILE`: refreshes once a second for `--duration` seconds, keeping every
-/// device sample, then writes the scenario.
+/// NVML device sample and the AMD and Intel GPUs' files read, then writes the scenario.
 fn run_capture(cli: &Cli, args: &CaptureArgs) -> Result<(), Failure> {
     if cli.demo {
-        return Err(anyhow!("gputop capture records a machine's NVML; the demo has none to capture").into());
+        return Err(anyhow!("gputop capture records a machine's GPUs; the demo has none to capture").into());
     }
-    let mut nvml = NvmlSource::open(cli.nvml_lib.as_deref()).map_err(Failure::Nvml)?;
+    let roots = gputop::host::roots::get();
+    let (mut drm, drm_files) = gputop::source::drm::DrmReader::recording(&roots.procfs, &roots.sysfs);
+    let mut nvml = match NvmlSource::open(cli.nvml_lib.as_deref()) {
+        Ok(nvml) => Some(nvml),
+        Err(why) if drm.devices().is_empty() => return Err(Failure::Nvml(why)),
+        Err(_) => None,
+    };
     let mut file = gputop::files::open_for_writing(&args.file, gputop::files::Write::CreateNew)
         .map_err(anyhow::Error::from)?;
-    nvml.log_samples();
+    if let Some(nvml) = &mut nvml {
+        nvml.log_samples();
+    }
     let hostname = gputop::host::HostCollector::new().hostname().to_string();
     let started = Instant::now();
     let mut reads = Vec::new();
+    let mut drm_seconds = 0.0;
     loop {
         let at = started.elapsed().as_secs_f64();
-        let readout = nvml.read(Duration::from_secs(1));
-        reads.push(crate::output::capture::CapturedRead {
-            at,
-            readout,
-            samples: nvml.take_samples(),
-        });
+        let (readout, samples) = match &mut nvml {
+            Some(nvml) => (nvml.read(Duration::from_secs(1)), nvml.take_samples()),
+            None => (crate::output::capture::no_nvml(), Vec::new()),
+        };
+        reads.push(crate::output::capture::CapturedRead { at, readout, samples });
+        if !drm.devices().is_empty() {
+            drm.read();
+            drm_seconds = started.elapsed().as_secs_f64();
+        }
         let next = Duration::from_secs(reads.len() as u64);
         if next.as_secs_f64() > args.duration {
             break;
@@ -307,16 +318,24 @@ fn run_capture(cli: &Cli, args: &CaptureArgs) -> Result<(), Failure> {
     }
     let captured = crate::output::capture::Captured {
         hostname,
-        exports: nvml.exports(),
+        exports: nvml
+            .as_ref()
+            .map_or_else(crate::output::capture::no_exports, NvmlSource::exports),
         reads,
     };
-    let text = crate::output::capture::scenario(&captured);
+    let mut text = crate::output::capture::scenario(&captured);
+    let drm_gpus = drm.devices().len();
+    if drm_gpus > 0 {
+        let mut files = drm_files.lock().unwrap_or_else(|e| e.into_inner()).0.for_report();
+        files.seconds = drm_seconds - captured.reads[0].at;
+        text.push_str(&crate::output::capture::drm_section(&files));
+    }
     std::io::Write::write_all(&mut file, text.as_bytes())
         .with_context(|| format!("cannot write {}", args.file.display()))?;
     eprintln!(
         "gputop: captured {} refreshes of {} GPU(s) to {}",
         captured.reads.len(),
-        captured.reads[0].readout.devices.len(),
+        captured.reads[0].readout.devices.len() + drm_gpus,
         args.file.display()
     );
     Ok(())

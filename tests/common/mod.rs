@@ -2,6 +2,7 @@
 //! processes whose PIDs scenarios refer to.
 #![allow(dead_code)]
 
+pub mod drm;
 pub mod fixtures;
 
 use std::io::{Read, Write};

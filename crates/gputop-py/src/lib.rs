@@ -215,6 +215,21 @@ impl Device {
         self.with(py, |d| d.uuid.value().cloned())
     }
 
+    /// `nvidia`, `amd` or `intel`.
+    fn vendor(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
+        self.with(py, |d| Some(d.vendor.label()))
+    }
+
+    /// The kernel driver: `nvidia`, `amdgpu`, `i915` or `xe`.
+    fn driver(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        self.with(py, |d| d.driver.value().cloned())
+    }
+
+    /// `00000000:17:00.0`.
+    fn pci_bus_id(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        self.with(py, |d| d.pci_bus_id.value().cloned())
+    }
+
     /// Bytes.
     fn memory_total(&self, py: Python<'_>) -> PyResult<Option<u64>> {
         self.gauge(py, Gauge::Memory, |d| d.memory_total_bytes.get())

@@ -935,6 +935,10 @@ struct ScenarioDef {
     smi: SmiConfig,
     #[serde(default)]
     gpu: Vec<GpuDef>,
+    /// The AMD and Intel GPUs' sysfs and fdinfo files a `gputop capture` read: gputop's own
+    /// DRM reader serves them again in its tests; this library serves NVML only.
+    #[serde(default, rename = "drm")]
+    _drm: Option<toml::Value>,
 }
 
 impl Scenario {

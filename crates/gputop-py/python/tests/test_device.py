@@ -25,6 +25,9 @@ def test_devices_answer_what_the_command_prints(machine):
         assert device.index == printed["index"]
         assert device.name() == printed["name"]
         assert device.uuid() == printed["uuid"]
+        assert device.vendor() == printed["vendor"] == "nvidia"
+        assert device.driver() == printed["driver"]
+        assert device.pci_bus_id() == printed["pci_bus_id"]
         assert gputop.Device(uuid=printed["uuid"]) == device
         assert device.memory_total() == printed["memory_total_bytes"]
         assert device.memory_used() == printed["memory_used_bytes"]
@@ -97,10 +100,14 @@ def test_unknown_values_are_none():
 
 
 def test_the_demo_machine():
-    code = "import gputop\ngputop.demo()\nprint(gputop.Device.count(), gputop.Device(0).name())\n"
+    code = (
+        "import gputop\ngputop.demo()\n"
+        "print(gputop.Device.count(), ','.join(d.vendor() for d in gputop.Device.all()), gputop.Device(0).name())\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    count, name = out.stdout.split(" ", 1)
+    count, vendors, name = out.stdout.split(" ", 2)
     assert int(count) >= 1 and name.strip(), out.stdout
+    assert vendors == "nvidia,nvidia,nvidia,nvidia,amd,intel", out.stdout
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@
 //! container that mounts the host's `/proc` and `/sys` elsewhere, and the tests' fake trees,
 //! are read alike.
 
+pub mod captured;
 pub mod clients;
 pub mod fdinfo;
 #[cfg(any(test, feature = "testing"))]
@@ -13,6 +14,7 @@ pub mod sysfs;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use crate::model::{Device, Engine, GpuProcess, ProcessType, Reading, Vendor};
 use clients::{ClientTracker, ProcessUse, Region};
@@ -117,6 +119,28 @@ impl DrmReader {
             Box::new(RootedFiles::new(sysfs)),
             monotonic(),
         )
+    }
+
+    /// A reader of the trees under `procfs` and `sysfs` that keeps what it reads in the
+    /// capture it returns beside it (and the bytes that holds), for `gputop capture`.
+    pub fn recording(
+        procfs: impl Into<PathBuf>,
+        sysfs: impl Into<PathBuf>,
+    ) -> (Self, Arc<Mutex<(captured::Captured, usize)>>) {
+        let log = Arc::default();
+        let recorder = |root: PathBuf, which| {
+            Box::new(captured::Recorder::new(
+                Box::new(RootedFiles::new(root)),
+                which,
+                Arc::clone(&log),
+            ))
+        };
+        let reader = Self::with(
+            recorder(procfs.into(), captured::Which::Proc),
+            recorder(sysfs.into(), captured::Which::Sys),
+            monotonic(),
+        );
+        (reader, log)
     }
 
     /// A reader of any files, with any clock (the tests' fake trees and time).
