@@ -8,9 +8,10 @@
 //! over the time between the reads of that client's fd, xe's cycles over its GPU
 //! timestamp's; a counter that goes back holds its larger value, so a rate is never negative.
 //!
-//! The sweep reads every fd of a process only when it is new, holds DRM fds, or is due for
-//! its slower revisit ([`REVISIT_EVERY`] sweeps): a machine of a thousand processes without
-//! GPU work is not read in full at every refresh.
+//! The sweep reads every fd of a process only when it is new or due for its slower revisit
+//! ([`REVISIT_EVERY`] sweeps): a machine of a thousand processes without GPU work is not
+//! read in full at every refresh, and a process holding the GPU has only its DRM fds'
+//! fdinfo read between two listings of its fds (at once when one stops being a client).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::ErrorKind;
@@ -115,15 +116,29 @@ enum ClientId {
     Fd(u32, u32),
 }
 
+/// A process holding DRM fds.
+#[derive(Debug)]
+struct Held {
+    fds: Vec<u32>,
+    relist_at: u32,
+}
+
 /// What is kept between sweeps.
 #[derive(Debug, Default)]
 pub struct ClientTracker {
     /// Each client's counters at its last read.
     previous: HashMap<ClientKey, Counters>,
-    /// Processes that held DRM fds at their last read.
-    holders: HashSet<u32>,
+    /// Processes that held DRM fds at their last read: which fds, and the sweep at which to
+    /// list all their fds again (between, only those fds' fdinfo is read).
+    holders: HashMap<u32, Held>,
     /// Processes that held none, and the sweep at which to read them again.
     quiet: HashMap<u32, u32>,
+    /// Processes whose fds could not be read (counted as hidden at every sweep), and the
+    /// sweep at which to try again.
+    refused: HashMap<u32, u32>,
+    /// Kernel threads, whose fds cannot be read by a user and which hold no GPU: not
+    /// hidden, not tried again.
+    kernel: HashSet<u32>,
     sweeps: u32,
 }
 
@@ -139,28 +154,53 @@ impl ClientTracker {
         let mut pids: Vec<u32> = entries.iter().filter_map(|e| e.parse().ok()).collect();
         pids.sort_unstable();
         let alive: HashSet<u32> = pids.iter().copied().collect();
-        self.holders.retain(|pid| alive.contains(pid));
+        self.holders.retain(|pid, _| alive.contains(pid));
         self.quiet.retain(|pid, _| alive.contains(pid));
+        self.refused.retain(|pid, _| alive.contains(pid));
+        self.kernel.retain(|pid| alive.contains(pid));
         let mut clients: BTreeMap<ClientKey, Seen> = BTreeMap::new();
         for pid in pids {
+            if self.kernel.contains(&pid) {
+                continue;
+            }
+            if let Some(&retry) = self.refused.get(&pid) {
+                if retry != self.sweeps {
+                    sweep.hidden += 1;
+                    continue;
+                }
+                self.refused.remove(&pid);
+            }
+            // A holder's known DRM fds alone while they still are DRM clients; its whole fd
+            // table at its relisting, or when one of them is not any more.
+            if let Some(held) = self.holders.get(&pid).filter(|h| h.relist_at != self.sweeps) {
+                match read_fds(files, pid, &held.fds, now_ns, &mut clients) {
+                    Err(e) if e.kind() == ErrorKind::PermissionDenied => {
+                        self.refuse(files, pid, &mut sweep);
+                        continue;
+                    }
+                    Ok(read) if read.len() == held.fds.len() => continue,
+                    _ => {}
+                }
+            }
             let due = match self.quiet.get(&pid) {
                 Some(&next) => next == self.sweeps,
                 None => true,
             };
-            if !self.holders.contains(&pid) && !due {
+            if !self.holders.contains_key(&pid) && !due {
                 continue;
             }
-            match self.read_process(files, pid, now_ns, &mut clients) {
-                Err(e) if e.kind() == ErrorKind::PermissionDenied => sweep.hidden += 1,
+            match read_process(files, pid, now_ns, &mut clients) {
+                Err(e) if e.kind() == ErrorKind::PermissionDenied => self.refuse(files, pid, &mut sweep),
                 Err(_) => {}
-                Ok(true) => {
-                    self.holders.insert(pid);
-                    self.quiet.remove(&pid);
-                }
-                Ok(false) => {
+                Ok(None) => {
                     self.holders.remove(&pid);
                     let next = self.sweeps.wrapping_add(REVISIT_EVERY);
                     self.quiet.insert(pid, next);
+                }
+                Ok(Some(fds)) => {
+                    let relist_at = self.sweeps.wrapping_add(REVISIT_EVERY);
+                    self.holders.insert(pid, Held { fds, relist_at });
+                    self.quiet.remove(&pid);
                 }
             }
         }
@@ -200,48 +240,98 @@ impl ClientTracker {
         self.previous = previous;
         sweep
     }
+}
 
-    /// Reads one process's DRM fds into `clients`; whether it holds any.
-    fn read_process(
-        &self,
-        files: &dyn Files,
-        pid: u32,
-        now_ns: &mut dyn FnMut() -> u64,
-        clients: &mut BTreeMap<ClientKey, Seen>,
-    ) -> std::io::Result<bool> {
-        let dir = Path::new(&pid.to_string()).to_path_buf();
-        let fds = files.list(&dir.join("fd"))?;
-        let mut holds = false;
-        for fd in fds.iter().filter_map(|f| f.parse::<u32>().ok()) {
-            let Ok(target) = files.link(&dir.join("fd").join(fd.to_string())) else {
-                continue;
-            };
-            if !is_drm_node(&target) {
-                continue;
-            }
-            holds = true;
-            let text = match files.read(&dir.join("fdinfo").join(fd.to_string()), fdinfo::MAX_BYTES) {
-                Ok(text) => text,
-                Err(e) if e.kind() == ErrorKind::PermissionDenied => return Err(e),
-                Err(_) => continue,
-            };
-            let at_ns = now_ns();
-            let info = Fdinfo::parse(&text);
-            let (Some(_), Some(pdev)) = (&info.driver, info.pdev.clone()) else {
-                continue;
-            };
-            let id = info.client_id.map_or(ClientId::Fd(pid, fd), ClientId::Id);
-            let seen = clients.entry((pdev, id)).or_insert(Seen {
-                info,
-                at_ns,
-                holders: Vec::new(),
-            });
-            if !seen.holders.contains(&pid) {
-                seen.holders.push(pid);
-            }
+impl ClientTracker {
+    /// Notes that `pid`'s fds could not be read: hidden, and tried again at its revisit, or
+    /// left alone for good when it is a kernel thread.
+    fn refuse(&mut self, files: &dyn Files, pid: u32, sweep: &mut Sweep) {
+        self.holders.remove(&pid);
+        self.quiet.remove(&pid);
+        if is_kernel_thread(files, pid) {
+            self.kernel.insert(pid);
+        } else {
+            sweep.hidden += 1;
+            self.refused.insert(pid, self.sweeps.wrapping_add(REVISIT_EVERY));
         }
-        Ok(holds)
     }
+}
+
+/// The kernel's flag for its own threads in `/proc/PID/stat`'s ninth field.
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// Whether `pid` is a kernel thread, by the flags of its `stat` (readable by anyone).
+fn is_kernel_thread(files: &dyn Files, pid: u32) -> bool {
+    let Ok(bytes) = files.read(&Path::new(&pid.to_string()).join("stat"), 1024) else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    // After the name in parentheses (which may hold any character): state, then fields 4 to
+    // 8, then the flags.
+    text.rfind(')')
+        .and_then(|end| text[end + 1..].split_whitespace().nth(6)?.parse::<u64>().ok())
+        .is_some_and(|flags| flags & PF_KTHREAD != 0)
+}
+
+/// Reads every fd of process `pid` and the DRM clients among them into `clients`: the fds
+/// that are DRM clients, `None` when it holds no DRM node (one whose fdinfo names no client,
+/// a driver without usage statistics, still makes it a holder).
+fn read_process(
+    files: &dyn Files,
+    pid: u32,
+    now_ns: &mut dyn FnMut() -> u64,
+    clients: &mut BTreeMap<ClientKey, Seen>,
+) -> std::io::Result<Option<Vec<u32>>> {
+    let dir = Path::new(&pid.to_string()).join("fd");
+    let mut drm = Vec::new();
+    for fd in files.list(&dir)?.iter().filter_map(|f| f.parse::<u32>().ok()) {
+        if files
+            .link(&dir.join(fd.to_string()))
+            .is_ok_and(|target| is_drm_node(&target))
+        {
+            drm.push(fd);
+        }
+    }
+    if drm.is_empty() {
+        return Ok(None);
+    }
+    drm.sort_unstable();
+    read_fds(files, pid, &drm, now_ns, clients).map(Some)
+}
+
+/// Reads the fdinfo of process `pid`'s `fds` into `clients`; those that are DRM clients.
+fn read_fds(
+    files: &dyn Files,
+    pid: u32,
+    fds: &[u32],
+    now_ns: &mut dyn FnMut() -> u64,
+    clients: &mut BTreeMap<ClientKey, Seen>,
+) -> std::io::Result<Vec<u32>> {
+    let dir = Path::new(&pid.to_string()).join("fdinfo");
+    let mut read = Vec::with_capacity(fds.len());
+    for &fd in fds {
+        let text = match files.read(&dir.join(fd.to_string()), fdinfo::MAX_BYTES) {
+            Ok(text) => text,
+            Err(e) if e.kind() == ErrorKind::PermissionDenied => return Err(e),
+            Err(_) => continue,
+        };
+        let at_ns = now_ns();
+        let info = Fdinfo::parse(&text);
+        let (Some(_), Some(pdev)) = (&info.driver, info.pdev.clone()) else {
+            continue;
+        };
+        read.push(fd);
+        let id = info.client_id.map_or(ClientId::Fd(pid, fd), ClientId::Id);
+        let seen = clients.entry((pdev, id)).or_insert(Seen {
+            info,
+            at_ns,
+            holders: Vec::new(),
+        });
+        if !seen.holders.contains(&pid) {
+            seen.holders.push(pid);
+        }
+    }
+    Ok(read)
 }
 
 /// Whether an fd's link names a DRM node (`/dev/dri/card*`, `/dev/dri/renderD*`).

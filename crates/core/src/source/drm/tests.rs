@@ -414,3 +414,59 @@ fn the_readout_numbers_the_gpus_after_nvidias_and_gives_model_values() {
     );
     assert_eq!(out.processes.len(), 5, "2302 hidden: {:?}", out.processes);
 }
+
+#[test]
+fn a_refused_process_stays_hidden_between_its_retries_and_a_kernel_thread_is_not_hidden() {
+    let (dir, mut reader, now) = machine(&["2302/fd", "2/fd"]);
+    // A kernel thread (kthreadd: PF_KTHREAD in its flags), whose fds no user may read.
+    write(
+        &dir.path().join("proc/2/stat"),
+        "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 3 0 0\n",
+    );
+    link(&dir.path().join("proc/2/fd/0"), "/dev/null");
+    for sweep in 0..=clients::REVISIT_EVERY {
+        now.store(u64::from(sweep) * SECOND, Ordering::SeqCst);
+        let (_, hidden) = reader.read();
+        assert_eq!(hidden, 1, "sweep {sweep}: 2302 alone, every sweep");
+    }
+}
+
+#[test]
+fn a_holder_reads_only_its_gpu_fds_until_its_relisting_and_a_reused_fd_ends_it() {
+    let (dir, mut reader, now) = machine(&[]);
+    reader.read();
+    // 2301 opens a client on C: seen at its relisting, not before.
+    let blender = dir.path().join("proc/2301");
+    link(&blender.join("fd/22"), "/dev/dri/renderD130");
+    write(
+        &blender.join("fdinfo/22"),
+        &client(401, 0.0).replace("401", "403"),
+    );
+    let on_c = |readings: &[DrmReading]| {
+        readings
+            .iter()
+            .any(|r| r.device.pci_slot == C && r.processes.contains_key(&2301))
+    };
+    let mut seen_at = None;
+    for sweep in 1..=clients::REVISIT_EVERY {
+        now.store(u64::from(sweep) * SECOND, Ordering::SeqCst);
+        let (readings, _) = reader.read();
+        if on_c(&readings) {
+            seen_at = Some(sweep);
+            break;
+        }
+    }
+    assert_eq!(seen_at, Some(clients::REVISIT_EVERY));
+    // 2401's fd 7 closed and reused for a plain file: not a client any more, at once.
+    link(&dir.path().join("proc/2401/fd/7"), "/home/u/notes.txt");
+    write(
+        &dir.path().join("proc/2401/fdinfo/7"),
+        "pos:\t0\nflags:\t0100002\n",
+    );
+    now.store(20 * SECOND, Ordering::SeqCst);
+    let (readings, _) = reader.read();
+    assert!(
+        readings.iter().all(|r| !r.processes.contains_key(&2401)),
+        "{readings:?}"
+    );
+}
