@@ -99,6 +99,15 @@ fn snapshot(processes: u32) -> Snapshot {
 }
 
 fn main() {
+    // `cargo bench --bench core -- --write-drm-machine DIR`: the DRM benchmark's machine,
+    // for bench/drm.py to run gputop on.
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--write-drm-machine") {
+        let dir = std::path::Path::new(&args[at + 1]);
+        gputop::source::drm::fixture::sysfs(&dir.join("sys"), 0.0);
+        gputop::source::drm::fixture::crowd(&dir.join("proc"), 1000, 50);
+        return;
+    }
     let snapshot = Arc::new(snapshot(10_000));
     let mut app = App::new(Settings::default(), Selection::default(), false, Some(1000));
     app.update(Action::Received(Received::Snapshot(Arc::clone(&snapshot))));
@@ -236,60 +245,75 @@ fn main() {
         println!("read through NVML: skipped, build the simulator first (cargo build -p nvml-sim)");
     }
 
-    drm_sweep();
+    drm_refresh(lib.exists().then_some(lib.as_path()));
 }
 
-/// The DRM reader's sweep of `/proc` on a fake tree of 1000 processes with 10 fds each, 10
-/// of which hold a GPU: the first read opens every fd directory, a steady one only the GPU
-/// holders' and a tenth of the others'.
-fn drm_sweep() {
-    use gputop::source::drm::DrmReader;
-    use std::os::unix::fs::symlink;
+/// The DRM reader on a fake machine of 1000 processes with 10 fds each, 50 of which hold
+/// 3 DRM fds on 4 GPUs (two AMD, an xe and an i915 GPU, as `drm::fixture` lays them out),
+/// beside NVML's read of 4 GPUs with the same 50 processes on the simulator: the first read
+/// opens every fd directory, a steady one the GPU holders' and a tenth of the others'.
+fn drm_refresh(nvml_lib: Option<&std::path::Path>) {
+    use gputop::source::drm::{DrmReader, fixture};
     let dir = std::env::temp_dir().join(format!("gputop-bench-drm-{}", std::process::id()));
     let (proc, sys) = (dir.join("proc"), dir.join("sys"));
-    let card = sys.join("class/drm/card0");
-    std::fs::create_dir_all(&card).unwrap();
-    symlink("../../../bus/pci/devices/0000:03:00.0", card.join("device")).unwrap();
-    let device = sys.join("bus/pci/devices/0000:03:00.0");
-    std::fs::create_dir_all(&device).unwrap();
-    std::fs::write(device.join("vendor"), "0x1002\n").unwrap();
-    std::fs::write(device.join("uevent"), "DRIVER=amdgpu\n").unwrap();
-    std::fs::write(device.join("gpu_busy_percent"), "50\n").unwrap();
-    for pid in 1000..2000u32 {
-        let fds = proc.join(pid.to_string()).join("fd");
-        let infos = proc.join(pid.to_string()).join("fdinfo");
-        std::fs::create_dir_all(&fds).unwrap();
-        std::fs::create_dir_all(&infos).unwrap();
-        for fd in 0..10 {
-            let gpu = pid % 100 == 0 && fd == 9;
-            let target = if gpu { "/dev/dri/renderD128" } else { "/dev/null" };
-            symlink(target, fds.join(fd.to_string())).unwrap();
-            if gpu {
-                let body = format!(
-                    "drm-driver:\tamdgpu\ndrm-client-id:\t{pid}\ndrm-pdev:\t0000:03:00.0\n\
-                     drm-resident-vram:\t1048576 KiB\ndrm-engine-gfx:\t{pid}000000 ns\n"
-                );
-                std::fs::write(infos.join(fd.to_string()), body).unwrap();
-            }
-        }
-    }
+    fixture::sysfs(&sys, 0.0);
+    fixture::crowd(&proc, 1000, 50);
     let first = {
         let mut reader = DrmReader::new(&proc, &sys);
         let start = Instant::now();
-        black_box(reader.read());
+        black_box(reader.readout(0));
         start.elapsed()
     };
     let mut reader = DrmReader::new(&proc, &sys);
+    reader.readout(0);
     let steady = median(
         || {
-            black_box(reader.read());
+            black_box(reader.readout(0));
         },
         51,
     );
+    let _ = std::fs::remove_dir_all(&dir);
     println!(
-        "DRM sweep, 1000 processes x 10 fds, 10 on a GPU: first {:.3} ms, steady {:.3} ms",
+        "DRM, 4 GPUs, 1000 processes x 10 fds, 50 with 3 on a GPU:  first {:.3} ms, steady {:.3} ms a refresh ({:.3} s CPU a minute at 1 s)",
         first.as_secs_f64() * 1e3,
-        steady.as_secs_f64() * 1e3
+        steady.as_secs_f64() * 1e3,
+        steady.as_secs_f64() * 60.0
+    );
+    let Some(lib) = nvml_lib else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("gputop-bench-nvml4-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let copy = dir.join("libnvidia-ml.so.1");
+    std::fs::copy(lib, &copy).unwrap();
+    let scenario = "[meta]\nversion = 1\n".to_string()
+        + &(0..4u32)
+            .map(|g| {
+                let procs: String = (0..50u32)
+                    .filter(|p| p % 4 == g)
+                    .map(|p| {
+                        format!(
+                            "[[gpu.process]]\npid = {}\nused_memory = \"1 GiB\"\nsm = 50\n",
+                            900_000 + p
+                        )
+                    })
+                    .collect();
+                format!("[[gpu]]\nname = \"Sim {g}\"\n{procs}")
+            })
+            .collect::<String>();
+    std::fs::write(dir.join("gputop-sim.toml"), scenario).unwrap();
+    let mut source = NvmlSource::open(Some(&copy)).expect("simulator");
+    let nvml = median(
+        || {
+            black_box(source.read(Duration::from_secs(1)));
+        },
+        51,
     );
     let _ = std::fs::remove_dir_all(&dir);
+    println!(
+        "NVML, 4 GPUs, the same 50 processes (simulator):           {:.3} ms a refresh ({:.3} s CPU a minute at 1 s); DRM / NVML {:.2}",
+        nvml.as_secs_f64() * 1e3,
+        nvml.as_secs_f64() * 60.0,
+        steady.as_secs_f64() / nvml.as_secs_f64()
+    );
 }

@@ -255,6 +255,34 @@ fn command(pid: u32) -> (&'static str, u32) {
     }
 }
 
+/// A process's `status`, `stat`, `cmdline` and `cgroup`, as procfs writes them.
+fn process_files(dir: &Path, pid: u32, cmdline: &str, parent: u32, uid: u32) {
+    let name = cmdline
+        .split('\0')
+        .next()
+        .unwrap_or_default()
+        .rsplit('/')
+        .next()
+        .unwrap_or_default();
+    write(
+        &dir.join("status"),
+        &format!("Name:\t{name}\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\nNSpid:\t{pid}\n"),
+    );
+    write(
+        &dir.join("stat"),
+        &format!(
+            "{pid} ({name}) S {parent} {pid} {pid} 0 -1 4194304 100 0 0 0 500 100 0 0 20 0 1 0 \
+             {start} 1000000 25600 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n",
+            start = 100 + pid,
+        ),
+    );
+    write(&dir.join("cmdline"), &format!("{cmdline}\0"));
+    write(
+        &dir.join("cgroup"),
+        "0::/user.slice/user-1000.slice/session-2.scope\n",
+    );
+}
+
 /// The procfs tree at `t` seconds: the processes' `stat`, `status`, `cmdline`, fds and
 /// fdinfo, and the machine's `stat`, `meminfo`, `loadavg` and `uptime`.
 pub fn procfs(root: &Path, t: f64) {
@@ -262,30 +290,7 @@ pub fn procfs(root: &Path, t: f64) {
         let dir = root.join(pid.to_string());
         let uid = if pid == 2302 { 1001 } else { 1000 };
         let (cmdline, parent) = command(pid);
-        let name = cmdline
-            .split('\0')
-            .next()
-            .unwrap_or_default()
-            .rsplit('/')
-            .next()
-            .unwrap_or_default();
-        write(
-            &dir.join("status"),
-            &format!("Name:\t{name}\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\nNSpid:\t{pid}\n"),
-        );
-        write(
-            &dir.join("stat"),
-            &format!(
-                "{pid} ({name}) S {parent} {pid} {pid} 0 -1 4194304 100 0 0 0 500 100 0 0 20 0 1 0 \
-                 {start} 1000000 25600 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n",
-                start = 100 + pid,
-            ),
-        );
-        write(&dir.join("cmdline"), &format!("{cmdline}\0"));
-        write(
-            &dir.join("cgroup"),
-            "0::/user.slice/user-1000.slice/session-2.scope\n",
-        );
+        process_files(&dir, pid, cmdline, parent, uid);
         for (fd, target, client_id) in fds(pid) {
             link(&dir.join("fd").join(fd.to_string()), target);
             let body = client_id.map_or_else(|| PROCFS_LINES.to_string(), |id| client(id, t));
@@ -320,4 +325,47 @@ pub fn advance(sys: &Path, proc: &Path, t: f64) {
         &sys.join(format!("bus/pci/devices/{C}/hwmon/hwmon5/energy1_input")),
         &format!("{}\n", advanced(5_000_000_000, 5_045_000_000, t)),
     );
+}
+
+/// A crowded `/proc` for benchmarks: `processes` processes (PIDs from 1000) of 10 fds each;
+/// every `processes / holders`-th holds 3 DRM fds (three clients) on one of the four GPUs of
+/// [`sysfs`], the holders spread over the GPUs in turn (memory and static engine counters,
+/// as a reader parses them).
+pub fn crowd(proc: &Path, processes: u32, holders: u32) {
+    let nodes = [
+        ("renderD128", A, "amdgpu"),
+        ("renderD129", B, "amdgpu"),
+        ("renderD130", C, "xe"),
+        ("renderD131", D, "i915"),
+    ];
+    let every = (processes / holders.max(1)).max(1);
+    for pid in 1000..1000 + processes {
+        let dir = proc.join(pid.to_string());
+        process_files(&dir, pid, &format!("worker\0--id\0{pid}"), 1, 1000);
+        let on_gpu = (pid - 1000) % every == 0 && (pid - 1000) / every < holders;
+        for fd in 0..10u32 {
+            let drm = on_gpu && fd >= 7;
+            let (node, slot, driver) = nodes[((pid - 1000) / every) as usize % 4];
+            let target = if drm {
+                format!("/dev/dri/{node}")
+            } else {
+                "/dev/null".into()
+            };
+            link(&dir.join("fd").join(fd.to_string()), &target);
+            if drm {
+                let engines = if driver == "xe" {
+                    format!("drm-cycles-rcs:\t{pid}000\ndrm-total-cycles-rcs:\t{pid}0000\n")
+                } else {
+                    format!("drm-engine-gfx:\t{pid}000000 ns\n")
+                };
+                write(
+                    &dir.join("fdinfo").join(fd.to_string()),
+                    &format!(
+                        "{PROCFS_LINES}drm-driver:\t{driver}\ndrm-client-id:\t{pid}{fd}\n\
+                         drm-pdev:\t{slot}\ndrm-resident-vram:\t1048576 KiB\n{engines}"
+                    ),
+                );
+            }
+        }
+    }
 }
