@@ -32,26 +32,6 @@ import peers  # noqa: E402
 HOLDERS = [1000 + 20 * k for k in range(50)]
 
 
-def scenario():
-    """4 GPUs whose 50 processes are the fake machine's GPU holders, as the DRM GPUs have."""
-    out = ["[meta]", "version = 1", 'name = "4x50"', "seed = 7", ""]
-    for g in range(4):
-        out += [
-            "[[gpu]]",
-            'name = "NVIDIA H100 80GB HBM3"',
-            f'uuid = "GPU-{g:08x}-0000-4000-8000-000000000000"',
-            f"pci = {{ bus = {24 + g} }}",
-            'memory_total = "80 GiB"',
-            "[gpu.dynamic]",
-            "utilization_gpu = { sine = { mean = 50, amplitude = 40, period = 9 } }",
-        ]
-        for k, pid in enumerate(HOLDERS):
-            if k % 4 == g:
-                out += ["[[gpu.process]]", f"pid = {pid}", 'type = "C"', f'used_memory = "{64 + k} MiB"', "sm = 50"]
-        out.append("")
-    return "\n".join(out)
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--minutes", type=float, default=2.0, help="minutes the three run")
@@ -63,7 +43,8 @@ def main():
         simdir = work / "sim"
         simdir.mkdir()
         shutil.copy(peers.SIM, simdir / "libnvidia-ml.so.1")
-        (work / "scenario.toml").write_text(scenario())
+        # The NVML GPUs' processes are the fake machine's 50 GPU holders.
+        (work / "scenario.toml").write_text(peers.scenario(4, 0, processes=len(HOLDERS)))
         (work / "no-sys").mkdir()
         proc, sys_with, sys_without = work / "machine/proc", work / "machine/sys", work / "no-sys"
         no_nvml = str(work / "no-libnvidia-ml.so.1")
@@ -75,7 +56,8 @@ def main():
             command = [str(peers.GPUTOP), "--nvml-lib", lib, "--path.procfs", str(proc), "--path.sysfs",
                        str(sysfs), "export", "--processes", "--interval", "1",
                        "--web-listen-address", f"127.0.0.1:{port}"]
-            env = dict(os.environ, GPUTOP_SIM_SCENARIO=str(work / "scenario.toml"), HOME=str(work / name))
+            env = dict(os.environ, GPUTOP_SIM_SCENARIO=str(work / "scenario.toml"), HOME=str(work / name),
+                       GPUTOP_SIM_PIDS=" ".join(map(str, HOLDERS)))
             runs[name] = (command, env, f"http://127.0.0.1:{port}/metrics")
         figures, started = exporter.run(runs, args.minutes)
         for process in started.values():

@@ -52,9 +52,11 @@ TICK = os.sysconf("SC_CLK_TCK")
 COLS, ROWS = 200, 50
 
 
-def scenario(gpus, per_gpu):
-    """A scenario of `gpus` H100s with `per_gpu` real processes each."""
-    out = ["[meta]", "version = 1", f'name = "{gpus}x{per_gpu * gpus}"', "seed = 7", ""]
+def scenario(gpus, per_gpu, processes=None):
+    """A scenario of `gpus` H100s with `per_gpu` real processes each (or `processes` in all,
+    dealt to the GPUs in turn); process k is the k-th PID of GPUTOP_SIM_PIDS."""
+    processes = gpus * per_gpu if processes is None else processes
+    out = ["[meta]", "version = 1", f'name = "{gpus}x{processes}"', "seed = 7", ""]
     for g in range(gpus):
         out += [
             "[[gpu]]",
@@ -71,11 +73,12 @@ def scenario(gpus, per_gpu):
             "power_mw = { sine = { mean = 400000, amplitude = 200000, period = 11 } }",
             "fan_speed = 40",
         ]
-        for p in range(per_gpu):
+        mine = range(g * per_gpu, (g + 1) * per_gpu) if processes == gpus * per_gpu else range(g, processes, gpus)
+        for p, k in enumerate(mine):
             out += [
                 "[[gpu.process]]",
                 'pid_env = "GPUTOP_SIM_PIDS"',
-                f"pid_index = {g * per_gpu + p}",
+                f"pid_index = {k}",
                 'type = "C"',
                 f'used_memory = "{64 + p} MiB"',
                 "sm = { random = { min = 0, max = 100, hold = 0.5 } }",

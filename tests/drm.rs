@@ -178,26 +178,10 @@ fn the_exporter_serves_every_vendor_with_its_labels_and_the_same_series() {
 #[test]
 #[ignore = "needs Prometheus: promtool checks the exposition"]
 fn promtool_passes_the_exposition_of_amd_and_intel_gpus() {
-    use std::io::Write;
     let machine = Machine::start();
     let home = tempfile::tempdir().unwrap();
     let (_exporter, port) = exporter(&machine, home.path());
-    let body = common::get(port, "/metrics").2;
-    let mut check = std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("promtool: install the Debian package `prometheus` (`bash .ci/all-tests` does)");
-    check.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
-    let checked = check.wait_with_output().unwrap();
-    assert!(
-        checked.status.success() && checked.stdout.is_empty() && checked.stderr.is_empty(),
-        "promtool check metrics: {}{}",
-        String::from_utf8_lossy(&checked.stdout),
-        String::from_utf8_lossy(&checked.stderr)
-    );
+    common::promtool_checks_metrics(&common::get(port, "/metrics").2);
 }
 
 #[test]

@@ -40,21 +40,6 @@ impl Captured {
     }
 }
 
-/// What a capture reads of NVML on a machine without it: nothing.
-pub fn no_nvml() -> Readout {
-    Readout {
-        driver: gputop::source::DriverInfo {
-            driver_version: Reading::NotSupported,
-            nvml_version: Reading::NotSupported,
-            cuda_driver_version: Reading::NotSupported,
-        },
-        devices: Vec::new(),
-        processes: Vec::new(),
-        host_known: false,
-        hidden_processes: 0,
-    }
-}
-
 /// The exports of no NVML library.
 pub fn no_exports() -> DriverExports {
     DriverExports {

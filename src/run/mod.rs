@@ -303,7 +303,7 @@ fn run_capture(cli: &Cli, args: &CaptureArgs) -> Result<(), Failure> {
         let at = started.elapsed().as_secs_f64();
         let (readout, samples) = match &mut nvml {
             Some(nvml) => (nvml.read(Duration::from_secs(1)), nvml.take_samples()),
-            None => (crate::output::capture::no_nvml(), Vec::new()),
+            None => (gputop::source::Readout::empty(), Vec::new()),
         };
         reads.push(crate::output::capture::CapturedRead { at, readout, samples });
         if !drm.devices().is_empty() {

@@ -322,3 +322,27 @@ impl Drop for Killed {
         let _ = self.0.wait();
     }
 }
+
+/// Asserts that `promtool check metrics` finds nothing to say of `exposition`.
+pub fn promtool_checks_metrics(exposition: &str) {
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool: install the Debian package `prometheus` (`bash .ci/all-tests` does)");
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(exposition.as_bytes())
+        .unwrap();
+    let checked = check.wait_with_output().unwrap();
+    assert!(
+        checked.status.success() && checked.stdout.is_empty() && checked.stderr.is_empty(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+}

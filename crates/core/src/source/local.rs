@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use super::drm::DrmReader;
 use super::nvml::{NvmlSource, NvmlUnusable};
-use super::{Activity, DriverInfo, Gauge, Reach, Readout};
+use super::{Activity, Gauge, Reach, Readout};
 use crate::host::roots;
-use crate::model::{Device, Reading, Vendor};
+use crate::model::{Device, Vendor};
 
 /// The machine's GPUs through NVML and DRM.
 #[derive(Debug)]
@@ -66,17 +66,7 @@ impl LocalSource {
     pub(super) fn read(&mut self, window: Duration, reach: Reach) -> Readout {
         let mut out = match &mut self.nvml {
             Some(nvml) => nvml.read_reaching(window, reach),
-            None => Readout {
-                driver: DriverInfo {
-                    driver_version: Reading::NotSupported,
-                    nvml_version: Reading::NotSupported,
-                    cuda_driver_version: Reading::NotSupported,
-                },
-                devices: Vec::new(),
-                processes: Vec::new(),
-                host_known: false,
-                hidden_processes: 0,
-            },
+            None => Readout::empty(),
         };
         if let Some(drm) = &mut self.drm {
             let first = u32::try_from(out.devices.len()).unwrap_or(u32::MAX);

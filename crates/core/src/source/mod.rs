@@ -70,6 +70,23 @@ pub struct Readout {
     pub hidden_processes: u32,
 }
 
+impl Readout {
+    /// No GPU read: what a machine without NVML reads of it.
+    pub fn empty() -> Self {
+        Self {
+            driver: DriverInfo {
+                driver_version: Reading::NotSupported,
+                nvml_version: Reading::NotSupported,
+                cuda_driver_version: Reading::NotSupported,
+            },
+            devices: Vec::new(),
+            processes: Vec::new(),
+            host_known: false,
+            hidden_processes: 0,
+        }
+    }
+}
+
 /// What one reading of a source gives.
 #[derive(Debug)]
 pub(crate) enum Read {
