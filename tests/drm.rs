@@ -112,13 +112,7 @@ fn exporter(machine: &Machine, home: &std::path::Path) -> (common::Killed, u16) 
     let port = common::free_port();
     let child = machine
         .gputop(home)
-        .args([
-            "export",
-            "--processes",
-            "--interval",
-            "0.5",
-            "--web-listen-address",
-        ])
+        .args(["export", "--processes", "--interval", "1", "--web-listen-address"])
         .arg(format!("127.0.0.1:{port}"))
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -195,7 +189,7 @@ fn a_capture_keeps_the_files_read_and_replays_as_a_test_scenario() {
     let file = home.path().join("report.toml");
     let output = machine
         .gputop(home.path())
-        .args(["capture", "--duration", "2"])
+        .args(["capture", "--duration", "3"])
         .arg(&file)
         .output()
         .unwrap();

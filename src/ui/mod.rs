@@ -347,46 +347,36 @@ fn device_lines(
         items.push(format!("GTT {}/{}", human_bytes(used), human_bytes(total)));
     }
     // A figure the GPU does not offer at all is left out, not shown as N/A.
-    let offered = |unknown: &[bool]| !unknown.iter().all(|u| *u);
-    let unsupported = |r: &Reading<u32>| *r == Reading::NotSupported;
     let clock = match (d.clock_sm_mhz.get(), d.clock_graphics_mhz.get()) {
         (Some(sm), _) => Some(format!("SM {sm}MHz")),
         (None, Some(graphics)) => Some(format!("CLK {graphics}MHz")),
-        (None, None) if offered(&[unsupported(&d.clock_sm_mhz)]) => Some("SM N/A".into()),
+        (None, None) if offers(&d.clock_sm_mhz) => Some("SM N/A".into()),
         (None, None) => None,
     };
     let candidates = [
         clock,
-        offered(&[unsupported(&d.clock_memory_mhz)])
+        offers(&d.clock_memory_mhz)
             .then(|| format!("MCLK {}", na(&d.clock_memory_mhz, |c| format!("{c}MHz")))),
-        offered(&[
-            d.pcie_rx_bytes_per_second == Reading::NotSupported,
-            d.pcie_tx_bytes_per_second == Reading::NotSupported,
-        ])
-        .then(|| {
+        (offers(&d.pcie_rx_bytes_per_second) || offers(&d.pcie_tx_bytes_per_second)).then(|| {
             format!(
                 "PCIe RX {} TX {}",
                 na(&d.pcie_rx_bytes_per_second, rate),
                 na(&d.pcie_tx_bytes_per_second, rate)
             )
         }),
-        offered(&[
-            unsupported(&d.encoder_utilization_percent),
-            unsupported(&d.decoder_utilization_percent),
-        ])
-        .then(|| {
+        (offers(&d.encoder_utilization_percent) || offers(&d.decoder_utilization_percent)).then(|| {
             format!(
                 "ENC {} DEC {}",
                 na(&d.encoder_utilization_percent, |e| format!("{e}%")),
                 na(&d.decoder_utilization_percent, |e| format!("{e}%"))
             )
         }),
-        offered(&[d.ecc_uncorrected_volatile_errors == Reading::NotSupported])
+        offers(&d.ecc_uncorrected_volatile_errors)
             .then(|| format!("ECC {}", na(&d.ecc_uncorrected_volatile_errors, u64::to_string))),
         d.memory_reserved_bytes
             .get()
             .map(|reserved| format!("reserved {}", human_bytes(reserved))),
-        offered(&[d.energy_joules == Reading::NotSupported]).then(|| {
+        offers(&d.energy_joules).then(|| {
             format!(
                 "ENERGY {}",
                 na(&d.energy_joules, |joules| gputop::format::human_energy(*joules))
@@ -403,6 +393,11 @@ fn device_lines(
         }
     }
     vec![first, Line::from(second)]
+}
+
+/// Whether a GPU offers a reading at all (its value, or a failure to read it).
+fn offers<T>(reading: &Reading<T>) -> bool {
+    !matches!(reading, Reading::NotSupported)
 }
 
 /// A GPU's name as the device panel shows it: an AMD or Intel GPU's begins with its maker's

@@ -9,8 +9,13 @@ use std::time::{Duration, Instant};
 
 use gputop::source::drm::fixture;
 
+/// One machine at a time in a test binary: two writers and their gputops would share two
+/// cores, and a writer kept waiting leaves its counters behind the clock.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The fake machine, its counters advancing with the wall clock until dropped.
 pub struct Machine {
+    _turn: std::sync::MutexGuard<'static, ()>,
     dir: tempfile::TempDir,
     stop: Arc<AtomicBool>,
     writer: Option<JoinHandle<()>>,
@@ -18,6 +23,7 @@ pub struct Machine {
 
 impl Machine {
     pub fn start() -> Self {
+        let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::tempdir().expect("temp dir");
         let (sys, proc) = (dir.path().join("sys"), dir.path().join("proc"));
         fixture::sysfs(&sys, 0.0);
@@ -32,6 +38,7 @@ impl Machine {
             }
         });
         Self {
+            _turn: turn,
             dir,
             stop,
             writer: Some(writer),

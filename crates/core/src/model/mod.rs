@@ -347,7 +347,8 @@ fn memory_of(figures: [&Reading<u64>; 3], reserved: &Reading<u64>) -> Reading<Me
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[schemars(rename = "device", deny_unknown_fields)]
 pub struct Device {
-    /// gputop's index: NVML's for NVIDIA GPUs, then AMD and Intel GPUs by PCI slot.
+    /// gputop's index: NVML's for NVIDIA GPUs, then AMD and Intel GPUs in the kernel's
+    /// order (`cardN`).
     pub index: u32,
     /// Who made it.
     #[serde(default)]

@@ -1,6 +1,6 @@
 //! This machine's GPUs, whoever made them: NVIDIA's through NVML, AMD's and Intel's through
 //! the kernel's DRM interfaces, in one readout. NVML's GPUs keep NVML's indexes; the DRM
-//! GPUs follow them, by PCI slot. Neither source sees the other's GPUs, so none is listed
+//! GPUs follow them, in the kernel's order (`cardN`). Neither source sees the other's GPUs, so none is listed
 //! twice; a machine without NVML is read through DRM alone.
 
 use std::time::Duration;

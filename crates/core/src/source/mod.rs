@@ -1,8 +1,8 @@
-//! Where device and process readings come from: NVML, the built-in demo, a recording being
-//! replayed, remote exporters, or the kernel's DRM interfaces for AMD and Intel GPUs
-//! ([`drm`]). Each source turns its input into plain [`Readout`] or snapshot values; only
-//! [`nvml`] talks to the driver. NVML, the demo and a replay are
-//! [`Source`]s, read by the one collector.
+//! Where device and process readings come from: NVML, the kernel's DRM interfaces for AMD
+//! and Intel GPUs ([`drm`]), the built-in demo, a recording being replayed, or remote
+//! exporters. Each source turns its input into plain [`Readout`] or snapshot values; only
+//! [`nvml`] talks to the NVIDIA driver. The machine's GPUs ([`local`]: NVML and DRM in one
+//! readout), the demo and a replay are [`Source`]s, read by the one collector.
 
 pub mod demo;
 pub mod drm;

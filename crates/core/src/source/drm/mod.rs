@@ -203,7 +203,7 @@ impl DrmReader {
 /// The machine's AMD and Intel GPUs and their processes in the model's shape.
 #[derive(Debug, Default)]
 pub struct DrmReadout {
-    /// The GPUs, indexed from the first index asked for, by PCI slot.
+    /// The GPUs, indexed from the first index asked for, in the kernel's order (`cardN`).
     pub devices: Vec<Device>,
     /// Their processes, one per process and GPU.
     pub processes: Vec<GpuProcess>,
