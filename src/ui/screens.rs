@@ -222,6 +222,33 @@ pub fn help(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextGe
 }
 
 /// Identity, figures and history of the selected process.
+/// A process's use of its GPU in one line: NVIDIA's SM, memory bandwidth, encoder and
+/// decoder; AMD's and Intel's engine classes, and the system memory the GPU maps for it.
+fn gpu_use(p: &GpuProcess) -> String {
+    if p.engines_percent.is_empty() {
+        return format!(
+            "GPU memory {}  %SM {}  %GMBW {}  %ENC {}  %DEC {}",
+            na(&p.gpu_memory_bytes, |b| human_bytes(*b)),
+            na(&p.sm_percent, u32::to_string),
+            na(&p.memory_bandwidth_percent, u32::to_string),
+            na(&p.encoder_percent, u32::to_string),
+            na(&p.decoder_percent, u32::to_string),
+        );
+    }
+    let engines: Vec<String> = p
+        .engines_percent
+        .iter()
+        .map(|(engine, percent)| format!("{} {percent:.0}%", engine.label()))
+        .collect();
+    format!(
+        "GPU memory {} (system {})  %GPU {}  engines: {}",
+        na(&p.gpu_memory_bytes, |b| human_bytes(*b)),
+        na(&p.gpu_system_memory_bytes, |b| human_bytes(*b)),
+        na(&p.sm_percent, u32::to_string),
+        engines.join(", ")
+    )
+}
+
 pub fn details(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     let outer = block("process details (Enter or Esc: back)", theme);
     let inner = outer.inner(area);
@@ -252,14 +279,7 @@ pub fn details(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
         )),
         Line::from(format!("command: {}", na(&h.command, |c| sanitize(c)))),
         Line::from(sanitize(&where_it_runs(p))),
-        Line::from(format!(
-            "GPU memory {}  %SM {}  %GMBW {}  %ENC {}  %DEC {}",
-            na(&p.gpu_memory_bytes, |b| human_bytes(*b)),
-            na(&p.sm_percent, u32::to_string),
-            na(&p.memory_bandwidth_percent, u32::to_string),
-            na(&p.encoder_percent, u32::to_string),
-            na(&p.decoder_percent, u32::to_string),
-        )),
+        Line::from(gpu_use(p)),
         Line::from(format!(
             "%CPU {}  host memory {} ({:.1}%)",
             na(&h.cpu_percent, |c| format!("{c:.1}")),

@@ -692,3 +692,22 @@ fn processes_that_could_not_be_read_are_counted_on_the_status_line_and_in_once()
     let screen = render(&mut app, &DARK, 160, 30);
     assert!(screen.contains(note), "{screen}");
 }
+
+#[test]
+fn an_amd_or_intel_process_shows_its_engines_and_system_memory_in_its_details() {
+    let mut snap = snapshot();
+    for p in &mut snap.processes {
+        p.engines_percent = [(Engine::Graphics, 60.0), (Engine::Compute, 10.0)].into();
+        p.gpu_system_memory_bytes = Reading::Value(8 << 20);
+        p.sm_percent = Reading::Value(70);
+    }
+    let mut app = App::new(Settings::default(), Selection::default(), false, Some(1000));
+    app.update(Action::Received(Received::Snapshot(Arc::new(snap))));
+    app.update(Action::Move(Move::Down));
+    app.update(Action::Go(Go::Details));
+    let screen = render(&mut app, &DARK, 160, 40);
+    assert!(
+        screen.contains("(system 8.0MiB)  %GPU 70  engines: graphics 60%, compute 10%"),
+        "{screen}"
+    );
+}
