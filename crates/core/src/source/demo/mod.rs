@@ -168,7 +168,6 @@ impl DemoSource {
         let kilobytes = |kb: &u32| u64::from(*kb) * 1024;
         let mut device = Device {
             index,
-            vendor: Vendor::Nvidia,
             driver: Reading::Value("nvidia".into()),
             name: self.field(gpu, "name", t, || Ok(g.name.clone())),
             uuid: self.field(gpu, "uuid", t, || Ok(g.uuid.clone())),
@@ -183,14 +182,6 @@ impl DemoSource {
             utilization_memory_percent: utilization_memory,
             utilization_memory_mean_percent: memory_window.part(|w| w.mean),
             utilization_memory_peak_percent: memory_window.part(|w| w.peak),
-            memory_total_bytes: Reading::NotSupported,
-            memory_used_bytes: Reading::NotSupported,
-            memory_free_bytes: Reading::NotSupported,
-            memory_reserved_bytes: Reading::NotSupported,
-            bar1_total_bytes: Reading::NotSupported,
-            bar1_used_bytes: Reading::NotSupported,
-            gtt_total_bytes: Reading::NotSupported,
-            gtt_used_bytes: Reading::NotSupported,
             temperature_celsius: count("temperature", &d.temperature, "temperature"),
             temperature_slowdown_celsius: self.field(gpu, "temperature_threshold", t, || {
                 g.temperature_thresholds.slowdown.ok_or(codes::NOT_SUPPORTED)
@@ -198,8 +189,6 @@ impl DemoSource {
             temperature_shutdown_celsius: self.field(gpu, "temperature_threshold", t, || {
                 g.temperature_thresholds.shutdown.ok_or(codes::NOT_SUPPORTED)
             }),
-            fan_speed_percent: Reading::NotSupported,
-            fan_speeds_percent: Reading::NotSupported,
             power_usage_watts: power_usage_mw.part(watts),
             power_usage_mean_watts: power_window.part(|w| w.mean / 1000.0),
             power_usage_peak_watts: power_window.part(|w| w.peak / 1000.0),
@@ -241,12 +230,6 @@ impl DemoSource {
                     Err(codes::NOT_SUPPORTED)
                 }
             }),
-            remapped_rows_correctable: Reading::NotSupported,
-            remapped_rows_uncorrectable: Reading::NotSupported,
-            remapped_rows_pending: Reading::NotSupported,
-            remapped_rows_failure: Reading::NotSupported,
-            retired_pages_single_bit: Reading::NotSupported,
-            retired_pages_double_bit: Reading::NotSupported,
             nvlinks: self.field(gpu, "nvlink", t, || {
                 let links = g.nvlink.as_ref().ok_or(codes::NOT_SUPPORTED)?;
                 let active = |link: u32| !links.inactive.contains(&link);
@@ -264,7 +247,6 @@ impl DemoSource {
                     })
                     .collect())
             }),
-            xid_errors: Reading::NotSupported,
             last_xid: None,
             last_critical_xid: None,
             compute_mode: self.field(gpu, "compute_mode", t, || {
@@ -311,6 +293,7 @@ impl DemoSource {
             // The kubelet's, where there is one: the collector asks it.
             pods: Vec::new(),
             process_list_error: None,
+            ..Device::new(index, Vendor::Nvidia)
         };
         device.set_memory(self.field(gpu, "memory", t, || {
             sim.memory(gpu, t).map(|m| Memory {

@@ -1093,7 +1093,6 @@ fn read_device(
     let kilobytes = |kb: &u32| u64::from(*kb) * 1024;
     let mut read = Device {
         index,
-        vendor: Vendor::Nvidia,
         driver: Reading::Value("nvidia".into()),
         name: statics.name.clone(),
         uuid: statics.uuid.clone(),
@@ -1106,19 +1105,9 @@ fn read_device(
         utilization_memory_mean_percent: utilization.memory_window.part(|w| w.mean),
         utilization_memory_peak_percent: utilization.memory_window.part(|w| w.peak),
         utilization_memory_percent: utilization.memory,
-        memory_total_bytes: Reading::NotSupported,
-        memory_used_bytes: Reading::NotSupported,
-        memory_free_bytes: Reading::NotSupported,
-        memory_reserved_bytes: Reading::NotSupported,
-        bar1_total_bytes: Reading::NotSupported,
-        bar1_used_bytes: Reading::NotSupported,
-        gtt_total_bytes: Reading::NotSupported,
-        gtt_used_bytes: Reading::NotSupported,
         temperature_celsius: reading(device.temperature(TemperatureSensor::Gpu)),
         temperature_slowdown_celsius: statics.temperature_slowdown.clone(),
         temperature_shutdown_celsius: statics.temperature_shutdown.clone(),
-        fan_speed_percent: Reading::NotSupported,
-        fan_speeds_percent: Reading::NotSupported,
         power_usage_watts: power.part(watts),
         power_usage_mean_watts: power_window.part(|w| w.mean / 1000.0),
         power_usage_peak_watts: power_window.part(|w| w.peak / 1000.0),
@@ -1144,12 +1133,6 @@ fn read_device(
         decoder_utilization_percent: slow.decoder,
         ecc_enabled: slow.ecc_enabled,
         ecc_uncorrected_volatile_errors: slow.ecc_uncorrected_volatile,
-        remapped_rows_correctable: Reading::NotSupported,
-        remapped_rows_uncorrectable: Reading::NotSupported,
-        remapped_rows_pending: Reading::NotSupported,
-        remapped_rows_failure: Reading::NotSupported,
-        retired_pages_single_bit: Reading::NotSupported,
-        retired_pages_double_bit: Reading::NotSupported,
         nvlinks: slow.nvlinks.1,
         // Counted by the event thread, when one watches (see `start_threads`).
         xid_errors: Reading::failed(NOT_WATCHED),
@@ -1168,6 +1151,7 @@ fn read_device(
         // The kubelet's, where there is one: the collector asks it.
         pods: Vec::new(),
         process_list_error: None,
+        ..Device::new(index, Vendor::Nvidia)
     };
     read.set_memory(memory);
     read.set_bar1(slow.bar1);
