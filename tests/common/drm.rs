@@ -24,7 +24,12 @@ pub struct Machine {
 impl Machine {
     pub fn start() -> Self {
         let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-        let dir = tempfile::tempdir().expect("temp dir");
+        // In memory where the machine has it, as /proc and /sys are: a rename on a disk's
+        // file system can wait tens of milliseconds on its journal, leaving the counters
+        // behind the clock.
+        let dir = tempfile::tempdir_in("/dev/shm")
+            .or_else(|_| tempfile::tempdir())
+            .expect("temp dir");
         let (sys, proc) = (dir.path().join("sys"), dir.path().join("proc"));
         fixture::sysfs(&sys, 0.0);
         fixture::procfs(&proc, 0.0);
