@@ -120,7 +120,7 @@ pub enum Command {
     Record(RecordArgs),
     /// Play a recording in the interactive view (p pause, { } seek, s S speed), or print one frame
     Replay(ReplayArgs),
-    /// Write what this machine's NVML answers, for a few seconds, as a simulator scenario
+    /// Write what this machine's GPUs answer (NVML, AMD and Intel files), for a few seconds, as a test scenario
     /// that replays the machine (attach it to a bug report)
     Capture(CaptureArgs),
     /// Print a completion script for SHELL (bash, zsh, fish, elvish, powershell)
