@@ -101,6 +101,48 @@ pub struct Cli {
     #[arg(long, value_name = "PATH", conflicts_with_all = ["demo", "nvml_lib"])]
     pub hosts_file: Option<PathBuf>,
 
+    /// The fleet from Prometheus (or Thanos, Mimir, VictoriaMetrics) scraping gputop's exporters
+    #[arg(long, value_name = "URL", conflicts_with_all = ["demo", "nvml_lib", "remote", "hosts_file"])]
+    pub prometheus: Option<String>,
+
+    /// With --prometheus: the label matchers of gputop's targets
+    #[arg(
+        long,
+        value_name = "SELECTOR",
+        default_value = "{job=\"gputop\"}",
+        requires = "prometheus"
+    )]
+    pub prometheus_selector: String,
+
+    /// With --prometheus: send the token in FILE (read at each request) as a bearer token
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "prometheus",
+        conflicts_with = "prometheus_basic_auth_file"
+    )]
+    pub prometheus_bearer_token_file: Option<PathBuf>,
+
+    /// With --prometheus: basic auth with USER:PASSWORD, the first line of FILE
+    #[arg(long, value_name = "FILE", requires = "prometheus")]
+    pub prometheus_basic_auth_file: Option<PathBuf>,
+
+    /// With --prometheus over https: trust only the CA certificates in FILE (PEM)
+    #[arg(long, value_name = "FILE", requires = "prometheus")]
+    pub prometheus_ca_file: Option<PathBuf>,
+
+    /// With --prometheus over https: present this client certificate (PEM; with --prometheus-key-file)
+    #[arg(long, value_name = "FILE", requires_all = ["prometheus", "prometheus_key_file"])]
+    pub prometheus_cert_file: Option<PathBuf>,
+
+    /// With --prometheus over https: the client certificate's key (PEM)
+    #[arg(long, value_name = "FILE", requires_all = ["prometheus", "prometheus_cert_file"])]
+    pub prometheus_key_file: Option<PathBuf>,
+
+    /// With --prometheus: seconds a query may take before the screen says the data is old
+    #[arg(long, value_name = "SECS", default_value_t = 10.0, requires = "prometheus", value_parser = timeout)]
+    pub prometheus_timeout: f64,
+
     /// Show a built-in simulated machine instead of the real GPUs
     #[arg(long, conflicts_with = "nvml_lib", global = true)]
     pub demo: bool,
@@ -224,6 +266,14 @@ fn positive(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
         _ => Err("expected a number above 0".into()),
+    }
+}
+
+/// `--prometheus-timeout`: 0.1 to 300 seconds.
+fn timeout(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(seconds) if (0.1..=300.0).contains(&seconds) => Ok(seconds),
+        _ => Err("a number of seconds from 0.1 to 300".into()),
     }
 }
 

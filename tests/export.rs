@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Killed, Sleepers, free_port, get, gputop, request, scenario, wait_ready};
+use common::{Killed, Sleepers, free_port, get, gputop, prometheus_with, request, scenario, wait_ready};
 
 /// Fails a test that needs the Prometheus tools when they are missing, saying how to get them.
 fn require_prometheus_tools() {
@@ -103,26 +103,6 @@ fn start_prometheus(home: &Path, port: u16, rules: Option<&Path>) -> (Killed, u1
              scrape_configs:\n  - job_name: gputop\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
         ),
     )
-}
-
-/// A real Prometheus with the configuration `config`, its data in `home`; returns it and its
-/// web port.
-fn prometheus_with(home: &Path, config: &str) -> (Killed, u16) {
-    let path = home.join("prometheus.yml");
-    std::fs::write(&path, config).unwrap();
-    let config = path;
-    let web = free_port();
-    let prometheus = Killed(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", home.join("data").display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{web}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    (prometheus, web)
 }
 
 /// The result vector of an instant query; empty until Prometheus answers.

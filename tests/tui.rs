@@ -1133,10 +1133,12 @@ fn the_remote_view_watches_fifty_exporters_some_dead_and_opens_one() {
                 "1",
             ])
             .stdin(Stdio::null())
+            .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        exporters.push(child);
+        // Killed even when the test fails.
+        exporters.push(common::Killed(child));
         addresses.push(format!("http://127.0.0.1:{port}/"));
     }
     // Three addresses where nothing listens, and two that accept and never answer.
@@ -1158,21 +1160,26 @@ fn the_remote_view_watches_fifty_exporters_some_dead_and_opens_one() {
     command.arg("--hosts-file");
     command.arg(&hosts);
     let mut pty = Pty::spawn(command, 200, 80);
-    let screen = pty.wait_until("every node judged", 60, |s| {
-        s.contains("55 nodes: 50 up, 5 down, 0 waiting")
-    });
+    let screen = pty.wait_until("every node judged", 60, |s| s.contains("55 nodes: 50 up, 5 down"));
     assert!(screen.contains("GPUs 100"), "{screen}");
     let user = std::process::Command::new("id").arg("-un").output().unwrap();
     let user = String::from_utf8_lossy(&user.stdout).trim().to_string();
-    let totals = screen
+    // The users' table is on the right of the top processes': its row is the user's name
+    // followed by four figures.
+    let numbers: Vec<&str> = screen
         .lines()
-        .find(|l| l.starts_with(&format!("{user} ")))
+        .find_map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let at = words.windows(5).position(|w| {
+                w[0] == user && w[1..4].iter().all(|n| n.parse::<u32>().is_ok()) && w[4].ends_with('B')
+            })?;
+            Some(words[at..at + 4].to_vec())
+        })
         .unwrap_or_else(|| panic!("no totals for {user}: {screen}"));
-    let numbers: Vec<&str> = totals.split_whitespace().collect();
     assert_eq!(
         &numbers[1..4],
         ["50", "100", "150"],
-        "nodes, GPUs, processes of {user}: {totals}"
+        "nodes, GPUs, processes of {user}: {numbers:?}"
     );
     assert!(
         screen.contains("DOWN (") && screen.contains("cannot connect"),
@@ -1183,13 +1190,10 @@ fn the_remote_view_watches_fifty_exporters_some_dead_and_opens_one() {
     pty.wait_for("NVIDIA A100-SXM4-40GB");
     pty.wait_for("(remote: no signals)");
     pty.keys("\x7f");
-    pty.wait_for("USER (all nodes)");
+    pty.wait_for("USERS (all nodes)");
     pty.keys("q");
     assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
-    for mut child in exporters {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
+    drop(exporters);
 }
 
 /// `script` under `sh` in new namespaces (`unshare` `flags`) in a 140x30 pty, with
@@ -1733,4 +1737,74 @@ fn a_machine_of_nvidia_amd_and_intel_gpus_shows_them_all_in_one_table() {
     ] {
         assert!(screen.contains(needle), "{needle}:\n{screen}");
     }
+}
+
+#[test]
+#[ignore = "needs Prometheus: a real prometheus server scrapes three exporters"]
+fn the_fleet_view_on_prometheus_sorts_filters_and_opens_a_node() {
+    let home = tempfile::tempdir().unwrap();
+    let exporters: Vec<(common::Killed, u16)> = (0..3)
+        .map(|_| {
+            let port = common::free_port();
+            let child = common::gputop(home.path())
+                .env("XDG_STATE_HOME", home.path().join(format!("state-{port}")))
+                .args(["export", "--demo", "--processes", "--interval", "0.5"])
+                .args(["--web-listen-address", &format!("127.0.0.1:{port}")])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let exporter = common::Killed(child);
+            common::wait_ready(port);
+            (exporter, port)
+        })
+        .collect();
+    let target = |i: usize| format!("'127.0.0.1:{}'", exporters[i].1);
+    let (_prometheus, web) = common::prometheus_with(
+        home.path(),
+        &format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gputop\n    static_configs:\n      \
+             - targets: [{}, {}]\n        labels: {{cluster: a}}\n      - targets: [{}]\n        labels: {{cluster: b}}\n",
+            target(0),
+            target(1),
+            target(2)
+        ),
+    );
+    let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_gputop"));
+    command.env("HOME", home.path());
+    command.env("TERM", "xterm-256color");
+    command.args([
+        "--interval",
+        "1",
+        "--prometheus",
+        &format!("http://127.0.0.1:{web}"),
+    ]);
+    let mut pty = Pty::spawn(command, 200, 50);
+    let screen = pty.wait_until("three nodes up", 60, |s| {
+        s.contains("3 nodes: 3 up, 0 down   GPUs 18") && s.contains("TOP PROCESSES") && s.contains("alice")
+    });
+    assert!(
+        screen.contains(&format!("prometheus http://127.0.0.1:{web}")),
+        "{screen}"
+    );
+    assert!(screen.contains("cluster=b"), "{screen}");
+    // Sorted by the next column (STATE), then a filter on a label.
+    pty.keys(".");
+    pty.wait_for("sorted by STATE");
+    pty.keys("/cluster=b\r");
+    let screen = pty.wait_until("one node left", 10, |s| {
+        s.contains("1 nodes: 1 up, 0 down   GPUs 6")
+    });
+    let third = format!("127.0.0.1:{}", exporters[2].1);
+    assert!(screen.contains(&third), "{screen}");
+    // Enter opens it: its GPUs and processes, from the same series.
+    pty.keys("\r");
+    let screen = pty.wait_until("the node's GPUs", 20, |s| {
+        s.contains("NVIDIA H100 80GB HBM3") && s.contains("alice")
+    });
+    assert!(screen.contains("(remote: no signals)"), "{screen}");
+    pty.keys("\x7f");
+    pty.wait_for("TOP PROCESSES");
+    pty.keys("q");
+    assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
 }

@@ -379,23 +379,65 @@ pub const REPLAY: &[Binding] = &[
     }),
 ];
 
-/// The cluster screen of the remote view.
+/// The cluster screen of the fleet view.
 pub const CLUSTER: &[Binding] = &[
     bind(&[Char('q'), Char('Q'), Ctrl('c')], "quit", || {
         Action::Go(Go::Quit)
+    })
+    .hint("quit"),
+    bind(
+        &[Code(KeyCode::Up), Char('k'), Alt('k')],
+        "the previous node",
+        || Action::Move(Move::Up),
+    ),
+    bind(
+        &[Code(KeyCode::Down), Char('j'), Alt('j')],
+        "the next node",
+        || Action::Move(Move::Down),
+    ),
+    bind(&[Code(KeyCode::PageUp), Char('[')], "a page up", || {
+        Action::Move(Move::PageUp)
     }),
-    bind(&[Code(KeyCode::Up), Alt('k')], "the previous node", || {
-        Action::Move(Move::Up)
+    bind(&[Code(KeyCode::PageDown), Char(']')], "a page down", || {
+        Action::Move(Move::PageDown)
     }),
-    bind(&[Code(KeyCode::Down), Char('j')], "the next node", || {
-        Action::Move(Move::Down)
+    bind(&[Code(KeyCode::Home)], "the first node", || {
+        Action::Move(Move::Home)
     }),
+    bind(&[Code(KeyCode::End)], "the last node", || Action::Move(Move::End)),
     bind(
         &[Code(KeyCode::Enter)],
         "open the node: its GPUs and processes (Esc or Backspace: back here)",
         || Action::Go(Go::Details),
+    )
+    .hint("open"),
+    bind(
+        &[Char('.'), Char('>')],
+        "sort the nodes by the next column",
+        || Action::Arrange(Arrange::SortNext),
+    )
+    .hint("sort"),
+    bind(
+        &[Char(','), Char('<')],
+        "sort the nodes by the previous column",
+        || Action::Arrange(Arrange::SortPrevious),
     ),
-    bind(&[Char('h'), Char('?')], "help", || Action::Go(Go::Help)),
+    bind(&[Char('I')], "invert the order", || {
+        Action::Arrange(Arrange::Invert)
+    }),
+    bind(
+        &[Char('/')],
+        "filter nodes: words match the name or a label's value; KEY=VALUE a label, user=NAME a user",
+        || Action::Arrange(Arrange::StartFilter),
+    )
+    .hint("filter"),
+    bind(&[Code(KeyCode::Esc)], "clear the filter", || {
+        Action::Arrange(Arrange::FilterClear)
+    }),
+    bind(&[Char('h'), Char('?'), Code(KeyCode::F(1))], "help", || {
+        Action::Go(Go::Help)
+    })
+    .hint("help"),
 ];
 
 /// The charts screen.
@@ -503,7 +545,7 @@ pub fn decode(app: &App, event: &KeyEvent) -> Option<Action> {
             // In the remote view, Esc (with nothing to clear) and Backspace lead back to the
             // cluster.
             let nothing_to_clear = app.view.tagged.is_empty() && app.view.selected.is_none();
-            if app.data.cluster.is_some()
+            if app.data.fleet.is_some()
                 && (event.code == KeyCode::Backspace || (event.code == KeyCode::Esc && nothing_to_clear))
             {
                 return Some(Action::Go(Go::Back));

@@ -10,11 +10,11 @@ use crate::app::alert_marks::AlertMarks;
 use crate::app::filter::Selection;
 use crate::app::query::Query;
 use gputop::config::Settings;
+use gputop::model::fleet::Fleet;
 use gputop::model::order::{self, SortKey};
 use gputop::model::{GpuProcess, Snapshot};
 use gputop::monitor::Monitor;
 use gputop::monitor::alerts::Transition;
-use gputop::source::remote::Cluster;
 use gputop::source::replay::{PlayerCommand, ReplayStatus};
 
 use crate::app::view::{CHART_SPANS, Confirmation, LayoutMode, Screen, View};
@@ -162,6 +162,8 @@ pub enum Arrange {
         key: SortKey,
         reverse: bool,
     },
+    /// Reverse the current order.
+    Invert,
     StartFilter,
     FilterInput(char),
     FilterBackspace,
@@ -199,8 +201,8 @@ pub enum Received {
     ReplayStatus(ReplayStatus),
     /// Replay moved backwards: history and alerts start over.
     HistoryRestart,
-    /// Remote nodes: the latest state of every node.
-    Cluster(Arc<Cluster>),
+    /// The fleet: every node's latest state.
+    Fleet(Arc<Fleet>),
     /// Problems delivering alerts (log file, notification command), for the status line.
     AlertDeliveryFailed(Vec<String>),
     /// The status line's message has been read: the key hints come back.
@@ -226,6 +228,8 @@ pub enum Effect {
     DeliverAlerts(Vec<Transition>),
     /// Replay: a command for the player.
     Replay(PlayerCommand),
+    /// The fleet: read this node's GPUs and processes too (`None`: no node is open).
+    OpenNode(Option<String>),
 }
 
 /// The whole interactive state: what was observed, and how the user is looking at it.
@@ -246,8 +250,8 @@ pub struct Observed {
     pub alert_marks: AlertMarks,
     /// Set while playing a recording.
     pub replay: Option<ReplayStatus>,
-    /// Set in the remote view: every node's latest state.
-    pub cluster: Option<Arc<Cluster>>,
+    /// Set in the fleet view: every node's latest state.
+    pub fleet: Option<Arc<Fleet>>,
     /// Every process's parent and name, read for the tree view.
     pub process_table: Vec<gputop::host::ProcessEntry>,
     /// Set while the live data is older than two refreshes, or not there yet.
@@ -278,7 +282,7 @@ impl App {
                 monitor,
                 alert_marks: AlertMarks::default(),
                 replay: None,
-                cluster: None,
+                fleet: None,
                 process_table: Vec::new(),
                 stale: None,
                 origin: Origin::Live,
@@ -471,31 +475,39 @@ impl App {
                 self.view.text_offset = 0;
             }
             Go::Back
-                if self.data.cluster.is_some() && matches!(self.view.screen, Screen::Main | Screen::Tree) =>
+                if self.data.fleet.is_some() && matches!(self.view.screen, Screen::Main | Screen::Tree) =>
             {
                 self.view.screen = Screen::Cluster;
                 self.view.node = None;
+                return vec![Effect::OpenNode(None)];
             }
             Go::Back => match self.view.screen {
                 screen if screen.is_overlay() => self.view.screen = self.view.previous,
                 _ => self.view.screen = Screen::Main,
             },
             Go::Details if self.view.screen == Screen::Cluster => {
-                let snapshot = self
-                    .data
-                    .cluster
-                    .as_ref()
-                    .and_then(|c| c.nodes.get(self.view.cluster_selected))
-                    .and_then(|n| n.snapshot.clone());
-                if let Some(snapshot) = snapshot {
-                    self.view.node = Some(self.view.cluster_selected);
-                    self.restart_history();
-                    self.view.selected = None;
-                    self.view.tagged.clear();
-                    self.view.screen = Screen::Main;
-                    return self.update(Action::Received(Received::Snapshot(snapshot)));
+                let fleet = self.data.fleet.clone();
+                let Some((index, node)) = fleet.as_ref().and_then(|f| {
+                    let index = *self.view.fleet.rows.get(self.view.fleet.selected)?;
+                    Some((index, f.nodes.get(index)?))
+                }) else {
+                    return Vec::new();
+                };
+                if !node.up && node.snapshot.is_none() {
+                    self.view.status = Some("No data from this node: it is down".into());
+                    return Vec::new();
                 }
-                self.view.status = Some("No snapshot from this node yet".into());
+                self.view.node = Some(index);
+                self.restart_history();
+                self.view.selected = None;
+                self.view.tagged.clear();
+                self.view.screen = Screen::Main;
+                self.data.snapshot = None;
+                let mut effects = vec![Effect::OpenNode(Some(node.instance.clone()))];
+                if let Some(snapshot) = node.snapshot.clone() {
+                    effects.extend(self.update(Action::Received(Received::Snapshot(snapshot))));
+                }
+                return effects;
             }
             Go::Details if self.selected_process().is_some() => self.view.screen = Screen::Details,
             Go::Environment => {
@@ -560,14 +572,24 @@ impl App {
             return;
         }
         match action {
-            Move::Up | Move::Down if self.view.screen == Screen::Cluster => {
-                let count = self.data.cluster.as_ref().map_or(0, |c| c.nodes.len());
-                let step: isize = if action == Move::Up { -1 } else { 1 };
-                self.view.cluster_selected = self
-                    .view
-                    .cluster_selected
+            _ if self.view.screen == Screen::Cluster => {
+                let fleet = &mut self.view.fleet;
+                let page = self.view.table_rows.max(1) as isize;
+                let step: isize = match action {
+                    Move::Up => -1,
+                    Move::Down => 1,
+                    Move::PageUp => -page,
+                    Move::PageDown => page,
+                    Move::Home => isize::MIN,
+                    Move::End => isize::MAX,
+                    Move::Scroll(delta) => delta as isize,
+                    Move::ClickRow(offset) => (fleet.scroll + offset) as isize - fleet.selected as isize,
+                    Move::ScrollCommand(_) => 0,
+                };
+                fleet.selected = fleet
+                    .selected
                     .saturating_add_signed(step)
-                    .min(count.saturating_sub(1));
+                    .min(fleet.rows.len().saturating_sub(1));
             }
             Move::Up => self.move_selection(-1),
             Move::Down => self.move_selection(1),
@@ -616,8 +638,12 @@ impl App {
         }
     }
 
-    /// Sorting and filtering the process table.
+    /// Sorting and filtering the process table (or the cluster screen's nodes).
     fn arrange(&mut self, action: Arrange) {
+        if self.view.screen == Screen::Cluster {
+            self.arrange_nodes(action);
+            return;
+        }
         match action {
             Arrange::SortNext | Arrange::SortPrevious => {
                 self.view.sort = if action == Arrange::SortNext {
@@ -640,6 +666,10 @@ impl App {
                     if reverse { ", reversed" } else { "" }
                 ));
             }
+            Arrange::Invert => {
+                self.view.reverse = !self.view.reverse;
+                self.arrange_rows();
+            }
             Arrange::StartFilter => self.view.filter_editing = true,
             Arrange::FilterInput(c) => {
                 self.view.filter.push(c);
@@ -656,6 +686,32 @@ impl App {
                 self.view.filter_error = None;
                 self.arrange_rows();
             }
+        }
+    }
+
+    /// Sorting and filtering the cluster screen's nodes.
+    fn arrange_nodes(&mut self, action: Arrange) {
+        let fleet = &mut self.view.fleet;
+        match action {
+            Arrange::SortNext | Arrange::SortPrevious => {
+                fleet.sort = fleet.sort.step(action == Arrange::SortNext);
+                fleet.reversed = false;
+            }
+            Arrange::Invert => fleet.reversed = !fleet.reversed,
+            Arrange::SortBy { .. } | Arrange::SortPrefix { .. } => {}
+            Arrange::StartFilter => self.view.filter_editing = true,
+            Arrange::FilterInput(c) => fleet.filter.push(c),
+            Arrange::FilterBackspace => {
+                fleet.filter.pop();
+            }
+            Arrange::FilterAccept => self.view.filter_editing = false,
+            Arrange::FilterClear => {
+                fleet.filter.clear();
+                self.view.filter_editing = false;
+            }
+        }
+        if let Some(data) = &self.data.fleet {
+            fleet.arrange(data);
         }
     }
 
@@ -745,13 +801,14 @@ impl App {
             Received::ReplayStatus(status) => self.data.replay = Some(status),
             Received::HistoryRestart => self.restart_history(),
             Received::StatusExpired => self.view.status = None,
-            Received::Cluster(cluster) => {
+            Received::Fleet(fleet) => {
                 let shown = self
                     .view
                     .node
-                    .and_then(|i| cluster.nodes.get(i))
+                    .and_then(|i| fleet.nodes.get(i))
                     .and_then(|n| n.snapshot.clone());
-                self.data.cluster = Some(cluster);
+                self.view.fleet.arrange(&fleet);
+                self.data.fleet = Some(fleet);
                 if let Some(snapshot) = shown
                     && self
                         .data

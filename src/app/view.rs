@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use crate::app::filter::Selection;
+use crate::app::fleet::FleetView;
 use crate::app::state::{Signal, Target};
 use gputop::model::ProcessKey;
 use gputop::model::order::SortKey;
@@ -20,7 +21,8 @@ pub enum Screen {
     Charts,
     /// Active alerts, the transitions log and the rules in force.
     Alerts,
-    /// Remote nodes: the cluster summary and per-user totals.
+    /// The fleet (Prometheus or remote nodes): the summary, the nodes, idle GPUs, top
+    /// processes, users and namespaces.
     Cluster,
     /// Who uses what: per user and per container, now and accumulated.
     Users,
@@ -96,8 +98,9 @@ pub struct View {
     /// The GPU the charts screen shows, and the index into [`CHART_SPANS`].
     pub chart_device: u32,
     pub chart_span: usize,
-    /// The node row selected on the cluster screen, and the node shown on the main screen.
-    pub cluster_selected: usize,
+    /// The cluster screen's order, filter and selection, and the node (an index into the
+    /// fleet's nodes) shown on the main screen.
+    pub fleet: FleetView,
     pub node: Option<usize>,
 }
 
@@ -131,7 +134,7 @@ impl View {
             command_offset: 0,
             chart_device: 0,
             chart_span: 0,
-            cluster_selected: 0,
+            fleet: FleetView::default(),
             node: None,
         }
     }

@@ -24,9 +24,12 @@ use gputop::collector::Collector;
 use gputop::config::Settings;
 use gputop::host::HostCollector;
 use gputop::model::Snapshot;
+use gputop::model::fleet::Fleet;
 use gputop::monitor::alerts::sink::Sink;
+use gputop::source::http::Endpoint;
 use gputop::source::nvml::NvmlUnusable;
-use gputop::source::remote::{Cluster, Node, Poller};
+use gputop::source::prometheus::{self, Prometheus};
+use gputop::source::remote;
 use gputop::source::replay::{Playback, ReplayStatus};
 use gputop::source::{Opening, Source};
 
@@ -37,8 +40,18 @@ pub enum Feed {
     Source(Source),
     /// A live source still opening: the view shows that it waits, and how long.
     Opening(Opening),
-    /// Other machines' `gputop export`.
-    Remote(Vec<Node>),
+    /// Other machines' `gputop export`, asked by gputop itself.
+    Remote(Vec<Endpoint>),
+    /// The fleet from Prometheus.
+    Prometheus(Prometheus),
+}
+
+/// What asks for the fleet: one poller or the other, behind one screen.
+#[derive(Debug)]
+enum FleetPoller {
+    // Held for its threads: dropping it stops the polling.
+    Nodes(#[expect(dead_code, reason = "held, never read")] remote::Poller),
+    Prometheus(prometheus::Poller),
 }
 
 /// A replayed frame, with where playback stands.
@@ -55,7 +68,7 @@ enum Event {
     Opened(Result<Source, NvmlUnusable>),
     Snapshot(Arc<Snapshot>),
     Replayed(Played),
-    Cluster(Arc<Cluster>),
+    Fleet(Arc<Fleet>),
     Terminal(TermEvent),
     /// The terminal is gone (read failed): quit instead of spinning.
     TerminalClosed,
@@ -197,7 +210,7 @@ pub fn run(
         Feed::Source(Source::Local(_)) | Feed::Opening(_) => Origin::Live,
         Feed::Source(Source::Demo(_)) => Origin::Demo,
         Feed::Source(Source::Replay(_)) => Origin::Recording,
-        Feed::Remote(_) => Origin::Remote,
+        Feed::Remote(_) | Feed::Prometheus(_) => Origin::Remote,
     };
     let real_host = origin == Origin::Live;
     let interval = Duration::from_secs_f64(settings.display.refresh_interval);
@@ -205,7 +218,7 @@ pub fn run(
     let (events, inbox) = mpsc::channel();
     let (snapshots, replayed, polled) = (events.clone(), events.clone(), events.clone());
     let mut poller = None;
-    let remote = matches!(feed, Feed::Remote(_));
+    let remote = matches!(feed, Feed::Remote(_) | Feed::Prometheus(_));
     let started = std::time::Instant::now();
     let (mut collector, replay) = match feed {
         Feed::Source(source) => match source.playback() {
@@ -225,11 +238,19 @@ pub fn run(
             (None, None)
         }
         Feed::Remote(nodes) => {
-            poller = Some(Poller::spawn(
+            poller = Some(FleetPoller::Nodes(remote::Poller::spawn(
                 nodes,
                 interval,
-                Box::new(move |cluster| polled.send(Event::Cluster(cluster)).is_ok()),
-            )?);
+                Box::new(move |fleet| polled.send(Event::Fleet(fleet)).is_ok()),
+            )?));
+            (None, None)
+        }
+        Feed::Prometheus(client) => {
+            poller = Some(FleetPoller::Prometheus(prometheus::Poller::spawn(
+                client,
+                interval,
+                Box::new(move |fleet| polled.send(Event::Fleet(fleet)).is_ok()),
+            )?));
             (None, None)
         }
     };
@@ -286,7 +307,7 @@ pub fn run(
             }
             Event::Opened(Err(why)) => break Ending::Failed(why),
             Event::Snapshot(snapshot) => vec![Action::Received(Received::Snapshot(snapshot))],
-            Event::Cluster(cluster) => vec![Action::Received(Received::Cluster(cluster))],
+            Event::Fleet(fleet) => vec![Action::Received(Received::Fleet(fleet))],
             Event::Replayed(played) => {
                 let mut actions = Vec::new();
                 if played.rewound {
@@ -349,6 +370,11 @@ pub fn run(
                     Effect::Replay(command) => {
                         if let Some(replay) = &replay {
                             replay.control(command);
+                        }
+                    }
+                    Effect::OpenNode(instance) => {
+                        if let Some(FleetPoller::Prometheus(poller)) = &poller {
+                            poller.open(instance);
                         }
                     }
                     Effect::Suspend => tui.suspend()?,

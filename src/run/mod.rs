@@ -21,12 +21,15 @@ use crate::output::record::{Limits, Recorder};
 use crate::output::report;
 use crate::ui::theme::Theme;
 use gputop::collector::{Collector, collect_once};
+use gputop::config::Origin;
 use gputop::config::{self, ConfigError, Effective, Settings};
 use gputop::format::sanitize;
 use gputop::monitor::Monitor;
 use gputop::monitor::alerts::{self, sink::Sink};
+use gputop::source::http::{Credentials, Endpoint, TlsFiles};
 use gputop::source::nvml::{NvmlSource, NvmlUnusable};
-use gputop::source::remote::{MAX_NODES, Node, parse_hosts_file};
+use gputop::source::prometheus::{self, Prometheus};
+use gputop::source::remote::{self, MAX_NODES, parse_hosts_file};
 use gputop::source::replay::Recording;
 use gputop::source::{Opening, Source};
 use interactive::{Ending, Feed};
@@ -174,6 +177,9 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
     }
     if !cli.remote.is_empty() || cli.hosts_file.is_some() {
         return run_remote(cli, &effective, env);
+    }
+    if let Some(url) = &cli.prometheus {
+        return run_prometheus(cli, url, &effective, env);
     }
     let interval = Duration::from_secs_f64(effective.settings.display.refresh_interval);
     let selection = cli.selection(env("CUDA_VISIBLE_DEVICES").as_deref());
@@ -483,7 +489,7 @@ fn run_replay(
 fn run_remote(cli: &Cli, effective: &Effective, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failure> {
     let mut nodes = Vec::new();
     for address in &cli.remote {
-        nodes.push(Node::parse(address).map_err(|e| anyhow!("--remote {e}"))?);
+        nodes.push(remote::parse_node(address).map_err(|e| anyhow!("--remote {e}"))?);
     }
     if let Some(path) = &cli.hosts_file {
         let text = gputop::files::read_text(path, 1 << 20)
@@ -501,11 +507,9 @@ fn run_remote(cli: &Cli, effective: &Effective, env: &dyn Fn(&str) -> Option<Str
         )
         .into());
     }
-    if !std::io::stdout().is_terminal() {
-        return Err(anyhow!(
-            "the remote view needs a terminal; for one node's report use curl http://NODE:9835/snapshot"
-        )
-        .into());
+    if cli.once || cli.json || !std::io::stdout().is_terminal() {
+        let fleet = remote::once(nodes).context("cannot start the fetches")?;
+        return emit_fleet(&fleet, cli.json);
     }
     // Remote processes are not this machine's: the view never signals them.
     view(
@@ -515,6 +519,68 @@ fn run_remote(cli: &Cli, effective: &Effective, env: &dyn Fn(&str) -> Option<Str
         cli.readonly || effective.settings.signals.readonly,
         theme_of(cli, env),
     )
+}
+
+/// Seconds between fleet refreshes when neither `--interval` nor the file sets them.
+const FLEET_INTERVAL: f64 = 5.0;
+
+/// `--prometheus URL`: the fleet from Prometheus' series.
+fn run_prometheus(
+    cli: &Cli,
+    url: &str,
+    effective: &Effective,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), Failure> {
+    let endpoint =
+        Endpoint::parse(url, prometheus::PROMETHEUS_PORT).map_err(|e| anyhow!("--prometheus {e}"))?;
+    let selector = prometheus::parse_selector(&cli.prometheus_selector)
+        .map_err(|e| anyhow!("--prometheus-selector {e}"))?;
+    let credentials = match (&cli.prometheus_bearer_token_file, &cli.prometheus_basic_auth_file) {
+        (Some(token), _) => Some(Credentials::BearerTokenFile(token.clone())),
+        (None, Some(pair)) => Some(Credentials::BasicAuthFile(pair.clone())),
+        (None, None) => None,
+    };
+    let settings = prometheus::Settings {
+        endpoint,
+        selector,
+        tls: TlsFiles {
+            ca_file: cli.prometheus_ca_file.clone(),
+            cert_file: cli.prometheus_cert_file.clone(),
+            key_file: cli.prometheus_key_file.clone(),
+        },
+        credentials,
+        timeout: Duration::from_secs_f64(cli.prometheus_timeout),
+    };
+    if cli.once || cli.json || !std::io::stdout().is_terminal() {
+        let fleet =
+            prometheus::once(&settings).map_err(|why| anyhow!("{}: {why}", settings.endpoint.url()))?;
+        return emit_fleet(&fleet, cli.json);
+    }
+    let client = Prometheus::new(&settings).context("--prometheus")?;
+    let mut settings_used = effective.settings.clone();
+    let interval_set = effective.entries.iter().any(|e| {
+        e.key.section == "display" && e.key.name == "refresh_interval" && e.origin != Origin::Default
+    });
+    if !interval_set {
+        settings_used.display.refresh_interval = FLEET_INTERVAL;
+    }
+    view(
+        Feed::Prometheus(client),
+        &settings_used,
+        cli.selection(env("CUDA_VISIBLE_DEVICES").as_deref()),
+        cli.readonly || effective.settings.signals.readonly,
+        theme_of(cli, env),
+    )
+}
+
+/// A fleet's `--once` report, as text or JSON.
+fn emit_fleet(fleet: &gputop::model::fleet::Fleet, json: bool) -> Result<(), Failure> {
+    let text = if json {
+        crate::output::fleet::json(fleet).map_err(|e| Failure::Output(e.into()))?
+    } else {
+        crate::output::fleet::text(fleet)
+    };
+    emit(&text)
 }
 
 /// The `--once` report, as text or JSON.

@@ -1,6 +1,8 @@
 //! Fuzzing the readers of data from outside: the config parser, the snapshot reader (what a
-//! remote node's `/snapshot` says), the recording reader, the simulator's scenario parser and
-//! the DRM readers (`/proc/PID/fdinfo` and sysfs attributes of AMD and Intel GPUs). Each target first replays its corpus (`tests/fuzz/<target>/`, plus the files the
+//! remote node's `/snapshot` says), Prometheus' answer parser (what the fleet view reads), the
+//! recording reader, the simulator's scenario parser and the DRM readers (`/proc/PID/fdinfo`
+//! and sysfs attributes of AMD and Intel GPUs). Each target first replays its corpus
+//! (`tests/fuzz/<target>/`, plus the files the
 //! project ships of that kind), then feeds it mutated inputs for `GPUTOP_FUZZ_SECONDS`
 //! seconds (1 by default; `.ci/run` gives each a minute). A snapshot that is accepted is also
 //! drawn, reported and fed to the monitor, so what a reader lets through cannot break what
@@ -233,6 +235,48 @@ fn fuzz_the_snapshot_reader() {
         monitor.ingest(&snapshot);
         let mut app = App::new(settings.clone(), Selection::default(), true, None);
         app.update(Action::Received(Received::Snapshot(Arc::clone(&snapshot))));
+        let theme = crate::ui::theme::Theme {
+            color: true,
+            ascii: false,
+            light: false,
+        };
+        let mut buffer = ratatui::buffer::Buffer::empty(ratatui::layout::Rect::new(0, 0, 120, 40));
+        let _ = crate::ui::draw(&mut buffer, &app, &theme);
+    });
+}
+
+#[test]
+fn fuzz_the_prometheus_answer_parser() {
+    use gputop::model::fleet::{Fleet, FleetGpu, FleetNode, NodeState};
+    let settings = Settings::default();
+    fuzz("prometheus", &[], |input| {
+        let Ok(samples) = gputop::source::prometheus::parse_answer(input) else {
+            return;
+        };
+        // What an answer lets through is drawn and reported: its labels as node names,
+        // label values and GPU names, its values as figures.
+        let nodes = samples
+            .iter()
+            .map(|s| {
+                let instance = s.labels.get("instance").cloned().unwrap_or_default();
+                let mut node = FleetNode::new(instance, NodeState::Up);
+                node.labels = s.labels.clone();
+                node.devices = vec![FleetGpu {
+                    index: 0,
+                    name: s.labels.get("name").cloned(),
+                    utilization_percent: Some(s.value),
+                    memory_used_bytes: None,
+                    memory_total_bytes: None,
+                    idle_seconds: Some(s.value as u64),
+                }];
+                node
+            })
+            .collect();
+        let fleet = Arc::new(Fleet::new("prometheus fuzz".into(), UNIX_EPOCH, 3600, nodes));
+        let _ = crate::output::fleet::text(&fleet);
+        let mut app = App::new(settings.clone(), Selection::default(), true, None);
+        app.view.screen = crate::app::view::Screen::Cluster;
+        app.update(Action::Received(Received::Fleet(fleet)));
         let theme = crate::ui::theme::Theme {
             color: true,
             ascii: false,

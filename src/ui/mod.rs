@@ -61,7 +61,7 @@ pub fn draw(buffer: &mut Buffer, app: &App, theme: &Theme) -> TableGeometry {
         return TableGeometry::default();
     }
     if app.view.screen == Screen::Cluster
-        || (app.view.screen == Screen::Help && app.data.cluster.is_some() && app.data.snapshot.is_none())
+        || (app.view.screen == Screen::Help && app.data.fleet.is_some() && app.data.snapshot.is_none())
     {
         if app.view.screen == Screen::Cluster {
             screens::cluster(buffer, area, app, theme);
@@ -82,6 +82,9 @@ pub fn draw(buffer: &mut Buffer, app: &App, theme: &Theme) -> TableGeometry {
                     .map_or("reading the GPUs".into(), sanitize),
                 stale.age_seconds
             ),
+            None if app.view.node.is_some() => {
+                "gputop: asking for the node's GPUs and processes... (Esc: back)".into()
+            }
             None => "gputop: reading the GPUs...".into(),
         };
         Widget::render(Paragraph::new(text), area, buffer);

@@ -9,14 +9,15 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
 use super::chart::TimeChart;
 use super::theme::Theme;
 use super::{na, percent_of};
+use crate::app::fleet as fleet_cells;
 use crate::app::keymap::{self, Binding};
 use crate::app::state::{App, ProcessKey};
 use crate::app::view::{CHART_SPANS, Confirmation};
 use gputop::format::seconds_text;
 use gputop::format::{human_bytes, human_duration, sanitize};
-use gputop::model::{Device, GpuProcess, PidMapping, Snapshot};
+use gputop::model::fleet::{NodeState, Summary};
+use gputop::model::{GpuProcess, PidMapping};
 use gputop::monitor::history::{DeviceMetric, ProcessMetric};
-use gputop::source::remote::NodeStatus;
 
 fn block<'a>(title: &str, theme: &Theme) -> Block<'a> {
     let block = Block::default()
@@ -167,8 +168,8 @@ pub fn help(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextGe
     if app.data.replay.is_some() {
         sections.push(("Replay", keymap::REPLAY));
     }
-    if app.data.cluster.is_some() {
-        sections.push(("Remote view: the cluster", keymap::CLUSTER));
+    if app.data.fleet.is_some() {
+        sections.push(("Fleet view: the cluster", keymap::CLUSTER));
     }
     sections.extend([
         ("Main screen and tree view", keymap::MAIN),
@@ -576,168 +577,222 @@ pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextG
     )
 }
 
-/// The remote view: every node with its state and load, then GPU use per user across nodes.
+/// The fleet view: the summary, every node (sorted and filtered), then the top processes,
+/// the idle GPUs and the use per user and namespace, of the nodes shown.
 pub fn cluster(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
-    let Some(cluster) = &app.data.cluster else {
-        Widget::render(Paragraph::new("gputop: asking the nodes..."), area, buffer);
+    let Some(fleet) = &app.data.fleet else {
+        Widget::render(
+            Paragraph::new("gputop: asking for the fleet... (q quits)"),
+            area,
+            buffer,
+        );
         return;
     };
-    // The STATE column (why a node is down) takes what the other columns leave, up to 80.
-    let state = (usize::from(area.width).saturating_sub(76)).clamp(34, 80);
-    let up = cluster
-        .nodes
-        .iter()
-        .filter(|n| n.status == NodeStatus::Up)
-        .count();
-    let down = cluster
-        .nodes
-        .iter()
-        .filter(|n| matches!(n.status, NodeStatus::Down { .. }))
-        .count();
-    let snapshots: Vec<&Snapshot> = cluster
-        .nodes
-        .iter()
-        .filter(|n| n.status == NodeStatus::Up)
-        .filter_map(|n| n.snapshot.as_deref())
-        .collect();
-    let gpus: Vec<&Device> = snapshots.iter().flat_map(|s| &s.devices).collect();
-    let (used, total) = gpus
-        .iter()
-        .filter_map(|d| d.memory().get())
-        .fold((0u64, 0u64), |(u, t), m| (u + m.used, t + m.total));
-    let utils: Vec<f64> = gpus.iter().filter_map(|d| utilization(d)).collect();
-    let mean_util = if utils.is_empty() {
-        "N/A".to_string()
+    let view = &app.view.fleet;
+    let shown: Vec<&gputop::model::fleet::FleetNode> = view.rows.iter().map(|&i| &fleet.nodes[i]).collect();
+    let summary = Summary::of(shown.iter().copied());
+    let mut head = vec![Line::from(vec![
+        Span::styled("gputop fleet ", theme.title()),
+        Span::raw(format!("{}   ", sanitize(&fleet.feed))),
+        Span::styled(
+            fleet_cells::summary_line(&summary),
+            if summary.alerts_firing > 0 || summary.nodes_down > 0 {
+                theme.alert()
+            } else {
+                theme.dim()
+            },
+        ),
+    ])];
+    let mut notes: Vec<String> = Vec::new();
+    if let Some(age) = fleet.stale_seconds {
+        notes.push(format!("data {age} s old"));
+    }
+    notes.extend(fleet.problems.iter().take(2).map(|p| sanitize(p)));
+    if fleet.problems.len() > 2 {
+        notes.push(format!(
+            "and {} more problems (gputop --once lists them)",
+            fleet.problems.len() - 2
+        ));
+    }
+    if !notes.is_empty() {
+        head.push(Line::from(Span::styled(
+            notes.join("; "),
+            theme.severity(gputop::monitor::alerts::rules::Severity::Warning),
+        )));
+    }
+    let arrow = if view.reversed { "reversed" } else { "" };
+    let filter = if app.view.filter_editing {
+        format!("   filter: {}_", sanitize(&view.filter))
+    } else if view.filter.is_empty() {
+        String::new()
     } else {
-        format!("{:.0}%", utils.iter().sum::<f64>() / utils.len() as f64)
+        format!("   filter: {}", sanitize(&view.filter))
     };
-    let alerts: usize = cluster
-        .nodes
-        .iter()
-        .filter(|n| n.status == NodeStatus::Up)
-        .map(|n| n.alerts)
-        .sum();
-    let mut lines = vec![
-        Line::from(vec![
-            Span::styled("gputop cluster ", theme.title()),
-            Span::raw(format!(
-                "{} nodes: {up} up, {down} down, {} waiting   GPUs {}   memory {} / {}   mean utilization {mean_util}   ",
-                cluster.nodes.len(),
-                cluster.nodes.len() - up - down,
-                gpus.len(),
-                human_bytes(used),
-                human_bytes(total),
-            )),
-            Span::styled(
-                format!("alerts {alerts}"),
-                if alerts > 0 { theme.alert() } else { theme.dim() },
-            ),
-        ]),
-        Line::from(""),
-        Line::from(Span::styled(
-            format!(
-                "{:<28} {:<state$} {:>4} {:>21} {:>5} {:>5} {:>6}",
-                "NODE", "STATE", "GPUS", "MEMORY", "UTIL", "PROCS", "ALERTS"
-            ),
-            theme.header(),
-        )),
+    head.push(Line::from(Span::styled(
+        format!(
+            "sorted by {} {arrow}{filter}   (. , sort  I invert  / filter  Enter open  h help  q quit; read-only)",
+            view.sort.title()
+        ),
+        theme.dim(),
+    )));
+    let bottom_height = if area.height >= 24 {
+        (area.height / 2).min(16)
+    } else {
+        0
+    };
+    let [top_area, bottom_area] =
+        Layout::vertical([Constraint::Min(4), Constraint::Length(bottom_height)]).areas(area);
+    let [head_area, nodes_area] =
+        Layout::vertical([Constraint::Length(head.len() as u16), Constraint::Min(2)]).areas(top_area);
+    Widget::render(Paragraph::new(head), head_area, buffer);
+
+    // The nodes: every shown row sets the columns' widths, the window follows the selection.
+    let mut rows = vec![
+        fleet_cells::NODE_HEADINGS
+            .iter()
+            .map(|h| h.to_string())
+            .collect::<Vec<_>>(),
     ];
-    for (i, n) in cluster.nodes.iter().enumerate() {
-        let name = n
-            .snapshot
-            .as_ref()
-            .map(|s| sanitize(&s.hostname))
-            .filter(|h| !h.is_empty())
-            .map_or_else(|| n.node.label(), |h| format!("{h} ({})", n.node.label()));
-        let (status, style) = match (&n.status, n.stale_seconds) {
-            (NodeStatus::Waiting, _) => ("waiting".to_string(), theme.dim()),
-            (NodeStatus::Up, None) => ("up".to_string(), theme.ok()),
-            (NodeStatus::Up, Some(age)) => (
-                format!("up, data {age} s old"),
-                theme.severity(gputop::monitor::alerts::rules::Severity::Warning),
+    rows.extend(shown.iter().map(|n| fleet_cells::node_cells(n)));
+    let text = gputop::format::table(&rows, &fleet_cells::NODE_FIGURES);
+    let mut lines = text.lines();
+    let width = usize::from(nodes_area.width);
+    let mut out = vec![Line::from(Span::styled(
+        cut(lines.next().unwrap_or(""), width),
+        theme.header(),
+    ))];
+    let window = usize::from(nodes_area.height).saturating_sub(1).max(1);
+    let first = (view.selected + 1).saturating_sub(window);
+    for (i, line) in lines.enumerate().skip(first).take(window) {
+        let node = shown[i];
+        let mut style = match (&node.state, node.stale_seconds) {
+            (NodeState::Waiting, _) => theme.dim(),
+            (NodeState::Up, None) => theme.ok(),
+            (NodeState::Up, Some(_)) => theme.severity(gputop::monitor::alerts::rules::Severity::Warning),
+            (NodeState::Down { .. }, _) => theme.error(),
+        };
+        if i == view.selected {
+            style = style.patch(theme.selected());
+        }
+        out.push(Line::from(Span::styled(cut(line, width), style)));
+    }
+    if shown.is_empty() {
+        out.push(Line::from(Span::styled(
+            if fleet.nodes.is_empty() {
+                "no nodes yet"
+            } else {
+                "no node matches the filter"
+            },
+            theme.dim(),
+        )));
+    }
+    Widget::render(Paragraph::new(out), nodes_area, buffer);
+    if bottom_height == 0 {
+        return;
+    }
+
+    // Below: the top processes on the left; idle GPUs, users and namespaces on the right.
+    let [left, right] =
+        Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(bottom_area);
+    let on_shown = |instance: &str| shown.iter().any(|n| n.instance == instance);
+    let user = view.user();
+    let processes: Vec<Vec<String>> = fleet
+        .top_processes
+        .iter()
+        .filter(|p| on_shown(&p.instance) && user.is_none_or(|u| p.user.as_deref() == Some(u)))
+        .map(fleet_cells::process_cells)
+        .collect();
+    let mut left_lines = section(
+        "TOP PROCESSES by GPU memory",
+        &fleet_cells::PROCESS_HEADINGS,
+        processes,
+        &fleet_cells::PROCESS_FIGURES,
+        left.width,
+        theme,
+    );
+    left_lines.truncate(usize::from(left.height));
+    Widget::render(Paragraph::new(left_lines), left, buffer);
+    let idle: Vec<Vec<String>> = fleet
+        .idle_gpus()
+        .into_iter()
+        .filter(|(n, _)| on_shown(&n.instance))
+        .map(|(n, g)| fleet_cells::idle_cells(n, g, fleet.idle_lookback_seconds))
+        .collect();
+    let share_rows = |shares: &[gputop::model::fleet::Share]| -> Vec<Vec<String>> {
+        shares.iter().map(fleet_cells::share_cells).collect()
+    };
+    let third = usize::from(right.height) / 3;
+    let mut right_lines = Vec::new();
+    let idle_title = format!("IDLE GPUS ({}), longest first", idle.len());
+    for (title, first_heading, rows, height) in [
+        (idle_title.as_str(), None, idle, third.max(2)),
+        (
+            "USERS (all nodes)",
+            Some("USER"),
+            share_rows(&fleet.users),
+            third.max(2),
+        ),
+        (
+            "NAMESPACES (all nodes)",
+            Some("NAMESPACE"),
+            share_rows(&fleet.namespaces),
+            third.max(2),
+        ),
+    ] {
+        let mut lines = match first_heading {
+            None => section(
+                title,
+                &fleet_cells::IDLE_HEADINGS,
+                rows,
+                &fleet_cells::IDLE_FIGURES,
+                right.width,
+                theme,
             ),
-            (NodeStatus::Down { reason, failures }, age) => {
-                let age = age.map_or_else(String::new, |s| format!(", data {s} s old"));
-                (
-                    format!("DOWN ({failures}x{age}): {}", sanitize(reason)),
-                    theme.error(),
+            Some(first) => {
+                let mut headings = vec![first];
+                headings.extend(fleet_cells::SHARE_HEADINGS);
+                section(
+                    title,
+                    &headings,
+                    rows,
+                    &fleet_cells::SHARE_FIGURES,
+                    right.width,
+                    theme,
                 )
             }
         };
-        let figures = n
-            .snapshot
-            .as_deref()
-            .filter(|_| n.status == NodeStatus::Up)
-            .map(|s| {
-                let (u, t) = s
-                    .devices
-                    .iter()
-                    .filter_map(|d| d.memory().get())
-                    .fold((0u64, 0u64), |(u, t), m| (u + m.used, t + m.total));
-                let utils: Vec<f64> = s.devices.iter().filter_map(utilization).collect();
-                let util = if utils.is_empty() {
-                    "N/A".into()
-                } else {
-                    format!("{:.0}%", utils.iter().sum::<f64>() / utils.len() as f64)
-                };
-                (
-                    s.devices.len(),
-                    format!("{}/{}", human_bytes(u), human_bytes(t)),
-                    util,
-                    s.processes.len(),
-                )
-            });
-        let row = match figures {
-            Some((gpus, memory, util, procs)) => format!(
-                "{:<28} {:<width$} {gpus:>4} {memory:>21} {util:>5} {procs:>5} {:>6}",
-                cut(&name, 28),
-                cut(&status, state),
-                n.alerts,
-                width = state
-            ),
-            None => format!(
-                "{:<28} {:<width$}",
-                cut(&name, 28),
-                cut(&status, state),
-                width = state
-            ),
-        };
-        let mut style = style;
-        if i == app.view.cluster_selected {
-            style = style.patch(theme.selected());
-        }
-        lines.push(Line::from(Span::styled(row, style)));
+        lines.truncate(height);
+        right_lines.extend(lines);
     }
-    lines.push(Line::from(""));
-    lines.push(Line::from(Span::styled(
-        format!(
-            "{:<20} {:>5} {:>5} {:>9} {:>12}",
-            "USER (all nodes)", "NODES", "GPUS", "PROCESSES", "GPU-MEM"
-        ),
-        theme.header(),
-    )));
-    for (user, totals) in user_totals(&cluster.nodes) {
-        lines.push(Line::from(format!(
-            "{:<20} {:>5} {:>5} {:>9} {:>12}",
-            cut(&sanitize(&user), 20),
-            totals.nodes,
-            totals.gpus,
-            totals.processes,
-            human_bytes(totals.memory)
-        )));
-    }
-    lines.push(Line::from(""));
-    lines.push(Line::from(Span::styled(
-        "Up/Down select a node, Enter opens it (Esc or Backspace: back), q quits. Remote views are read-only.",
-        theme.dim(),
-    )));
-    Widget::render(Paragraph::new(lines), area, buffer);
+    Widget::render(Paragraph::new(right_lines), right, buffer);
 }
 
-fn utilization(d: &Device) -> Option<f64> {
-    d.utilization_gpu_mean_percent
-        .get()
-        .or_else(|| d.utilization_gpu_percent.get().map(f64::from))
+/// A titled table of cells, each line cut to `width`.
+fn section<'a>(
+    title: &str,
+    headings: &[&str],
+    rows: Vec<Vec<String>>,
+    right: &[bool],
+    width: u16,
+    theme: &Theme,
+) -> Vec<Line<'a>> {
+    let width = usize::from(width.saturating_sub(1));
+    let mut out = vec![Line::from(Span::styled(cut(title, width), theme.title()))];
+    if rows.is_empty() {
+        out.push(Line::from(Span::styled("  none", theme.dim())));
+        return out;
+    }
+    let mut all = vec![headings.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
+    all.extend(rows);
+    for (i, line) in gputop::format::table(&all, right).lines().enumerate() {
+        let style = if i == 0 {
+            theme.header()
+        } else {
+            ratatui::style::Style::default()
+        };
+        out.push(Line::from(Span::styled(cut(line, width), style)));
+    }
+    out
 }
 
 fn cut(text: &str, width: usize) -> String {
@@ -748,51 +803,6 @@ fn cut(text: &str, width: usize) -> String {
         out.push('~');
         out
     }
-}
-
-/// GPU use of one user across nodes.
-#[derive(Debug, Default)]
-struct UserTotals {
-    nodes: usize,
-    gpus: usize,
-    processes: usize,
-    memory: u64,
-}
-
-/// Per user, over the nodes that are up: largest GPU memory first.
-fn user_totals(nodes: &[gputop::source::remote::NodeState]) -> Vec<(String, UserTotals)> {
-    let mut totals: std::collections::BTreeMap<
-        String,
-        (UserTotals, std::collections::BTreeSet<(usize, u32)>),
-    > = std::collections::BTreeMap::new();
-    for (n, node) in nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| n.status == NodeStatus::Up)
-    {
-        let Some(snapshot) = &node.snapshot else { continue };
-        for p in &snapshot.processes {
-            let user = p.host.user.value().cloned().unwrap_or_else(|| "?".into());
-            let entry = totals.entry(user).or_default();
-            entry.0.processes += 1;
-            entry.0.memory += p.gpu_memory_bytes.get().unwrap_or(0);
-            entry.1.insert((n, p.gpu_index));
-        }
-    }
-    let mut out: Vec<(String, UserTotals)> = totals
-        .into_iter()
-        .map(|(user, (mut t, gpus))| {
-            t.gpus = gpus.len();
-            t.nodes = gpus
-                .iter()
-                .map(|(n, _)| *n)
-                .collect::<std::collections::BTreeSet<_>>()
-                .len();
-            (user, t)
-        })
-        .collect();
-    out.sort_by(|a, b| b.1.memory.cmp(&a.1.memory).then(a.0.cmp(&b.0)));
-    out
 }
 
 /// The environment of the selected process.

@@ -235,7 +235,13 @@ pub fn require_namespaces() {
 /// Panics with every violation when `doc` is not a snapshot as `config/snapshot.schema.json`
 /// describes it.
 pub fn assert_matches_schema(doc: &serde_json::Value, what: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/snapshot.schema.json");
+    assert_matches_schema_file(doc, what, "config/snapshot.schema.json");
+}
+
+/// Panics with every violation when `doc` is not as the schema `file` (from the repository's
+/// root) describes.
+pub fn assert_matches_schema_file(doc: &serde_json::Value, what: &str, file: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
     let schema: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let validator = jsonschema::draft202012::new(&schema).expect("a valid JSON Schema");
     let errors: Vec<String> = validator
@@ -321,6 +327,25 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// A real Prometheus with the configuration `config`, its data in `home`; returns it and its
+/// web port.
+pub fn prometheus_with(home: &Path, config: &str) -> (Killed, u16) {
+    let path = home.join("prometheus.yml");
+    std::fs::write(&path, config).unwrap();
+    let web = free_port();
+    let prometheus = Killed(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", path.display()))
+            .arg(format!("--storage.tsdb.path={}", home.join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{web}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus: install the Debian package `prometheus` (`bash .ci/all-tests` does)"),
+    );
+    (prometheus, web)
 }
 
 /// Asserts that `promtool check metrics` finds nothing to say of `exposition`.

@@ -6,6 +6,7 @@
 //! units as the keys are, and figures the driver gives in one call (memory, BAR1, row
 //! remapping) are separate fields with a setter and a getter for the group.
 
+pub mod fleet;
 pub mod order;
 pub mod recording;
 pub mod wire;
@@ -1207,6 +1208,36 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// A snapshot of `hostname` taken at `taken_at` holding only `devices` and `processes`;
+    /// the rest not supported.
+    pub fn new(
+        taken_at: SystemTime,
+        hostname: String,
+        devices: Vec<Device>,
+        processes: Vec<GpuProcess>,
+    ) -> Self {
+        Self {
+            taken_at,
+            hostname,
+            driver_version: Reading::NotSupported,
+            cuda_driver_version: Reading::NotSupported,
+            nvml_version: Reading::NotSupported,
+            devices,
+            processes,
+            host: HostStats {
+                cpu_percent: Reading::NotSupported,
+                memory_total_bytes: Reading::NotSupported,
+                memory_used_bytes: Reading::NotSupported,
+                swap_total_bytes: Reading::NotSupported,
+                swap_used_bytes: Reading::NotSupported,
+                load_average: Reading::NotSupported,
+                uptime_seconds: Reading::NotSupported,
+            },
+            pid_namespace: PidNamespace::Host,
+            hidden_processes: 0,
+        }
+    }
+
     /// What the status line and `--once` say of the processes gputop could not read, when
     /// there are any: `2 processes hidden: ...`.
     pub fn hidden_note(&self) -> Option<String> {
@@ -1408,26 +1439,7 @@ pub mod testing {
 
     /// A snapshot taken at `taken_at` holding only `devices` and `processes`.
     pub fn snapshot(taken_at: SystemTime, devices: Vec<Device>, processes: Vec<GpuProcess>) -> Snapshot {
-        Snapshot {
-            taken_at,
-            hostname: "test".into(),
-            driver_version: Reading::NotSupported,
-            cuda_driver_version: Reading::NotSupported,
-            nvml_version: Reading::NotSupported,
-            devices,
-            processes,
-            host: HostStats {
-                cpu_percent: Reading::NotSupported,
-                memory_total_bytes: Reading::NotSupported,
-                memory_used_bytes: Reading::NotSupported,
-                swap_total_bytes: Reading::NotSupported,
-                swap_used_bytes: Reading::NotSupported,
-                load_average: Reading::NotSupported,
-                uptime_seconds: Reading::NotSupported,
-            },
-            pid_namespace: PidNamespace::Host,
-            hidden_processes: 0,
-        }
+        Snapshot::new(taken_at, "test".into(), devices, processes)
     }
 }
 

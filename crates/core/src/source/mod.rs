@@ -6,8 +6,10 @@
 
 pub mod demo;
 pub mod drm;
+pub mod http;
 pub mod local;
 pub mod nvml;
+pub mod prometheus;
 pub mod remote;
 pub mod replay;
 

@@ -1,24 +1,24 @@
 //! Remote nodes: `gputop --remote` reads other machines' `gputop export` through their
-//! `/snapshot` (the `--once --json` document) over plain HTTP. A poller thread schedules
-//! the nodes, with a fetch worker per node (a slow node never delays another); every fetch
-//! has one deadline for connecting, the answer's head and its body, and a size cap; what
-//! a node sends is bounded and checked by the wire form's reader; a node that fails is
-//! retried with exponential backoff. Each change is published as a whole [`Cluster`], and
-//! again as a node's data grows older than its interval.
+//! `/snapshot` (the `--once --json` document) over HTTP or HTTPS ([`super::http`]). One
+//! thread runs a task per node on its own runtime (a slow node never delays another); every
+//! fetch has one deadline for connecting, the answer's head and its body, and a size cap;
+//! what a node sends is bounded and checked by the wire form's reader; a node that fails is
+//! retried with exponential backoff. Each change is published as a whole [`Fleet`], and again
+//! as a node's data grows older than its interval.
 
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::mpsc::{self, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::mpsc::{self, Sender};
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
-use crate::model::Snapshot;
 use serde::Deserialize;
 
-use crate::model::wire;
+use super::http::{AddressError, Client, Endpoint, HttpError, TlsFiles};
+use crate::model::fleet::{self, Fleet, FleetNode, NodeState};
+use crate::model::{Snapshot, wire};
 
-/// Nodes watched at most (a fetch worker each).
+/// Nodes watched at most.
 pub const MAX_NODES: usize = 512;
 /// The most one fetch may take, from connecting to the answer's last byte.
 pub const FETCH_DEADLINE: Duration = Duration::from_secs(5);
@@ -26,26 +26,19 @@ pub const FETCH_DEADLINE: Duration = Duration::from_secs(5);
 pub const BODY_MAX: usize = 16 << 20;
 /// Longest wait between retries of a node that does not answer.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// The port of `gputop export`, for an address without one.
+pub const EXPORTER_PORT: u16 = 9835;
 
-/// Why a node's address, or a hosts file, is not taken.
+/// Why a hosts file is not taken.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AddressError {
-    /// An `https://` address: the remote view speaks plain HTTP.
-    #[error("{0}: https is not supported; use http:// (or a TLS-terminating proxy)")]
-    Https(String),
-    /// Not `host:port`.
-    #[error("'{0}' is not a node address (host:port)")]
-    NotAnAddress(String),
-    /// A port that is not a number from 0 to 65535.
-    #[error("'{0}': the port must be a number")]
-    Port(String),
+pub enum HostsError {
     /// A line of a hosts file, numbered from 1.
     #[error("line {line}: {error}")]
     Line {
         /// The line.
         line: usize,
         /// What is wrong with it.
-        error: Box<AddressError>,
+        error: AddressError,
     },
     /// More nodes than [`MAX_NODES`].
     #[error("{0} nodes: gputop watches at most {MAX_NODES}")]
@@ -55,36 +48,9 @@ pub enum AddressError {
 /// Why a node's `/snapshot` was not had ([`fetch`]).
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
-    /// Its name did not resolve.
-    #[error("cannot resolve: {0}")]
-    Resolve(std::io::Error),
-    /// Its name resolved to no address.
-    #[error("cannot resolve")]
-    NoAddress,
-    /// The connection failed.
-    #[error("cannot connect: {0}")]
-    Connect(std::io::Error),
-    /// The request could not be sent.
-    #[error("cannot send: {0}")]
-    Send(std::io::Error),
-    /// The answer could not be read.
-    #[error("cannot read: {0}")]
-    Read(std::io::Error),
-    /// The socket could not be set up.
-    #[error("{0}")]
-    Socket(std::io::Error),
-    /// No whole answer within [`FETCH_DEADLINE`].
-    #[error("no whole answer within {} s", FETCH_DEADLINE.as_secs())]
-    Late,
-    /// An answer over [`BODY_MAX`].
-    #[error("answer larger than {} MiB", BODY_MAX >> 20)]
-    TooLarge,
-    /// Not HTTP.
-    #[error("not an HTTP answer")]
-    NotHttp,
-    /// An HTTP status other than 200.
-    #[error("answered HTTP {0}")]
-    Status(String),
+    /// No answer, or not a 200.
+    #[error(transparent)]
+    Http(#[from] HttpError),
     /// Not JSON of a snapshot.
     #[error("not a gputop snapshot: {0}")]
     NotASnapshot(serde_json::Error),
@@ -94,179 +60,49 @@ pub enum FetchError {
     /// A snapshot with a value gputop does not accept.
     #[error("{0}")]
     Refused(#[from] wire::WireError),
+    /// The client could not be set up (TLS).
+    #[error("{0}")]
+    Setup(String),
 }
 
-/// A node to watch: `host:port` of its `gputop export`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Node {
-    /// The host name or address.
-    pub host: String,
-    /// The port `gputop export` listens on.
-    pub port: u16,
-}
-
-impl Node {
-    /// `http://host:port[/...]`, `host:port` or `host` (port 9835).
-    pub fn parse(text: &str) -> Result<Self, AddressError> {
-        let trimmed = text.trim();
-        if trimmed.starts_with("https://") {
-            return Err(AddressError::Https(trimmed.to_string()));
-        }
-        let rest = trimmed.strip_prefix("http://").unwrap_or(trimmed);
-        let authority = rest.split('/').next().unwrap_or("");
-        if authority.is_empty() || authority.contains(char::is_whitespace) {
-            return Err(AddressError::NotAnAddress(trimmed.to_string()));
-        }
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((host, port)) if !host.ends_with(']') || authority.starts_with('[') => {
-                let port = port
-                    .parse::<u16>()
-                    .map_err(|_| AddressError::Port(trimmed.to_string()))?;
-                (host.trim_matches(['[', ']']).to_string(), port)
-            }
-            _ => (authority.to_string(), 9835),
-        };
-        Ok(Self { host, port })
-    }
-
-    /// `host:port`, as the view names the node.
-    pub fn label(&self) -> String {
-        format!("{}:{}", self.host, self.port)
-    }
+/// A node's address: `http[s]://host:port[/]`, `host:port` or `host` (port 9835).
+pub fn parse_node(text: &str) -> Result<Endpoint, AddressError> {
+    Endpoint::parse(text, EXPORTER_PORT)
 }
 
 /// Nodes from a hosts file: one address per line; `#` starts a comment.
-pub fn parse_hosts_file(text: &str) -> Result<Vec<Node>, AddressError> {
-    let nodes: Vec<Node> = text
+pub fn parse_hosts_file(text: &str) -> Result<Vec<Endpoint>, HostsError> {
+    let nodes: Vec<Endpoint> = text
         .lines()
         .enumerate()
         .filter_map(|(i, line)| {
             let line = line.split('#').next().unwrap_or("").trim();
-            (!line.is_empty()).then(|| {
-                Node::parse(line).map_err(|e| AddressError::Line {
-                    line: i + 1,
-                    error: Box::new(e),
-                })
-            })
+            (!line.is_empty())
+                .then(|| parse_node(line).map_err(|error| HostsError::Line { line: i + 1, error }))
         })
         .collect::<Result<_, _>>()?;
     if nodes.len() > MAX_NODES {
-        return Err(AddressError::TooMany(nodes.len()));
+        return Err(HostsError::TooMany(nodes.len()));
     }
     Ok(nodes)
 }
 
-/// Where a node stands.
-#[derive(Debug, Clone, PartialEq)]
-pub enum NodeStatus {
-    /// Not asked yet.
-    Waiting,
-    /// Its latest fetch succeeded.
-    Up,
-    /// The last fetch failed; it is tried again after a wait that grows with each failure, up
-    /// to [`BACKOFF_MAX`].
-    Down {
-        /// Why the last fetch failed.
-        reason: String,
-        /// Fetches failed in a row.
-        failures: u32,
-    },
+/// A client for a node's exporter: the system's trust store for https, the fetch deadline
+/// and size cap.
+pub fn client(node: Endpoint) -> Result<Client, super::http::SetupError> {
+    Client::new(node, &TlsFiles::default(), None, FETCH_DEADLINE, BODY_MAX)
 }
 
-/// One node and what it last said.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NodeState {
-    /// The node.
-    pub node: Node,
-    /// Where it stands.
-    pub status: NodeStatus,
-    /// The latest snapshot it sent (kept while it is down, marked stale by the status).
-    pub snapshot: Option<Arc<Snapshot>>,
-    /// Firing alerts in its latest report.
-    pub alerts: usize,
-    /// When its latest snapshot arrived.
-    pub last_ok: Option<SystemTime>,
-    /// Whole seconds since that snapshot arrived, once that is longer than the interval
-    /// (`None` while it is fresh, or there is none).
-    pub stale_seconds: Option<u64>,
-}
-
-/// Every node, in the order given.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Cluster {
-    /// Each node's state.
-    pub nodes: Vec<NodeState>,
-}
-
-/// A node's `/snapshot`, or why not, within [`FETCH_DEADLINE`].
-pub fn fetch(node: &Node) -> Result<(Snapshot, usize), FetchError> {
-    let deadline = Instant::now() + FETCH_DEADLINE;
-    let left = || {
-        deadline
-            .checked_duration_since(Instant::now())
-            .filter(|d| !d.is_zero())
-            .ok_or(FetchError::Late)
-    };
-    let address = (node.host.as_str(), node.port)
-        .to_socket_addrs()
-        .map_err(FetchError::Resolve)?
-        .next()
-        .ok_or(FetchError::NoAddress)?;
-    let mut stream = TcpStream::connect_timeout(&address, left()?).map_err(FetchError::Connect)?;
-    stream
-        .set_write_timeout(Some(left()?))
-        .map_err(FetchError::Socket)?;
-    let request = format!(
-        "GET /snapshot HTTP/1.1\r\nHost: {}\r\nAccept: application/json\r\nConnection: close\r\n\r\n",
-        node.label()
-    );
-    stream.write_all(request.as_bytes()).map_err(FetchError::Send)?;
-    let mut response = Vec::new();
-    let mut chunk = [0u8; 16 << 10];
-    loop {
-        // Each read waits only for what is left of the deadline: a node sending a byte at a
-        // time cannot stretch the fetch.
-        stream
-            .set_read_timeout(Some(left()?))
-            .map_err(FetchError::Socket)?;
-        let n = match stream.read(&mut chunk) {
-            Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Err(FetchError::Late);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(FetchError::Read(e)),
-        };
-        if n == 0 {
-            break;
-        }
-        if response.len() + n > BODY_MAX {
-            return Err(FetchError::TooLarge);
-        }
-        response.extend_from_slice(&chunk[..n]);
-    }
-    let split = response
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or(FetchError::NotHttp)?;
-    let head = String::from_utf8_lossy(&response[..split]);
-    let status = head.split(' ').nth(1).unwrap_or("");
-    if status != "200" {
-        return Err(FetchError::Status(status.to_string()));
-    }
-    let body = &response[split + 4..];
-    if wire::version_of(body).map_err(FetchError::NotASnapshot)? != wire::VERSION {
+/// A node's `/snapshot` and its firing alerts, or why not, within [`FETCH_DEADLINE`].
+pub async fn fetch(client: &Client) -> Result<(Snapshot, usize), FetchError> {
+    let body = client.get("/snapshot").await?;
+    if wire::version_of(&body).map_err(FetchError::NotASnapshot)? != wire::VERSION {
         return Err(FetchError::Version);
     }
-    let snapshot: Snapshot = serde_json::from_slice(body).map_err(FetchError::NotASnapshot)?;
+    let snapshot: Snapshot = serde_json::from_slice(&body).map_err(FetchError::NotASnapshot)?;
     // Read apart from the snapshot: a flattened struct would be buffered whole, unbounded,
     // before the snapshot's own limits apply.
-    let alerts: NodeAlerts = serde_json::from_slice(body).map_err(FetchError::NotASnapshot)?;
+    let alerts: NodeAlerts = serde_json::from_slice(&body).map_err(FetchError::NotASnapshot)?;
     let firing = alerts.alerts.iter().filter(|a| a.state == "firing").count();
     // The reason is shown sanitized, as everything from outside, where it is drawn.
     Ok((snapshot.from_wire(SystemTime::now())?, firing))
@@ -287,144 +123,228 @@ struct NodeAlert {
     state: String,
 }
 
-/// Polls the nodes on its own threads; dropping it stops them.
+/// What the poller knows of one node.
+#[derive(Debug, Clone)]
+struct Watched {
+    node: Endpoint,
+    state: NodeState,
+    snapshot: Option<Arc<Snapshot>>,
+    alerts: usize,
+    last_ok: Option<SystemTime>,
+    /// When each GPU was last seen busy (or first seen).
+    last_busy: BTreeMap<u32, SystemTime>,
+}
+
+impl Watched {
+    fn new(node: Endpoint) -> Self {
+        Self {
+            node,
+            state: NodeState::Waiting,
+            snapshot: None,
+            alerts: 0,
+            last_ok: None,
+            last_busy: BTreeMap::new(),
+        }
+    }
+
+    /// Takes a fetch's outcome; returns the failures in a row since the last success.
+    fn take(&mut self, outcome: Result<(Snapshot, usize), FetchError>, now: SystemTime) -> u32 {
+        match outcome {
+            Ok((snapshot, alerts)) => {
+                for gpu in FleetNode::devices_of(&snapshot) {
+                    let entry = self.last_busy.entry(gpu.index).or_insert(now);
+                    if !gpu.is_idle() {
+                        *entry = now;
+                    }
+                }
+                self.state = NodeState::Up;
+                self.snapshot = Some(Arc::new(snapshot));
+                self.alerts = alerts;
+                self.last_ok = Some(now);
+                0
+            }
+            Err(reason) => {
+                let failures = match &self.state {
+                    NodeState::Down { failures, .. } => failures.unwrap_or(0) + 1,
+                    _ => 1,
+                };
+                self.state = NodeState::Down {
+                    reason: reason.to_string(),
+                    failures: Some(failures),
+                };
+                failures
+            }
+        }
+    }
+
+    /// Whole seconds since its latest snapshot, once that is longer than the interval.
+    fn age(&self, interval: Duration, now: SystemTime) -> Option<u64> {
+        self.last_ok
+            .and_then(|at| now.duration_since(at).ok())
+            .filter(|age| *age > interval.max(Duration::from_secs(1)))
+            .map(|age| age.as_secs())
+    }
+
+    fn fleet_node(&self, interval: Duration, now: SystemTime) -> FleetNode {
+        let mut node = FleetNode::new(self.node.label(), self.state.clone());
+        node.stale_seconds = self.age(interval, now);
+        if let Some(snapshot) = &self.snapshot {
+            node.hostname = Some(snapshot.hostname.clone());
+            node.alerts_firing = self.alerts;
+            node.processes = snapshot.processes.len();
+            let users: std::collections::BTreeSet<&String> = snapshot
+                .processes
+                .iter()
+                .filter_map(|p| p.host.user.value())
+                .collect();
+            node.users = users.into_iter().take(fleet::TOP_SHARES).cloned().collect();
+            node.devices = FleetNode::devices_of(snapshot);
+            for gpu in node.devices.iter_mut().filter(|g| g.is_idle()) {
+                gpu.idle_seconds = self
+                    .last_busy
+                    .get(&gpu.index)
+                    .and_then(|at| now.duration_since(*at).ok())
+                    .map(|d| d.as_secs());
+            }
+            node.snapshot = Some(Arc::clone(snapshot));
+        }
+        node
+    }
+}
+
+/// The fleet of the watched nodes as of `now`; idle times reach back to `started`.
+fn fleet_of(watched: &[Watched], interval: Duration, started: SystemTime, now: SystemTime) -> Fleet {
+    let nodes: Vec<FleetNode> = watched.iter().map(|w| w.fleet_node(interval, now)).collect();
+    let lookback = now.duration_since(started).unwrap_or_default().as_secs();
+    let mut fleet = Fleet::new("nodes".into(), now, lookback, nodes);
+    fleet.top_processes = fleet::top_processes(&fleet.nodes);
+    fleet.users = fleet::shares_of(&fleet.nodes, |p| p.host.user.value().cloned());
+    fleet.namespaces = fleet::shares_of(&fleet.nodes, |p| {
+        p.host
+            .container
+            .as_ref()
+            .and_then(|c| c.names.as_ref())
+            .map(|names| names.namespace.clone())
+    });
+    fleet
+}
+
+/// Every node asked once, at the same time: the fleet `--once` reports.
+pub fn once(nodes: Vec<Endpoint>) -> std::io::Result<Fleet> {
+    let runtime = super::http::runtime()?;
+    let started = SystemTime::now();
+    let mut watched: Vec<Watched> = nodes.into_iter().map(Watched::new).collect();
+    let outcomes = runtime.block_on(async {
+        let tasks: Vec<_> = watched
+            .iter()
+            .map(|w| {
+                let node = w.node.clone();
+                tokio::spawn(async move { fetch_node(node).await })
+            })
+            .collect();
+        let mut outcomes = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            outcomes.push(task.await.ok());
+        }
+        outcomes
+    });
+    let now = SystemTime::now();
+    for (w, outcome) in watched.iter_mut().zip(outcomes) {
+        if let Some(outcome) = outcome {
+            w.take(outcome, now);
+        }
+    }
+    Ok(fleet_of(&watched, FETCH_DEADLINE, started, now))
+}
+
+async fn fetch_node(node: Endpoint) -> Result<(Snapshot, usize), FetchError> {
+    let client = client(node).map_err(|e| FetchError::Setup(e.to_string()))?;
+    fetch(&client).await
+}
+
+/// Polls the nodes on its own thread; dropping it stops them.
 #[derive(Debug)]
 pub struct Poller {
     stop: Option<Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
-type Job = usize;
-type Outcome = (usize, Result<(Snapshot, usize), FetchError>);
-
 impl Poller {
-    /// Starts polling every `interval`; `publish` gets the whole cluster after each change
-    /// and returns false to stop.
+    /// Starts polling every `interval`; `publish` gets the whole fleet after each change and
+    /// returns false to stop.
     pub fn spawn(
-        nodes: Vec<Node>,
+        nodes: Vec<Endpoint>,
         interval: Duration,
-        mut publish: Box<dyn FnMut(Arc<Cluster>) -> bool + Send>,
+        mut publish: Box<dyn FnMut(Arc<Fleet>) -> bool + Send>,
     ) -> std::io::Result<Self> {
         let (stop, stopped) = mpsc::channel::<()>();
+        let runtime = super::http::runtime()?;
         let thread = thread::Builder::new()
             .name("gputop-remote".into())
             .spawn(move || {
-                // A worker per node: at most one fetch per node is in flight, so a node that
-                // hangs until its deadline holds up no other.
-                let workers = nodes.len().clamp(1, MAX_NODES);
-                let (jobs, queue) = mpsc::channel::<Job>();
-                let queue = Arc::new(Mutex::new(queue));
-                let (results, outcomes) = mpsc::channel::<Outcome>();
-                let shared_nodes = Arc::new(nodes.clone());
-                for n in 0..workers {
-                    let (queue, results, nodes) =
-                        (Arc::clone(&queue), results.clone(), Arc::clone(&shared_nodes));
-                    let _ = thread::Builder::new()
-                        .name(format!("gputop-fetch-{n}"))
-                        .spawn(move || {
+                runtime.block_on(async move {
+                    let started = SystemTime::now();
+                    let (results, mut outcomes) = tokio::sync::mpsc::unbounded_channel();
+                    let count = nodes.len().max(1) as u32;
+                    for (index, node) in nodes.iter().enumerate() {
+                        let (node, results) = (node.clone(), results.clone());
+                        // Staggered first fetches, so fifty nodes are not asked in the same instant.
+                        let first = interval.mul_f64(f64::from(index as u32) / f64::from(count)) / 4;
+                        tokio::spawn(async move {
+                            tokio::time::sleep(first).await;
+                            let client = client(node).map_err(|e| e.to_string());
+                            let mut failures = 0;
                             loop {
-                                let job = queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
-                                let Ok(index) = job else { return };
-                                if results.send((index, fetch(&nodes[index]))).is_err() {
+                                let outcome = match &client {
+                                    Ok(client) => fetch(client).await,
+                                    Err(why) => Err(FetchError::Setup(why.clone())),
+                                };
+                                failures = if outcome.is_ok() { 0 } else { failures + 1 };
+                                if results.send((index, outcome)).is_err() {
                                     return;
                                 }
+                                let wait = if failures == 0 {
+                                    interval
+                                } else {
+                                    backoff(interval, failures)
+                                };
+                                tokio::time::sleep(wait).await;
                             }
                         });
-                }
-                let mut cluster = Cluster {
-                    nodes: nodes
-                        .into_iter()
-                        .map(|node| NodeState {
-                            node,
-                            status: NodeStatus::Waiting,
-                            snapshot: None,
-                            alerts: 0,
-                            last_ok: None,
-                            stale_seconds: None,
-                        })
-                        .collect(),
-                };
-                let now = Instant::now();
-                // Staggered first fetches, so fifty nodes are not asked in the same instant.
-                let count = cluster.nodes.len().max(1) as u32;
-                let mut due: Vec<Option<Instant>> = (0..cluster.nodes.len())
-                    .map(|i| Some(now + interval.mul_f64(f64::from(i as u32) / f64::from(count)) / 4))
-                    .collect();
-                loop {
-                    let now = Instant::now();
-                    for (index, slot) in due.iter_mut().enumerate() {
-                        if slot.is_some_and(|at| at <= now) {
-                            *slot = None; // in flight
-                            if jobs.send(index).is_err() {
-                                return;
-                            }
+                    }
+                    drop(results);
+                    let mut watched: Vec<Watched> = nodes.into_iter().map(Watched::new).collect();
+                    let mut shown_ages = Vec::new();
+                    loop {
+                        if !matches!(stopped.try_recv(), Err(mpsc::TryRecvError::Empty)) {
+                            return;
                         }
-                    }
-                    let next = due.iter().flatten().min().copied();
-                    let wait = next.map_or(interval, |at| at.saturating_duration_since(Instant::now()));
-                    match stopped.try_recv() {
-                        Err(mpsc::TryRecvError::Empty) => {}
-                        _ => return,
-                    }
-                    match outcomes.recv_timeout(wait.min(Duration::from_millis(500))) {
-                        Ok((index, outcome)) => {
-                            let state = &mut cluster.nodes[index];
-                            let again = match outcome {
-                                Ok((snapshot, alerts)) => {
-                                    state.status = NodeStatus::Up;
-                                    state.snapshot = Some(Arc::new(snapshot));
-                                    state.alerts = alerts;
-                                    state.last_ok = Some(SystemTime::now());
-                                    interval
+                        let changed =
+                            match tokio::time::timeout(Duration::from_millis(500), outcomes.recv()).await {
+                                Ok(Some((index, outcome))) => {
+                                    watched[index].take(outcome, SystemTime::now());
+                                    true
                                 }
-                                Err(reason) => {
-                                    let failures = match &state.status {
-                                        NodeStatus::Down { failures, .. } => failures + 1,
-                                        _ => 1,
-                                    };
-                                    state.status = NodeStatus::Down {
-                                        reason: reason.to_string(),
-                                        failures,
-                                    };
-                                    backoff(interval, failures)
-                                }
+                                Ok(None) => return,
+                                // Data growing older than the interval is news too.
+                                Err(_) => false,
                             };
-                            due[index] = Some(Instant::now() + again);
-                            if !publish(Arc::new(cluster.clone())) {
+                        let now = SystemTime::now();
+                        let ages: Vec<Option<u64>> = watched.iter().map(|w| w.age(interval, now)).collect();
+                        if changed || ages != shown_ages {
+                            shown_ages = ages;
+                            if !publish(Arc::new(fleet_of(&watched, interval, started, now))) {
                                 return;
                             }
                         }
-                        Err(RecvTimeoutError::Timeout) => {}
-                        Err(RecvTimeoutError::Disconnected) => return,
                     }
-                    // Data growing older than the interval is news too.
-                    if age_nodes(&mut cluster, interval, SystemTime::now())
-                        && !publish(Arc::new(cluster.clone()))
-                    {
-                        return;
-                    }
-                }
+                });
             })?;
         Ok(Self {
             stop: Some(stop),
             thread: Some(thread),
         })
     }
-}
-
-/// Sets each node's [`NodeState::stale_seconds`] as of `now`; returns whether any changed.
-pub fn age_nodes(cluster: &mut Cluster, interval: Duration, now: SystemTime) -> bool {
-    let mut changed = false;
-    for node in &mut cluster.nodes {
-        let age = node
-            .last_ok
-            .and_then(|at| now.duration_since(at).ok())
-            .filter(|age| *age > interval.max(Duration::from_secs(1)))
-            .map(|age| age.as_secs());
-        changed |= node.stale_seconds != age;
-        node.stale_seconds = age;
-    }
-    changed
 }
 
 /// The wait before retrying a node after `failures` failures in a row.
@@ -452,17 +372,11 @@ mod tests {
 
     #[test]
     fn addresses_and_hosts_files() {
-        assert_eq!(
-            Node::parse("http://gpu-01:9835/").unwrap(),
-            Node {
-                host: "gpu-01".into(),
-                port: 9835
-            }
-        );
-        assert_eq!(Node::parse("gpu-02").unwrap().port, 9835);
-        assert_eq!(Node::parse("10.0.0.7:9900").unwrap().port, 9900);
-        assert!(Node::parse("https://x").is_err());
-        assert!(Node::parse("gpu:port").is_err());
+        assert_eq!(parse_node("http://gpu-01:9835/").unwrap().label(), "gpu-01:9835");
+        assert_eq!(parse_node("gpu-02").unwrap().port, 9835);
+        assert_eq!(parse_node("10.0.0.7:9900").unwrap().port, 9900);
+        assert!(parse_node("https://x").unwrap().tls);
+        assert!(parse_node("gpu:port").is_err());
         let nodes = parse_hosts_file("# lab\ngpu-01:9835\n\n  gpu-02  # spare\n").unwrap();
         assert_eq!(nodes.len(), 2);
         assert!(

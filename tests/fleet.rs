@@ -1,0 +1,568 @@
+//! The fleet view from outside: `gputop --prometheus URL --once [--json]` against a real
+//! Prometheus scraping three real `gputop export --demo` (ignored without the Debian package
+//! `prometheus`; `bash .ci/all-tests` installs it), against a fake Prometheus that answers
+//! badly (HTML, 401, a body cut short or too large, NaN, missing series), and `--remote
+//! NODE --once` reading exporters directly.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{Killed, free_port, gputop, prometheus_with, stderr, stdout, wait_ready};
+
+/// `gputop export --demo --processes` on a free port, once it serves a snapshot.
+fn demo_exporter(home: &Path) -> (Killed, u16) {
+    let port = free_port();
+    let child = gputop(home)
+        // Each exporter keeps its own usage totals: one directory's would refuse the rest.
+        .env("XDG_STATE_HOME", home.join(format!("state-{port}")))
+        .args(["export", "--demo", "--processes", "--interval", "0.5"])
+        .args(["--web-listen-address", &format!("127.0.0.1:{port}")])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let exporter = Killed(child);
+    wait_ready(port);
+    (exporter, port)
+}
+
+fn fleet_once(home: &Path, args: &[&str]) -> Output {
+    gputop(home).args(args).arg("--once").output().unwrap()
+}
+
+fn fleet_json(home: &Path, args: &[&str]) -> serde_json::Value {
+    let output = gputop(home)
+        .args(args)
+        .args(["--once", "--json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// The node `instance` of a fleet document.
+fn node<'a>(fleet: &'a serde_json::Value, instance: &str) -> &'a serde_json::Value {
+    fleet["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["instance"] == instance)
+        .unwrap_or_else(|| panic!("no node {instance}: {fleet:#}"))
+}
+
+#[test]
+#[ignore = "needs Prometheus: a real prometheus server scrapes three exporters"]
+fn a_real_prometheus_shows_three_exporters_and_a_stopped_one_down_within_two_scrapes() {
+    let home = tempfile::tempdir().unwrap();
+    let mut exporters: Vec<(Killed, u16)> = (0..3).map(|_| demo_exporter(home.path())).collect();
+    let target = |port: u16| format!("'127.0.0.1:{port}'");
+    let scrape = 1.0;
+    let (_prometheus, web) = prometheus_with(
+        home.path(),
+        &format!(
+            "global:\n  scrape_interval: {scrape}s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: gputop\n    \
+             static_configs:\n      - targets: [{}, {}]\n        labels: {{cluster: a, rack: r1}}\n      \
+             - targets: [{}]\n        labels: {{cluster: b, rack: r2}}\n",
+            target(exporters[0].1),
+            target(exporters[1].1),
+            target(exporters[2].1),
+        ),
+    );
+    let url = format!("http://127.0.0.1:{web}");
+    let args = ["--prometheus", url.as_str()];
+    // Each exporter's own report, to compare with what Prometheus' series say.
+    let own: Vec<serde_json::Value> = exporters
+        .iter()
+        .map(|(_, port)| serde_json::from_str(&common::get(*port, "/snapshot").2).unwrap())
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let fleet = loop {
+        let output = gputop(home.path())
+            .args(args)
+            .args(["--once", "--json"])
+            .output()
+            .unwrap();
+        if output.status.success() {
+            let fleet: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+            let ready = fleet["summary"]["nodes_up"] == 3
+                && fleet["nodes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|n| n["devices"].as_array().unwrap().len() == 6)
+                && fleet["top_processes"].as_array().unwrap().len() >= 3
+                && !fleet["users"].as_array().unwrap().is_empty();
+            if ready {
+                break fleet;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the fleet never showed three nodes: {}",
+            stdout(&output)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    common::assert_matches_schema_file(&fleet, "the fleet", "config/fleet.schema.json");
+    assert_eq!(fleet["feed"], format!("prometheus {url}"));
+    assert_eq!(fleet["summary"]["gpus"], 18);
+    for ((_, port), own) in exporters.iter().zip(&own) {
+        let instance = format!("127.0.0.1:{port}");
+        let n = node(&fleet, &instance);
+        assert_eq!(n["state"], "up");
+        let names: Vec<&str> = n["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|d| d["name"].as_str())
+            .collect();
+        let own_names: Vec<&str> = own["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|d| d["name"].as_str())
+            .collect();
+        assert_eq!(names, own_names, "{instance}: the GPUs it serves");
+        assert_eq!(
+            n["processes"].as_u64().unwrap() as usize,
+            own["processes"].as_array().unwrap().len(),
+            "{instance}: its processes"
+        );
+        let mut users: Vec<&str> = n["users"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|u| u.as_str())
+            .collect();
+        let mut own_users: Vec<&str> = own["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["user"].as_str())
+            .collect();
+        users.sort_unstable();
+        own_users.sort_unstable();
+        own_users.dedup();
+        assert_eq!(users, own_users, "{instance}: its users");
+        let rack = if instance.ends_with(&exporters[2].1.to_string()) {
+            "r2"
+        } else {
+            "r1"
+        };
+        assert_eq!(n["labels"]["rack"], rack, "{instance}: its target labels");
+    }
+    // The demo's figures move with time: the biggest process is the same, its memory close.
+    let top = &fleet["top_processes"][0];
+    let biggest = own[0]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .max_by_key(|p| p["gpu_memory_bytes"].as_u64())
+        .unwrap();
+    assert_eq!(
+        (&top["pid"], &top["user"]),
+        (&biggest["pid"], &biggest["user"]),
+        "{top}"
+    );
+    let (theirs, ours) = (
+        biggest["gpu_memory_bytes"].as_f64().unwrap(),
+        top["gpu_memory_bytes"].as_f64().unwrap(),
+    );
+    assert!((ours / theirs - 1.0).abs() < 0.05, "{ours} against {theirs}");
+    assert!(
+        top["instance"].as_str().unwrap().starts_with("127.0.0.1:"),
+        "{top}"
+    );
+    // The text report names the same nodes, and a label filters nothing away.
+    let text = stdout(&fleet_once(home.path(), &args));
+    assert!(text.contains("3 nodes: 3 up, 0 down   GPUs 18"), "{text}");
+    assert!(text.contains("cluster=b rack=r2"), "{text}");
+
+    // One exporter stopped: down within two scrape intervals (and the time to ask).
+    let stopped = format!("127.0.0.1:{}", exporters[1].1);
+    drop(exporters.remove(1));
+    let at = Instant::now();
+    loop {
+        let fleet = fleet_json(home.path(), &args);
+        if node(&fleet, &stopped)["state"] == "down" {
+            assert_eq!(fleet["summary"]["nodes_down"], 1);
+            break;
+        }
+        assert!(
+            at.elapsed() < Duration::from_secs_f64(2.0 * scrape + 1.0),
+            "{stopped} not down {:?} after it stopped: {fleet:#}",
+            at.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let text = stdout(&fleet_once(home.path(), &args));
+    assert!(text.contains("3 nodes: 2 up, 1 down"), "{text}");
+    assert!(
+        text.contains("DOWN: Prometheus' latest scrape of it failed"),
+        "{text}"
+    );
+}
+
+/// What the fake Prometheus answers to a query.
+#[derive(Clone)]
+enum Reply {
+    /// A 200 with this JSON body.
+    Json(String),
+    /// Anything else, sent as it is (head and body).
+    Raw(Vec<u8>),
+}
+
+/// A fake Prometheus on a free port: each query (decoded) is answered by `reply`.
+fn fake_prometheus(reply: impl Fn(&str) -> Reply + Send + Sync + 'static) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let reply = Arc::new(reply);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let reply = Arc::clone(&reply);
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                let _ = reader.read_line(&mut line);
+                loop {
+                    let mut header = String::new();
+                    if reader.read_line(&mut header).unwrap_or(0) <= 2 {
+                        break;
+                    }
+                }
+                let target = line.split(' ').nth(1).unwrap_or("");
+                let query = target.split_once("query=").map_or("", |(_, q)| q);
+                let bytes = match reply(&decode(query)) {
+                    Reply::Json(body) => format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .into_bytes(),
+                    Reply::Raw(bytes) => bytes,
+                };
+                let _ = stream.write_all(&bytes);
+                let _ = stream.flush();
+                let mut rest = Vec::new();
+                let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
+                let _ = stream.read_to_end(&mut rest);
+            });
+        }
+    });
+    port
+}
+
+/// A URL's `%`-decoding.
+fn decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(b) = u8::from_str_radix(&text[i + 1..i + 3], 16)
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn vector(series: &[String]) -> String {
+    format!(
+        r#"{{"status":"success","data":{{"resultType":"vector","result":[{}]}}}}"#,
+        series.join(",")
+    )
+}
+
+fn series(labels: &str, value: &str) -> String {
+    format!(r#"{{"metric":{{{labels}}},"value":[1700000000.5,"{value}"]}}"#)
+}
+
+/// A healthy node's answer to `query` (one node, two GPUs); `None` for what it lacks.
+fn healthy(query: &str) -> Option<String> {
+    let node = r#""instance":"gpu-1:9835""#;
+    let gpu = |g: u32| format!(r#"{node},"gpu":"{g}""#);
+    let answer = if query.starts_with("up{") {
+        vec![series(&format!(r#"{node},"job":"gputop","cluster":"a""#), "1")]
+    } else if query.contains("(gputop_gpu_info") {
+        vec![
+            series(&format!(r#"{},"name":"NVIDIA H100""#, gpu(0)), "1"),
+            series(&format!(r#"{},"name":"NVIDIA H100""#, gpu(1)), "1"),
+        ]
+    } else if query.starts_with("max by (instance, gpu) (gputop_gpu_utilization_ratio") {
+        vec![series(&gpu(0), "0.5"), series(&gpu(1), "0")]
+    } else if query.contains("(gputop_gpu_memory_used_bytes") && query.starts_with("max") {
+        vec![series(&gpu(0), "1e9"), series(&gpu(1), "0")]
+    } else if query.contains("(gputop_gpu_memory_total_bytes") {
+        vec![series(&gpu(0), "8e10"), series(&gpu(1), "8e10")]
+    } else if query.starts_with("sum by (instance) (gputop_gpu_processes") {
+        vec![series(node, "1")]
+    } else {
+        return None;
+    };
+    Some(vector(&answer))
+}
+
+fn json_or_empty(answer: Option<String>) -> Reply {
+    Reply::Json(answer.unwrap_or_else(|| vector(&[])))
+}
+
+fn http(status: &str, content_type: &str, body: &str) -> Reply {
+    Reply::Raw(
+        format!(
+            "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes(),
+    )
+}
+
+/// `--once` against a fake Prometheus answering `reply`: its exit status, stdout and stderr.
+fn once_against(reply: impl Fn(&str) -> Reply + Send + Sync + 'static, json: bool) -> (bool, String, String) {
+    let home = tempfile::tempdir().unwrap();
+    let port = fake_prometheus(reply);
+    let mut command = gputop(home.path());
+    command.args([
+        "--prometheus",
+        &format!("http://127.0.0.1:{port}"),
+        "--prometheus-timeout",
+        "3",
+    ]);
+    command.arg("--once");
+    if json {
+        command.arg("--json");
+    }
+    let output = command.output().unwrap();
+    (output.status.success(), stdout(&output), stderr(&output))
+}
+
+/// Asserts a failure in one line, without a panic, that says `why`.
+fn fails_in_one_line(outcome: (bool, String, String), why: &str) {
+    let (ok, out, err) = outcome;
+    assert!(!ok, "it succeeded: {out}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(err.contains(why), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn bad_answers_each_give_a_one_line_reason_and_no_panic() {
+    fails_in_one_line(
+        once_against(
+            |_| {
+                http(
+                    "200 OK",
+                    "text/html",
+                    "<!DOCTYPE html><html><body>Sign in</body></html>",
+                )
+            },
+            false,
+        ),
+        "not a Prometheus answer (an HTML page: a proxy or a login in the way?)",
+    );
+    fails_in_one_line(
+        once_against(|_| http("401 Unauthorized", "text/plain", "Unauthorized"), false),
+        "answered HTTP 401",
+    );
+    fails_in_one_line(
+        once_against(
+            |_| {
+                http(
+                    "400 Bad Request",
+                    "application/json",
+                    r#"{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\""}"#,
+                )
+            },
+            false,
+        ),
+        r#"Prometheus: HTTP 400: invalid parameter "query""#,
+    );
+    // A body cut short: the length promised is not sent.
+    fails_in_one_line(
+        once_against(
+            |_| {
+                Reply::Raw(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 5000\r\nConnection: close\r\n\r\n{\"status\":\"succ"
+                        .to_vec(),
+                )
+            },
+            false,
+        ),
+        "cannot read the answer",
+    );
+    // 40 MiB: over the cap, refused before it is all read.
+    fails_in_one_line(
+        once_against(
+            |_| {
+                let body = " ".repeat(40 << 20);
+                http("200 OK", "application/json", &body)
+            },
+            false,
+        ),
+        "answer larger than 32 MiB",
+    );
+    // Nothing answers in time.
+    fails_in_one_line(
+        once_against(
+            |_| {
+                std::thread::sleep(Duration::from_secs(5));
+                Reply::Json(vector(&[]))
+            },
+            false,
+        ),
+        "no whole answer within 3 s",
+    );
+}
+
+#[test]
+fn nan_infinite_samples_and_missing_series_are_named_and_the_rest_shown() {
+    // NaN and +Inf utilisation: those GPUs show N/A, and the report says why.
+    let (ok, out, err) = once_against(
+        |query| {
+            if query.starts_with("max by (instance, gpu) (gputop_gpu_utilization_ratio") {
+                let node = r#""instance":"gpu-1:9835""#;
+                Reply::Json(vector(&[
+                    series(&format!(r#"{node},"gpu":"0""#), "NaN"),
+                    series(&format!(r#"{node},"gpu":"1""#), "+Inf"),
+                ]))
+            } else {
+                json_or_empty(healthy(query))
+            }
+        },
+        true,
+    );
+    assert!(ok, "{err}");
+    let fleet: serde_json::Value = serde_json::from_str(&out).unwrap();
+    common::assert_matches_schema_file(&fleet, "the fleet", "config/fleet.schema.json");
+    let problems: Vec<&str> = fleet["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p.as_str())
+        .collect();
+    assert!(
+        problems.contains(&"gputop_gpu_utilization_ratio: 2 samples are NaN or infinite, shown as N/A"),
+        "{problems:?}"
+    );
+    let devices = fleet["nodes"][0]["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 2);
+    assert!(
+        devices.iter().all(|d| d["utilization_percent"].is_null()),
+        "{devices:?}"
+    );
+    assert_eq!(devices[0]["memory_used_bytes"], 1_000_000_000u64);
+
+    // An exporter of another version: no info and no utilisation series.
+    let (ok, out, err) = once_against(
+        |query| {
+            if query.contains("gputop_gpu_info") || query.contains("gputop_gpu_utilization_ratio") {
+                Reply::Json(vector(&[]))
+            } else {
+                json_or_empty(healthy(query))
+            }
+        },
+        false,
+    );
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(r#"problem: no gputop_gpu_info series for {job=~"gputop|gputop-exporter"}: are these gputop exporters, of this version?"#),
+        "{out}"
+    );
+    assert!(
+        out.contains("problem: no gputop_gpu_utilization_ratio series"),
+        "{out}"
+    );
+    assert!(
+        out.contains("1 nodes: 1 up, 0 down   GPUs 2"),
+        "GPUs from the memory series: {out}"
+    );
+    // Processes counted, but no per-process series: the report says how to get them.
+    assert!(
+        out.contains("problem: no per-process series: run the exporters with --processes"),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_remote_view_reports_once_with_a_node_down() {
+    let home = tempfile::tempdir().unwrap();
+    let (_exporter, port) = demo_exporter(home.path());
+    let dead = free_port();
+    let args = ["--remote", &format!("127.0.0.1:{port},127.0.0.1:{dead}")];
+    let fleet = fleet_json(home.path(), &args);
+    common::assert_matches_schema_file(&fleet, "the fleet", "config/fleet.schema.json");
+    assert_eq!(fleet["feed"], "nodes");
+    let up = node(&fleet, &format!("127.0.0.1:{port}"));
+    assert_eq!(
+        (up["state"].as_str(), up["devices"].as_array().unwrap().len()),
+        (Some("up"), 6)
+    );
+    let own: serde_json::Value = serde_json::from_str(&common::get(port, "/snapshot").2).unwrap();
+    assert_eq!(
+        up["processes"].as_u64().unwrap() as usize,
+        own["processes"].as_array().unwrap().len()
+    );
+    let down = node(&fleet, &format!("127.0.0.1:{dead}"));
+    assert_eq!(down["state"], "down");
+    assert!(
+        down["reason"].as_str().unwrap().contains("cannot connect"),
+        "{down}"
+    );
+    assert!(!fleet["top_processes"].as_array().unwrap().is_empty());
+    let text = stdout(&fleet_once(home.path(), &args));
+    assert!(text.contains("2 nodes: 1 up, 1 down   GPUs 6"), "{text}");
+    assert!(text.contains("top processes by GPU memory:"), "{text}");
+    // Not a terminal and no --once: the report all the same, as for one machine.
+    let output = gputop(home.path())
+        .args(args)
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&output).contains("2 nodes: 1 up, 1 down"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn bad_addresses_and_selectors_are_refused_in_one_line() {
+    let home = tempfile::tempdir().unwrap();
+    for (args, why) in [
+        (
+            vec!["--prometheus", "ftp://prom:9090"],
+            "--prometheus 'ftp://prom:9090': only http:// and https:// are spoken",
+        ),
+        (
+            vec![
+                "--prometheus",
+                "http://prom:9090",
+                "--prometheus-selector",
+                "{job=\"gputop\"",
+            ],
+            "--prometheus-selector '{job=\"gputop\"' is not a label selector",
+        ),
+        (vec!["--prometheus-selector", "{job=\"x\"}"], "--prometheus"),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_gputop"))
+            .env("HOME", home.path())
+            .args(&args)
+            .arg("--once")
+            .output()
+            .unwrap();
+        let err = stderr(&output);
+        assert!(!output.status.success(), "{args:?}");
+        assert!(err.contains(why), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
