@@ -109,7 +109,7 @@ pub struct Cli {
     #[arg(
         long,
         value_name = "SELECTOR",
-        default_value = "{job=\"gputop\"}",
+        default_value = gputop::source::prometheus::DEFAULT_SELECTOR,
         requires = "prometheus"
     )]
     pub prometheus_selector: String,

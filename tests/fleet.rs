@@ -294,6 +294,20 @@ fn healthy(query: &str) -> Option<String> {
     let gpu = |g: u32| format!(r#"{node},"gpu":"{g}""#);
     let answer = if query.starts_with("up{") {
         vec![series(&format!(r#"{node},"job":"gputop","cluster":"a""#), "1")]
+    } else if query.starts_with("count by (instance) (gputop_gpu_info") {
+        vec![series(node, "2")]
+    } else if query.starts_with("count by (instance) (max by (instance, gpu) (gputop_gpu_utilization_ratio") {
+        vec![series(node, "1")]
+    } else if query.starts_with("avg by (instance) (max by (instance, gpu) (gputop_gpu_utilization_ratio") {
+        vec![series(node, "0.25")]
+    } else if query.starts_with("sum by (instance) (gputop_gpu_memory_used_bytes") {
+        vec![series(node, "1e9")]
+    } else if query.starts_with("sum by (instance) (gputop_gpu_memory_total_bytes") {
+        vec![series(node, "1.6e11")]
+    } else if query.starts_with("max by (instance, gpu) (gputop_gpu_memory_used_bytes")
+        && query.contains(" and on ")
+    {
+        vec![series(&gpu(1), "0")]
     } else if query.contains("(gputop_gpu_info") {
         vec![
             series(&format!(r#"{},"name":"NVIDIA H100""#, gpu(0)), "1"),

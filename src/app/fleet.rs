@@ -6,7 +6,7 @@
 use std::cmp::Ordering;
 
 use gputop::format::{human_bytes, sanitize};
-use gputop::model::fleet::{Fleet, FleetGpu, FleetNode, FleetProcess, NodeState, Share, Summary};
+use gputop::model::fleet::{Fleet, FleetNode, FleetProcess, IdleGpu, NodeState, Share, Summary};
 
 /// The node table's columns, in the order `,` and `.` step through them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,11 +153,6 @@ fn matches(node: &FleetNode, fleet: &Fleet, word: &str) -> bool {
 }
 
 fn compare(column: NodeColumn, a: &FleetNode, b: &FleetNode) -> Ordering {
-    let memory = |n: &FleetNode| n.devices.iter().filter_map(|g| g.memory_used_bytes).sum::<u64>();
-    let utilization = |n: &FleetNode| {
-        let utils: Vec<f64> = n.devices.iter().filter_map(|g| g.utilization_percent).collect();
-        (!utils.is_empty()).then(|| utils.iter().sum::<f64>() / utils.len() as f64)
-    };
     let rank = |n: &FleetNode| match n.state {
         NodeState::Down { .. } => 0,
         NodeState::Waiting => 1,
@@ -166,20 +161,16 @@ fn compare(column: NodeColumn, a: &FleetNode, b: &FleetNode) -> Ordering {
     match column {
         NodeColumn::Node => a.name().cmp(&b.name()),
         NodeColumn::State => rank(a).cmp(&rank(b)),
-        NodeColumn::Gpus => a.devices.len().cmp(&b.devices.len()),
-        NodeColumn::Idle => idle(a).cmp(&idle(b)),
-        NodeColumn::Memory => memory(a).cmp(&memory(b)),
-        NodeColumn::Utilization => utilization(a)
-            .partial_cmp(&utilization(b))
+        NodeColumn::Gpus => a.gpus.cmp(&b.gpus),
+        NodeColumn::Idle => a.gpus_idle.cmp(&b.gpus_idle),
+        NodeColumn::Memory => a.memory_used_bytes.cmp(&b.memory_used_bytes),
+        NodeColumn::Utilization => a
+            .utilization_percent
+            .partial_cmp(&b.utilization_percent)
             .unwrap_or(Ordering::Equal),
         NodeColumn::Processes => a.processes.cmp(&b.processes),
         NodeColumn::Alerts => a.alerts_firing.cmp(&b.alerts_firing),
     }
-}
-
-/// A node's idle GPUs.
-pub fn idle(node: &FleetNode) -> usize {
-    node.devices.iter().filter(|g| g.is_idle()).count()
 }
 
 /// A percentage, or N/A.
@@ -238,21 +229,18 @@ pub fn state_text(node: &FleetNode) -> String {
 /// A node's row: its cells under [`NODE_HEADINGS`] (figures blank while it has none).
 pub fn node_cells(node: &FleetNode) -> Vec<String> {
     let mut cells = vec![sanitize(&node.name()), state_text(node)];
-    if node.devices.is_empty() && !node.up {
+    if node.gpus == 0 && !node.up {
         cells.extend(std::iter::repeat_n(String::new(), 6));
     } else {
-        let used: u64 = node.devices.iter().filter_map(|g| g.memory_used_bytes).sum();
-        let total: u64 = node.devices.iter().filter_map(|g| g.memory_total_bytes).sum();
-        let utils: Vec<f64> = node
-            .devices
-            .iter()
-            .filter_map(|g| g.utilization_percent)
-            .collect();
         cells.extend([
-            node.devices.len().to_string(),
-            idle(node).to_string(),
-            format!("{}/{}", human_bytes(used), human_bytes(total)),
-            percent((!utils.is_empty()).then(|| utils.iter().sum::<f64>() / utils.len() as f64)),
+            node.gpus.to_string(),
+            node.gpus_idle.to_string(),
+            format!(
+                "{}/{}",
+                human_bytes(node.memory_used_bytes),
+                human_bytes(node.memory_total_bytes)
+            ),
+            percent(node.utilization_percent),
             node.processes.to_string(),
             node.alerts_firing.to_string(),
         ]);
@@ -268,20 +256,19 @@ pub fn node_cells(node: &FleetNode) -> Vec<String> {
 }
 
 /// The idle GPU table's headings and figure columns.
-pub const IDLE_HEADINGS: [&str; 5] = ["NODE", "GPU", "NAME", "IDLE FOR", "MEMORY"];
-pub const IDLE_FIGURES: [bool; 5] = [false, true, false, true, true];
+pub const IDLE_HEADINGS: [&str; 4] = ["NODE", "GPU", "IDLE FOR", "MEMORY HELD"];
+pub const IDLE_FIGURES: [bool; 4] = [false, true, true, true];
 
 /// An idle GPU's row; `lookback` is how far back the feed looked.
-pub fn idle_cells(node: &FleetNode, gpu: &FleetGpu, lookback: u64) -> Vec<String> {
+pub fn idle_cells(gpu: &IdleGpu, lookback: u64) -> Vec<String> {
     let idle = match gpu.idle_seconds {
         Some(s) if s >= lookback && lookback > 0 => format!(">= {} min", s / 60),
         Some(s) => format!("{} min", s / 60),
         None => "N/A".into(),
     };
     vec![
-        sanitize(&node.instance),
-        gpu.index.to_string(),
-        sanitize(gpu.name.as_deref().unwrap_or("")),
+        sanitize(&gpu.instance),
+        gpu.gpu_index.to_string(),
         idle,
         gpu.memory_used_bytes.map_or_else(|| "N/A".into(), human_bytes),
     ]
@@ -332,7 +319,7 @@ mod tests {
 
     fn node(name: &str, utils: &[f64], labels: &[(&str, &str)], users: &[&str]) -> FleetNode {
         let mut n = FleetNode::new(name.into(), NodeState::Up);
-        n.devices = utils
+        let devices = utils
             .iter()
             .enumerate()
             .map(|(i, u)| FleetGpu {
@@ -344,6 +331,7 @@ mod tests {
                 idle_seconds: None,
             })
             .collect();
+        n.set_devices(devices);
         n.labels = labels
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -392,5 +380,60 @@ mod tests {
         view.arrange(&fleet);
         assert_eq!(view.rows, [1]);
         assert_eq!(NodeColumn::Node.step(false), NodeColumn::Alerts);
+    }
+}
+
+#[cfg(test)]
+mod opening {
+    use std::sync::Arc;
+    use std::time::SystemTime;
+
+    use gputop::config::Settings;
+    use gputop::model::Snapshot;
+    use gputop::model::fleet::{Fleet, FleetNode, NodeState};
+
+    use crate::app::filter::Selection;
+    use crate::app::state::{Action, App, Effect, Go, Received};
+    use crate::app::view::Screen;
+
+    fn fleet(names: &[&str]) -> Arc<Fleet> {
+        let nodes = names
+            .iter()
+            .map(|name| {
+                let mut node = FleetNode::new(name.to_string(), NodeState::Up);
+                node.snapshot = Some(Arc::new(Snapshot::new(
+                    SystemTime::now(),
+                    name.to_string(),
+                    vec![],
+                    vec![],
+                )));
+                node
+            })
+            .collect();
+        Arc::new(Fleet::new("nodes".into(), SystemTime::now(), 0, nodes))
+    }
+
+    #[test]
+    fn the_open_node_stays_open_when_another_joins_before_it() {
+        let mut app = App::new(Settings::default(), Selection::default(), true, None);
+        app.view.screen = Screen::Cluster;
+        app.update(Action::Received(Received::Fleet(fleet(&["b:9835", "c:9835"]))));
+        app.view.fleet.selected = 1;
+        let effects = app.update(Action::Go(Go::Details));
+        assert_eq!(effects.first(), Some(&Effect::OpenNode(Some("c:9835".into()))));
+        assert_eq!(
+            app.data.snapshot.as_ref().map(|s| s.hostname.as_str()),
+            Some("c:9835")
+        );
+        // A node sorted before it arrives: the view still shows c.
+        app.update(Action::Received(Received::Fleet(fleet(&[
+            "a:9835", "b:9835", "c:9835",
+        ]))));
+        assert_eq!(
+            app.data.snapshot.as_ref().map(|s| s.hostname.as_str()),
+            Some("c:9835")
+        );
+        assert_eq!(app.update(Action::Go(Go::Back)), [Effect::OpenNode(None)]);
+        assert_eq!(app.view.screen, Screen::Cluster);
     }
 }

@@ -487,9 +487,9 @@ impl App {
             },
             Go::Details if self.view.screen == Screen::Cluster => {
                 let fleet = self.data.fleet.clone();
-                let Some((index, node)) = fleet.as_ref().and_then(|f| {
+                let Some(node) = fleet.as_ref().and_then(|f| {
                     let index = *self.view.fleet.rows.get(self.view.fleet.selected)?;
-                    Some((index, f.nodes.get(index)?))
+                    f.nodes.get(index)
                 }) else {
                     return Vec::new();
                 };
@@ -497,7 +497,7 @@ impl App {
                     self.view.status = Some("No data from this node: it is down".into());
                     return Vec::new();
                 }
-                self.view.node = Some(index);
+                self.view.node = Some(node.instance.clone());
                 self.restart_history();
                 self.view.selected = None;
                 self.view.tagged.clear();
@@ -805,7 +805,8 @@ impl App {
                 let shown = self
                     .view
                     .node
-                    .and_then(|i| fleet.nodes.get(i))
+                    .as_ref()
+                    .and_then(|open| fleet.nodes.iter().find(|n| &n.instance == open))
                     .and_then(|n| n.snapshot.clone());
                 self.view.fleet.arrange(&fleet);
                 self.data.fleet = Some(fleet);

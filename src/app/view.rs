@@ -98,10 +98,10 @@ pub struct View {
     /// The GPU the charts screen shows, and the index into [`CHART_SPANS`].
     pub chart_device: u32,
     pub chart_span: usize,
-    /// The cluster screen's order, filter and selection, and the node (an index into the
-    /// fleet's nodes) shown on the main screen.
+    /// The cluster screen's order, filter and selection, and the node (its instance) shown
+    /// on the main screen.
     pub fleet: FleetView,
-    pub node: Option<usize>,
+    pub node: Option<String>,
 }
 
 impl View {

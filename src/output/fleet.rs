@@ -48,10 +48,10 @@ pub fn text(fleet: &Fleet) -> String {
         &cells::NODE_FIGURES,
     );
     let idle = fleet
-        .idle_gpus()
-        .into_iter()
+        .idle_gpus
+        .iter()
         .take(IDLE_LISTED)
-        .map(|(n, g)| cells::idle_cells(n, g, fleet.idle_lookback_seconds))
+        .map(|g| cells::idle_cells(g, fleet.idle_lookback_seconds))
         .collect();
     section(
         &mut out,

@@ -261,18 +261,20 @@ fn fuzz_the_prometheus_answer_parser() {
                 let instance = s.labels.get("instance").cloned().unwrap_or_default();
                 let mut node = FleetNode::new(instance, NodeState::Up);
                 node.labels = s.labels.clone();
-                node.devices = vec![FleetGpu {
+                node.set_devices(vec![FleetGpu {
                     index: 0,
                     name: s.labels.get("name").cloned(),
                     utilization_percent: Some(s.value),
                     memory_used_bytes: None,
                     memory_total_bytes: None,
                     idle_seconds: Some(s.value as u64),
-                }];
+                }]);
                 node
             })
             .collect();
-        let fleet = Arc::new(Fleet::new("prometheus fuzz".into(), UNIX_EPOCH, 3600, nodes));
+        let mut fleet = Fleet::new("prometheus fuzz".into(), UNIX_EPOCH, 3600, nodes);
+        fleet.list_idle_gpus();
+        let fleet = Arc::new(fleet);
         let _ = crate::output::fleet::text(&fleet);
         let mut app = App::new(settings.clone(), Selection::default(), true, None);
         app.view.screen = crate::app::view::Screen::Cluster;

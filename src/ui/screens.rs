@@ -713,17 +713,17 @@ pub fn cluster(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     left_lines.truncate(usize::from(left.height));
     Widget::render(Paragraph::new(left_lines), left, buffer);
     let idle: Vec<Vec<String>> = fleet
-        .idle_gpus()
-        .into_iter()
-        .filter(|(n, _)| on_shown(&n.instance))
-        .map(|(n, g)| fleet_cells::idle_cells(n, g, fleet.idle_lookback_seconds))
+        .idle_gpus
+        .iter()
+        .filter(|g| on_shown(&g.instance))
+        .map(|g| fleet_cells::idle_cells(g, fleet.idle_lookback_seconds))
         .collect();
     let share_rows = |shares: &[gputop::model::fleet::Share]| -> Vec<Vec<String>> {
         shares.iter().map(fleet_cells::share_cells).collect()
     };
     let third = usize::from(right.height) / 3;
     let mut right_lines = Vec::new();
-    let idle_title = format!("IDLE GPUS ({}), longest first", idle.len());
+    let idle_title = format!("IDLE GPUS ({}), longest first", summary.gpus_idle);
     for (title, first_heading, rows, height) in [
         (idle_title.as_str(), None, idle, third.max(2)),
         (

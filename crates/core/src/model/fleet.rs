@@ -21,6 +21,9 @@ pub const TOP_PROCESSES: usize = 50;
 /// Users and namespaces kept, largest GPU memory first.
 pub const TOP_SHARES: usize = 50;
 
+/// Idle GPUs listed, longest idle first (the summary counts them all).
+pub const IDLE_LISTED: usize = 200;
+
 /// Every node, the fleet's biggest processes and its use per user and namespace.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[schemars(rename = "fleet", deny_unknown_fields)]
@@ -46,6 +49,8 @@ pub struct Fleet {
     pub summary: Summary,
     /// Every node, in the feed's order.
     pub nodes: Vec<FleetNode>,
+    /// The idle GPUs of the nodes that are up, longest idle first (at most [`IDLE_LISTED`]).
+    pub idle_gpus: Vec<IdleGpu>,
     /// The largest processes by GPU memory across the fleet (at most [`TOP_PROCESSES`]).
     pub top_processes: Vec<FleetProcess>,
     /// GPU use per user across the fleet, largest memory first.
@@ -73,6 +78,7 @@ pub struct Summary {
     /// GPU memory in all.
     pub memory_total_bytes: u64,
     /// Mean utilisation over the GPUs that report one.
+    #[serde(serialize_with = "wire::two_decimals_or_null")]
     pub utilization_percent: Option<f64>,
     /// GPU processes.
     pub processes: usize,
@@ -117,11 +123,23 @@ pub struct FleetNode {
     pub labels: BTreeMap<String, String>,
     /// Alerts firing on it.
     pub alerts_firing: usize,
+    /// Its GPUs.
+    pub gpus: usize,
+    /// Its GPUs under [`IDLE_BELOW_PERCENT`] utilisation.
+    pub gpus_idle: usize,
+    /// GPU memory in use over its GPUs.
+    pub memory_used_bytes: u64,
+    /// GPU memory over its GPUs.
+    pub memory_total_bytes: u64,
+    /// Mean utilisation over its GPUs that report one.
+    #[serde(serialize_with = "wire::two_decimals_or_null")]
+    pub utilization_percent: Option<f64>,
     /// Its GPU processes.
     pub processes: usize,
     /// The users with GPU processes on it, by name (at most [`TOP_SHARES`]).
     pub users: Vec<String>,
-    /// Its GPUs, by index.
+    /// Its GPUs one by one, by index, where the feed read them: the nodes feed always,
+    /// Prometheus for `--once` (the live screen reads each node's totals only).
     pub devices: Vec<FleetGpu>,
     /// Its whole snapshot, where the feed has one (the nodes feed; Prometheus for the node
     /// that is open).
@@ -138,6 +156,7 @@ pub struct FleetGpu {
     /// Its product name.
     pub name: Option<String>,
     /// Its utilisation, percent.
+    #[serde(serialize_with = "wire::two_decimals_or_null")]
     pub utilization_percent: Option<f64>,
     /// Memory in use.
     pub memory_used_bytes: Option<u64>,
@@ -153,6 +172,20 @@ impl FleetGpu {
     pub fn is_idle(&self) -> bool {
         self.utilization_percent.is_some_and(|u| u < IDLE_BELOW_PERCENT)
     }
+}
+
+/// An idle GPU of the fleet.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[schemars(rename = "fleet_idle_gpu", deny_unknown_fields)]
+pub struct IdleGpu {
+    /// Its node's `instance`.
+    pub instance: String,
+    /// Its index on that node.
+    pub gpu_index: u32,
+    /// Memory held on it while idle.
+    pub memory_used_bytes: Option<u64>,
+    /// Seconds since it was last busy, at most the fleet's `idle_lookback_seconds`.
+    pub idle_seconds: Option<u64>,
 }
 
 /// A process among the fleet's largest.
@@ -172,6 +205,7 @@ pub struct FleetProcess {
     /// GPU memory it holds.
     pub gpu_memory_bytes: Option<u64>,
     /// Its share of the GPU's streaming multiprocessors, percent.
+    #[serde(serialize_with = "wire::two_decimals_or_null")]
     pub sm_percent: Option<f64>,
     /// Its Kubernetes pod.
     pub pod: Option<String>,
@@ -214,6 +248,7 @@ impl Fleet {
             idle_lookback_seconds,
             summary: Summary::default(),
             nodes,
+            idle_gpus: Vec::new(),
             top_processes: Vec::new(),
             users: Vec::new(),
             namespaces: Vec::new(),
@@ -227,22 +262,35 @@ impl Fleet {
         self.summary = Summary::of(self.nodes.iter());
     }
 
-    /// The idle GPUs of the nodes that are up, longest idle first: (node, GPU).
-    pub fn idle_gpus(&self) -> Vec<(&FleetNode, &FleetGpu)> {
-        let mut idle: Vec<(&FleetNode, &FleetGpu)> = self
+    /// Lists the idle GPUs of the nodes' devices, longest idle first.
+    pub fn list_idle_gpus(&mut self) {
+        let mut idle: Vec<IdleGpu> = self
             .nodes
             .iter()
             .filter(|n| n.up)
-            .flat_map(|n| n.devices.iter().filter(|g| g.is_idle()).map(move |g| (n, g)))
+            .flat_map(|n| {
+                n.devices.iter().filter(|g| g.is_idle()).map(|g| IdleGpu {
+                    instance: n.instance.clone(),
+                    gpu_index: g.index,
+                    memory_used_bytes: g.memory_used_bytes,
+                    idle_seconds: g.idle_seconds,
+                })
+            })
             .collect();
-        idle.sort_by(|a, b| {
-            b.1.idle_seconds
-                .cmp(&a.1.idle_seconds)
-                .then_with(|| a.0.instance.cmp(&b.0.instance))
-                .then(a.1.index.cmp(&b.1.index))
-        });
-        idle
+        sort_idle(&mut idle);
+        self.idle_gpus = idle;
     }
+}
+
+/// Longest idle first, then by node and index; at most [`IDLE_LISTED`].
+pub fn sort_idle(idle: &mut Vec<IdleGpu>) {
+    idle.sort_by(|a, b| {
+        b.idle_seconds
+            .cmp(&a.idle_seconds)
+            .then_with(|| a.instance.cmp(&b.instance))
+            .then(a.gpu_index.cmp(&b.gpu_index))
+    });
+    idle.truncate(IDLE_LISTED);
 }
 
 impl Summary {
@@ -261,15 +309,14 @@ impl Summary {
             summary.nodes_up += 1;
             summary.processes += node.processes;
             summary.alerts_firing += node.alerts_firing;
-            for gpu in &node.devices {
-                summary.gpus += 1;
-                summary.gpus_idle += usize::from(gpu.is_idle());
-                summary.memory_used_bytes += gpu.memory_used_bytes.unwrap_or(0);
-                summary.memory_total_bytes += gpu.memory_total_bytes.unwrap_or(0);
-                if let Some(u) = gpu.utilization_percent {
-                    utilization += u;
-                    reporting += 1;
-                }
+            summary.gpus += node.gpus;
+            summary.gpus_idle += node.gpus_idle;
+            summary.memory_used_bytes += node.memory_used_bytes;
+            summary.memory_total_bytes += node.memory_total_bytes;
+            if let Some(u) = node.utilization_percent {
+                // Weighed by the GPUs it is the mean of.
+                utilization += u * node.gpus.max(1) as f64;
+                reporting += node.gpus.max(1);
             }
         }
         summary.utilization_percent = (reporting > 0).then(|| utilization / reporting as f64);
@@ -288,6 +335,11 @@ impl FleetNode {
             stale_seconds: None,
             labels: BTreeMap::new(),
             alerts_firing: 0,
+            gpus: 0,
+            gpus_idle: 0,
+            memory_used_bytes: 0,
+            memory_total_bytes: 0,
+            utilization_percent: None,
             processes: 0,
             users: Vec::new(),
             devices: Vec::new(),
@@ -303,6 +355,18 @@ impl FleetNode {
             }
             _ => self.instance.clone(),
         }
+    }
+
+    /// Sets its GPUs one by one, and its totals from them.
+    pub fn set_devices(&mut self, devices: Vec<FleetGpu>) {
+        let utils: Vec<f64> = devices.iter().filter_map(|g| g.utilization_percent).collect();
+        self.gpus = devices.len();
+        self.gpus_idle = devices.iter().filter(|g| g.is_idle()).count();
+        self.memory_used_bytes = devices.iter().filter_map(|g| g.memory_used_bytes).sum();
+        self.memory_total_bytes = devices.iter().filter_map(|g| g.memory_total_bytes).sum();
+        self.utilization_percent =
+            (!utils.is_empty()).then(|| utils.iter().sum::<f64>() / utils.len() as f64);
+        self.devices = devices;
     }
 
     /// Its GPUs as the fleet shows them, from a snapshot it sent.

@@ -306,6 +306,14 @@ pub(super) fn two_decimals<S: serde::Serializer>(
     reading.value().map(|v| round2(*v)).serialize(serializer)
 }
 
+/// An optional figure with two decimals at most, for `serialize_with`.
+pub(super) fn two_decimals_or_null<S: serde::Serializer>(
+    value: &Option<f64>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    value.map(round2).serialize(serializer)
+}
+
 /// A time as RFC 3339, UTC, whole seconds, for `serialize_with`.
 pub(super) fn rfc3339<S: serde::Serializer>(at: &SystemTime, serializer: S) -> Result<S::Ok, S::Error> {
     crate::format::rfc3339(*at).serialize(serializer)

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::http::{Client, Credentials, Endpoint, HttpError, SetupError, TlsFiles};
-use crate::model::fleet::{self, Fleet, FleetGpu, FleetNode, FleetProcess, NodeState, Share};
+use crate::model::fleet::{self, Fleet, FleetGpu, FleetNode, FleetProcess, IdleGpu, NodeState, Share};
 use crate::model::{Device, GpuProcess, Memory, ProcessType, Reading, Snapshot, Vendor, wire};
 
 /// Largest answer read.
@@ -294,6 +294,12 @@ fn encoded(query: &str) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Ask {
     Up,
+    NodeGpus,
+    NodeIdle,
+    NodeMemoryUsed,
+    NodeMemoryTotal,
+    NodeUtilization,
+    IdleMemory,
     Info,
     Utilization,
     MemoryUsed,
@@ -319,10 +325,10 @@ impl Ask {
     fn series(self) -> &'static str {
         match self {
             Self::Up => "up",
-            Self::Info => "gputop_gpu_info",
-            Self::Utilization => "gputop_gpu_utilization_ratio",
-            Self::MemoryUsed => "gputop_gpu_memory_used_bytes",
-            Self::MemoryTotal => "gputop_gpu_memory_total_bytes",
+            Self::Info | Self::NodeGpus => "gputop_gpu_info",
+            Self::Utilization | Self::NodeIdle | Self::NodeUtilization => "gputop_gpu_utilization_ratio",
+            Self::MemoryUsed | Self::NodeMemoryUsed | Self::IdleMemory => "gputop_gpu_memory_used_bytes",
+            Self::MemoryTotal | Self::NodeMemoryTotal => "gputop_gpu_memory_total_bytes",
             Self::Processes | Self::NamespaceProcesses => "gputop_gpu_processes",
             Self::NodeUsers | Self::UserProcesses | Self::UserNodes => "gputop_user_processes",
             Self::Alerts => "ALERTS",
@@ -341,13 +347,22 @@ impl Ask {
     fn expected(self) -> bool {
         matches!(
             self,
-            Self::Info | Self::Utilization | Self::MemoryUsed | Self::MemoryTotal | Self::Processes
+            Self::Info
+                | Self::Utilization
+                | Self::MemoryUsed
+                | Self::MemoryTotal
+                | Self::Processes
+                | Self::NodeGpus
+                | Self::NodeUtilization
+                | Self::NodeMemoryUsed
+                | Self::NodeMemoryTotal
         )
     }
 }
 
-/// The queries of one refresh, for the selector's series.
-fn queries(selector: &str, with_idle: bool) -> Vec<(Ask, String)> {
+/// The queries of one refresh, for the selector's series: each node's totals, and with
+/// `each_gpu` every GPU's figures too (`--once`: the JSON lists them).
+fn queries(selector: &str, with_idle: bool, each_gpu: bool) -> Vec<(Ask, String)> {
     let s = |name: &str| format!("{name}{{{selector}}}");
     let with = |name: &str, extra: &str| {
         if selector.is_empty() {
@@ -361,23 +376,33 @@ fn queries(selector: &str, with_idle: bool) -> Vec<(Ask, String)> {
         fleet::TOP_PROCESSES,
         s("gputop_process_gpu_memory_bytes")
     );
+    let utilization = format!("max by (instance, gpu) ({})", s("gputop_gpu_utilization_ratio"));
+    let busy = fleet::IDLE_BELOW_PERCENT / 100.0;
     let mut asks = vec![
         (Ask::Up, s("up")),
         (
-            Ask::Info,
-            format!("max by (instance, gpu, name) ({})", s("gputop_gpu_info")),
+            Ask::NodeGpus,
+            format!("count by (instance) ({})", s("gputop_gpu_info")),
         ),
         (
-            Ask::Utilization,
-            format!("max by (instance, gpu) ({})", s("gputop_gpu_utilization_ratio")),
+            Ask::NodeIdle,
+            format!("count by (instance) ({utilization} < {busy})"),
         ),
         (
-            Ask::MemoryUsed,
-            format!("max by (instance, gpu) ({})", s("gputop_gpu_memory_used_bytes")),
+            Ask::NodeMemoryUsed,
+            format!("sum by (instance) ({})", s("gputop_gpu_memory_used_bytes")),
         ),
         (
-            Ask::MemoryTotal,
-            format!("max by (instance, gpu) ({})", s("gputop_gpu_memory_total_bytes")),
+            Ask::NodeMemoryTotal,
+            format!("sum by (instance) ({})", s("gputop_gpu_memory_total_bytes")),
+        ),
+        (Ask::NodeUtilization, format!("avg by (instance) ({utilization})")),
+        (
+            Ask::IdleMemory,
+            format!(
+                "max by (instance, gpu) ({}) and on (instance, gpu) ({utilization} < {busy})",
+                s("gputop_gpu_memory_used_bytes")
+            ),
         ),
         (
             Ask::Processes,
@@ -398,14 +423,7 @@ fn queries(selector: &str, with_idle: bool) -> Vec<(Ask, String)> {
                 with("ALERTS", r#"alertstate="firing""#)
             ),
         ),
-        (Ask::Top, top.clone()),
-        (
-            Ask::TopSm,
-            format!(
-                "{} and on (instance, gpu, pid) {top}",
-                s("gputop_process_sm_utilization_ratio")
-            ),
-        ),
+        (Ask::Top, top),
     ];
     for (ask, aggregate) in [
         (
@@ -451,14 +469,29 @@ fn queries(selector: &str, with_idle: bool) -> Vec<(Ask, String)> {
     ] {
         asks.push((ask, format!("topk({}, {aggregate})", fleet::TOP_SHARES * 4)));
     }
+    if each_gpu {
+        asks.extend([
+            (
+                Ask::Info,
+                format!("max by (instance, gpu, name) ({})", s("gputop_gpu_info")),
+            ),
+            (Ask::Utilization, utilization.clone()),
+            (
+                Ask::MemoryUsed,
+                format!("max by (instance, gpu) ({})", s("gputop_gpu_memory_used_bytes")),
+            ),
+            (
+                Ask::MemoryTotal,
+                format!("max by (instance, gpu) ({})", s("gputop_gpu_memory_total_bytes")),
+            ),
+        ]);
+    }
     if with_idle {
-        // When each idle GPU was last busy within the lookback, a step a minute.
-        let utilization = format!("max by (instance, gpu) ({})", s("gputop_gpu_utilization_ratio"));
-        let busy = fleet::IDLE_BELOW_PERCENT / 100.0;
+        // When each idle GPU was last busy within the lookback, a step every two minutes.
         asks.push((
             Ask::Idle,
             format!(
-                "time() - max_over_time((timestamp({utilization} >= {busy}))[{}s:60s]) and on (instance, gpu) ({utilization} < {busy})",
+                "time() - max_over_time((timestamp({utilization} >= {busy}))[{}s:120s]) and on (instance, gpu) ({utilization} < {busy})",
                 IDLE_LOOKBACK.as_secs()
             ),
         ));
@@ -469,6 +502,36 @@ fn queries(selector: &str, with_idle: bool) -> Vec<(Ask, String)> {
 /// Each idle GPU's seconds since it was last busy, by node and GPU index, and when they were
 /// asked (they are asked every [`IDLE_EVERY`]).
 type IdleTimes = (BTreeMap<(String, u32), u64>, Option<Instant>);
+
+/// The query of the SM use of the processes of `top`'s nodes, or `None` without any.
+fn sm_of_top(selector: &str, top: &[Sample]) -> Option<String> {
+    let escape = |text: &str| {
+        text.chars()
+            .fold(String::with_capacity(text.len()), |mut out, c| {
+                if ".+*?()[]{}|^$\\".contains(c) {
+                    out.push('\\');
+                }
+                out.push(c);
+                out
+            })
+    };
+    // Their nodes and their PIDs: a few more series than the top ones, never a node's all.
+    let any_of = |label: &str| {
+        let values: std::collections::BTreeSet<&str> = top.iter().filter_map(|s| s.label(label)).collect();
+        let alternatives: Vec<String> = values.into_iter().map(escape).collect();
+        (!alternatives.is_empty()).then(|| format!("{label}=~{}", quoted(&alternatives.join("|"))))
+    };
+    let matchers = [selector.to_string(), any_of("instance")?, any_of("pid")?];
+    let matchers: Vec<&str> = matchers
+        .iter()
+        .map(String::as_str)
+        .filter(|m| !m.is_empty())
+        .collect();
+    Some(format!(
+        "gputop_process_sm_utilization_ratio{{{}}}",
+        matchers.join(",")
+    ))
+}
 
 /// A client of one Prometheus, for gputop's series.
 #[derive(Debug, Clone)]
@@ -538,14 +601,22 @@ impl Prometheus {
         (count.is_finite() && count >= 2.0).then(|| Duration::from_secs_f64(window / (count - 1.0).max(1.0)))
     }
 
-    /// The fleet now: nodes, their GPUs, the top processes, users and namespaces. Fails only
-    /// when `up` cannot be read; a query that fails otherwise is one of the fleet's problems.
-    pub async fn fleet(&self) -> Result<Fleet, AnswerError> {
+    /// The fleet now: nodes and their totals (with `each_gpu`, every GPU's figures too), the
+    /// idle GPUs, the top processes, users and namespaces. Fails only when `up` cannot be
+    /// read; a query that fails otherwise is one of the fleet's problems.
+    pub async fn fleet(&self, each_gpu: bool) -> Result<Fleet, AnswerError> {
         let with_idle = {
             let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
             idle.1.is_none_or(|at| at.elapsed() >= IDLE_EVERY)
         };
-        let answers = self.ask_all(queries(&self.selector, with_idle)).await;
+        let mut answers = self.ask_all(queries(&self.selector, with_idle, each_gpu)).await;
+        let top = answers.iter().find(|(ask, _)| *ask == Ask::Top);
+        if let Some(promql) = top
+            .and_then(|(_, a)| a.as_ref().ok())
+            .and_then(|t| sm_of_top(&self.selector, t))
+        {
+            answers.push((Ask::TopSm, self.query(&promql).await));
+        }
         let taken_at = SystemTime::now();
         let mut problems = Vec::new();
         let mut got: BTreeMap<Ask, Vec<Sample>> = BTreeMap::new();
@@ -579,7 +650,7 @@ impl Prometheus {
             idle.1 = Some(Instant::now());
         }
         let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).0.clone();
-        let mut fleet = build(self.feed(), taken_at, &got, &idle);
+        let mut fleet = build(self.feed(), taken_at, &got, &idle, each_gpu);
         let any_up = fleet.nodes.iter().any(|n| n.up);
         for (ask, samples) in &got {
             if any_up && ask.expected() && samples.is_empty() {
@@ -595,6 +666,8 @@ impl Prometheus {
                 "no per-process series: run the exporters with --processes for the top processes".into(),
             );
         }
+        let mut seen = std::collections::BTreeSet::new();
+        problems.retain(|p| seen.insert(p.clone()));
         fleet.problems = problems;
         Ok(fleet)
     }
@@ -652,6 +725,7 @@ fn build(
     taken_at: SystemTime,
     got: &BTreeMap<Ask, Vec<Sample>>,
     idle: &BTreeMap<(String, u32), u64>,
+    each_gpu: bool,
 ) -> Fleet {
     let empty = Vec::new();
     let answer = |ask: Ask| got.get(&ask).unwrap_or(&empty);
@@ -703,20 +777,67 @@ fn build(
             }
         }
     }
+    let lookback = IDLE_LOOKBACK.as_secs();
+    let idle_for = |instance: &str, index: u32| {
+        Some(
+            idle.get(&(instance.to_string(), index))
+                .copied()
+                .unwrap_or(lookback)
+                .min(lookback),
+        )
+    };
+    let mut by_node: BTreeMap<String, Vec<FleetGpu>> = BTreeMap::new();
     for ((instance, index), mut gpu) in gpus {
         if gpu.is_idle() {
-            let lookback = IDLE_LOOKBACK.as_secs();
-            gpu.idle_seconds = Some(
-                idle.get(&(instance.clone(), index))
-                    .copied()
-                    .unwrap_or(lookback)
-                    .min(lookback),
-            );
+            gpu.idle_seconds = idle_for(&instance, index);
         }
-        if let Some(node) = nodes.get_mut(&instance) {
-            node.devices.push(gpu);
+        by_node.entry(instance).or_default().push(gpu);
+    }
+    // Each node's totals, from Prometheus' sums; or, with every GPU read, from them.
+    for s in [
+        Ask::NodeGpus,
+        Ask::NodeIdle,
+        Ask::NodeMemoryUsed,
+        Ask::NodeMemoryTotal,
+        Ask::NodeUtilization,
+    ]
+    .into_iter()
+    .flat_map(|ask| answer(ask).iter().map(move |s| (ask, s)))
+    {
+        let (ask, s) = s;
+        let Some(node) = s.label("instance").and_then(|i| nodes.get_mut(i)) else {
+            continue;
+        };
+        let value = s.value.max(0.0);
+        match ask {
+            Ask::NodeGpus => node.gpus = value as usize,
+            Ask::NodeIdle => node.gpus_idle = value as usize,
+            Ask::NodeMemoryUsed => node.memory_used_bytes = value as u64,
+            Ask::NodeMemoryTotal => node.memory_total_bytes = value as u64,
+            _ => node.utilization_percent = Some((value * 100.0).min(100.0)),
         }
     }
+    if each_gpu {
+        for (instance, devices) in by_node {
+            if let Some(node) = nodes.get_mut(&instance) {
+                node.set_devices(devices);
+            }
+        }
+    }
+    let mut idle_gpus: Vec<IdleGpu> = answer(Ask::IdleMemory)
+        .iter()
+        .filter_map(|s| {
+            let (instance, index) = (s.label("instance")?, gpu_of(s)?);
+            nodes.get(instance).filter(|n| n.up)?;
+            Some(IdleGpu {
+                instance: instance.to_string(),
+                gpu_index: index,
+                memory_used_bytes: bytes(s.value),
+                idle_seconds: idle_for(instance, index),
+            })
+        })
+        .collect();
+    fleet::sort_idle(&mut idle_gpus);
     for (ask, s) in [Ask::Processes, Ask::Alerts, Ask::NodeUsers]
         .into_iter()
         .flat_map(|ask| answer(ask).iter().map(move |s| (ask, s)))
@@ -814,6 +935,7 @@ fn build(
         IDLE_LOOKBACK.as_secs(),
         nodes.into_values().collect(),
     );
+    fleet.idle_gpus = idle_gpus;
     fleet.top_processes = top;
     fleet.users = users;
     fleet.namespaces = namespaces;
@@ -940,7 +1062,9 @@ fn node_snapshot(instance: &str, answers: &[Vec<Sample>]) -> Snapshot {
 pub fn once(settings: &Settings) -> Result<Fleet, String> {
     let prometheus = Prometheus::new(settings).map_err(|e| e.to_string())?;
     let runtime = super::http::runtime().map_err(|e| e.to_string())?;
-    runtime.block_on(prometheus.fleet()).map_err(|e| e.to_string())
+    runtime
+        .block_on(prometheus.fleet(true))
+        .map_err(|e| e.to_string())
 }
 
 /// Asks Prometheus on its own thread at each interval; dropping it stops it.
@@ -979,7 +1103,7 @@ impl Poller {
                             return;
                         }
                         let started = Instant::now();
-                        let mut fleet = match prometheus.fleet().await {
+                        let mut fleet = match prometheus.fleet(false).await {
                             Ok(fleet) => fleet,
                             // The last fleet, marked with its age and the reason.
                             Err(why) => match &last {
@@ -1130,6 +1254,16 @@ mod tests {
             assert!(parse_selector(bad).is_err(), "{bad}");
         }
         assert_eq!(quoted(r#"a"b\c"#), r#""a\"b\\c""#);
+        let top = [
+            sample(&[("instance", "gpu-1.lab:9835"), ("pid", "7")], 1.0),
+            sample(&[("instance", "gpu-2.lab:9835"), ("pid", "42")], 1.0),
+            sample(&[("instance", "gpu-1.lab:9835"), ("pid", "42")], 1.0),
+        ];
+        assert_eq!(
+            sm_of_top(r#"job="gputop""#, &top).unwrap(),
+            r#"gputop_process_sm_utilization_ratio{job="gputop",instance=~"gpu-1\\.lab:9835|gpu-2\\.lab:9835",pid=~"42|7"}"#
+        );
+        assert_eq!(sm_of_top("", &[]), None);
         assert_eq!(encoded("up{a=\"b c\"}"), "up%7Ba%3D%22b%20c%22%7D");
     }
 
@@ -1188,8 +1322,15 @@ mod tests {
         );
         got.insert(Ask::UserMemory, vec![sample(&[("user", "alice")], 1e9)]);
         got.insert(Ask::UserNodes, vec![sample(&[("user", "alice")], 1.0)]);
+        got.insert(
+            Ask::IdleMemory,
+            vec![
+                sample(&[("instance", "a:9835"), ("gpu", "1")], 0.0),
+                sample(&[("instance", "a:9835"), ("gpu", "2")], 5e8),
+            ],
+        );
         let idle = BTreeMap::from([(("a:9835".to_string(), 1), 600)]);
-        let fleet = build("prometheus x".into(), SystemTime::UNIX_EPOCH, &got, &idle);
+        let fleet = build("prometheus x".into(), SystemTime::UNIX_EPOCH, &got, &idle, true);
         assert_eq!(
             (
                 fleet.summary.nodes_up,
@@ -1203,16 +1344,44 @@ mod tests {
             fleet.nodes[0].labels,
             BTreeMap::from([("rack".to_string(), "r1".to_string())])
         );
-        let idle: Vec<(u32, Option<u64>)> = fleet
-            .idle_gpus()
+        let idle: Vec<(u32, Option<u64>, Option<u64>)> = fleet
+            .idle_gpus
             .iter()
-            .map(|(_, g)| (g.index, g.idle_seconds))
+            .map(|g| (g.gpu_index, g.idle_seconds, g.memory_used_bytes))
             .collect();
         assert_eq!(
             idle,
-            [(2, Some(3600)), (1, Some(600))],
+            [(2, Some(3600), Some(500_000_000)), (1, Some(600), Some(0))],
             "not busy within the lookback: at least an hour"
         );
+        // The live screen's read: each node's totals from Prometheus' sums, no GPU one by one.
+        let mut totals = BTreeMap::new();
+        totals.insert(Ask::Up, got[&Ask::Up].clone());
+        totals.insert(Ask::NodeGpus, vec![sample(&[("instance", "a:9835")], 3.0)]);
+        totals.insert(Ask::NodeIdle, vec![sample(&[("instance", "a:9835")], 2.0)]);
+        totals.insert(Ask::NodeMemoryUsed, vec![sample(&[("instance", "a:9835")], 1e9)]);
+        totals.insert(
+            Ask::NodeMemoryTotal,
+            vec![sample(&[("instance", "a:9835")], 2.4e11)],
+        );
+        totals.insert(
+            Ask::NodeUtilization,
+            vec![sample(&[("instance", "a:9835")], 1.0 / 6.0)],
+        );
+        let live = build(
+            "prometheus x".into(),
+            SystemTime::UNIX_EPOCH,
+            &totals,
+            &BTreeMap::new(),
+            false,
+        );
+        let a = &live.nodes[0];
+        assert_eq!(
+            (a.gpus, a.gpus_idle, a.memory_used_bytes, a.devices.len()),
+            (3, 2, 1_000_000_000, 0)
+        );
+        assert!((a.utilization_percent.unwrap() - 16.67).abs() < 0.01);
+        assert_eq!((live.summary.gpus, live.summary.gpus_idle), (3, 2));
         let top = &fleet.top_processes[0];
         assert_eq!(
             (top.pid, top.sm_percent, top.namespace.as_deref()),

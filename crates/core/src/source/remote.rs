@@ -198,14 +198,15 @@ impl Watched {
                 .filter_map(|p| p.host.user.value())
                 .collect();
             node.users = users.into_iter().take(fleet::TOP_SHARES).cloned().collect();
-            node.devices = FleetNode::devices_of(snapshot);
-            for gpu in node.devices.iter_mut().filter(|g| g.is_idle()) {
+            let mut devices = FleetNode::devices_of(snapshot);
+            for gpu in devices.iter_mut().filter(|g| g.is_idle()) {
                 gpu.idle_seconds = self
                     .last_busy
                     .get(&gpu.index)
                     .and_then(|at| now.duration_since(*at).ok())
                     .map(|d| d.as_secs());
             }
+            node.set_devices(devices);
             node.snapshot = Some(Arc::clone(snapshot));
         }
         node
@@ -217,6 +218,7 @@ fn fleet_of(watched: &[Watched], interval: Duration, started: SystemTime, now: S
     let nodes: Vec<FleetNode> = watched.iter().map(|w| w.fleet_node(interval, now)).collect();
     let lookback = now.duration_since(started).unwrap_or_default().as_secs();
     let mut fleet = Fleet::new("nodes".into(), now, lookback, nodes);
+    fleet.list_idle_gpus();
     fleet.top_processes = fleet::top_processes(&fleet.nodes);
     fleet.users = fleet::shares_of(&fleet.nodes, |p| p.host.user.value().cloned());
     fleet.namespaces = fleet::shares_of(&fleet.nodes, |p| {
