@@ -203,6 +203,17 @@ fn silence_panics_of_fuzzed_inputs() {
     });
 }
 
+/// Draws what `app` shows on a 120x40 screen, as the view would.
+fn draw(app: &App) {
+    let theme = crate::ui::theme::Theme {
+        color: true,
+        ascii: false,
+        light: false,
+    };
+    let mut buffer = ratatui::buffer::Buffer::empty(ratatui::layout::Rect::new(0, 0, 120, 40));
+    let _ = crate::ui::draw(&mut buffer, app, &theme);
+}
+
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
@@ -235,13 +246,7 @@ fn fuzz_the_snapshot_reader() {
         monitor.ingest(&snapshot);
         let mut app = App::new(settings.clone(), Selection::default(), true, None);
         app.update(Action::Received(Received::Snapshot(Arc::clone(&snapshot))));
-        let theme = crate::ui::theme::Theme {
-            color: true,
-            ascii: false,
-            light: false,
-        };
-        let mut buffer = ratatui::buffer::Buffer::empty(ratatui::layout::Rect::new(0, 0, 120, 40));
-        let _ = crate::ui::draw(&mut buffer, &app, &theme);
+        draw(&app);
     });
 }
 
@@ -279,13 +284,7 @@ fn fuzz_the_prometheus_answer_parser() {
         let mut app = App::new(settings.clone(), Selection::default(), true, None);
         app.view.screen = crate::app::view::Screen::Cluster;
         app.update(Action::Received(Received::Fleet(fleet)));
-        let theme = crate::ui::theme::Theme {
-            color: true,
-            ascii: false,
-            light: false,
-        };
-        let mut buffer = ratatui::buffer::Buffer::empty(ratatui::layout::Rect::new(0, 0, 120, 40));
-        let _ = crate::ui::draw(&mut buffer, &app, &theme);
+        draw(&app);
     });
 }
 

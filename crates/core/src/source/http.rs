@@ -416,6 +416,55 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
+/// A feed's own thread, running a task on its own [`runtime`]; dropping it asks the task to
+/// stop (through [`Stop`]) and waits for the thread.
+#[derive(Debug)]
+pub struct FeedThread {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Whether a [`FeedThread`]'s owner has let it go: its task looks between refreshes.
+#[derive(Debug)]
+pub struct Stop(std::sync::mpsc::Receiver<()>);
+
+impl Stop {
+    /// The task should end.
+    pub fn asked(&self) -> bool {
+        !matches!(self.0.try_recv(), Err(std::sync::mpsc::TryRecvError::Empty))
+    }
+}
+
+impl FeedThread {
+    /// Starts `task` on a thread called `name`.
+    pub fn spawn<F, T>(name: &str, task: T) -> std::io::Result<Self>
+    where
+        T: FnOnce(Stop) -> F + Send + 'static,
+        F: std::future::Future<Output = ()>,
+    {
+        let (stop, stopped) = std::sync::mpsc::channel();
+        let runtime = runtime()?;
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || runtime.block_on(task(Stop(stopped))))?;
+        Ok(Self {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for FeedThread {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,15 +8,13 @@
 //! its GPUs and processes made into a [`Snapshot`] for the main screen.
 
 use std::collections::BTreeMap;
-use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
-use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::http::{Client, Credentials, Endpoint, HttpError, SetupError, TlsFiles};
+use super::http::{Client, Credentials, Endpoint, FeedThread, HttpError, SetupError, TlsFiles};
 use crate::model::fleet::{self, Fleet, FleetGpu, FleetNode, FleetProcess, IdleGpu, NodeState, Share};
 use crate::model::{Device, GpuProcess, Memory, ProcessType, Reading, Snapshot, Vendor, wire};
 
@@ -1070,8 +1068,7 @@ pub fn once(settings: &Settings) -> Result<Fleet, String> {
 /// Asks Prometheus on its own thread at each interval; dropping it stops it.
 #[derive(Debug)]
 pub struct Poller {
-    stop: Option<Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    _thread: FeedThread,
     open: Arc<Mutex<Option<String>>>,
     wake: Arc<tokio::sync::Notify>,
 }
@@ -1084,86 +1081,80 @@ impl Poller {
         interval: Duration,
         mut publish: Box<dyn FnMut(Arc<Fleet>) -> bool + Send>,
     ) -> std::io::Result<Self> {
-        let (stop, stopped) = mpsc::channel::<()>();
         let open: Arc<Mutex<Option<String>>> = Arc::default();
         let wake = Arc::new(tokio::sync::Notify::new());
-        let runtime = super::http::runtime()?;
         let (node, woken) = (Arc::clone(&open), Arc::clone(&wake));
-        let thread = thread::Builder::new()
-            .name("gputop-prometheus".into())
-            .spawn(move || {
-                runtime.block_on(async move {
-                    let mut interval = interval;
-                    if let Some(scrape) = prometheus.scrape_interval().await {
-                        interval = interval.max(scrape);
+        let thread = FeedThread::spawn("gputop-prometheus", move |stop| {
+            async move {
+                let mut interval = interval;
+                if let Some(scrape) = prometheus.scrape_interval().await {
+                    interval = interval.max(scrape);
+                }
+                let mut last: Option<Fleet> = None;
+                loop {
+                    if stop.asked() {
+                        return;
                     }
-                    let mut last: Option<Fleet> = None;
+                    let started = Instant::now();
+                    let mut fleet = match prometheus.fleet(false).await {
+                        Ok(fleet) => fleet,
+                        // The last fleet, marked with its age and the reason.
+                        Err(why) => match &last {
+                            Some(old) => {
+                                let mut fleet = old.clone();
+                                fleet.stale_seconds = Some(
+                                    SystemTime::now()
+                                        .duration_since(old.taken_at)
+                                        .unwrap_or_default()
+                                        .as_secs(),
+                                );
+                                fleet.problems = vec![format!("no new data: {why}")];
+                                fleet
+                            }
+                            None => {
+                                let mut fleet =
+                                    Fleet::new(prometheus.feed(), SystemTime::now(), 0, Vec::new());
+                                fleet.problems = vec![format!("no data yet: {why}")];
+                                fleet.stale_seconds = Some(0);
+                                fleet
+                            }
+                        },
+                    };
+                    if fleet.stale_seconds.is_none() {
+                        last = Some(fleet.clone());
+                    }
+                    let shown = node.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                    if let Some(instance) = shown
+                        && let Some(at) = fleet.nodes.iter().position(|n| n.instance == instance)
+                    {
+                        match prometheus.node(&instance).await {
+                            Ok(snapshot) => fleet.nodes[at].snapshot = Some(Arc::new(snapshot)),
+                            Err(why) => fleet.problems.push(format!("{instance}: {why}")),
+                        }
+                    }
+                    if !publish(Arc::new(fleet)) {
+                        return;
+                    }
+                    // The next refresh at the interval, or at once when a node is opened; the
+                    // stop is looked at every half second.
+                    let next = started + interval;
                     loop {
-                        if !matches!(stopped.try_recv(), Err(mpsc::TryRecvError::Empty)) {
-                            return;
+                        let left = next.saturating_duration_since(Instant::now());
+                        if left.is_zero() || stop.asked() {
+                            break;
                         }
-                        let started = Instant::now();
-                        let mut fleet = match prometheus.fleet(false).await {
-                            Ok(fleet) => fleet,
-                            // The last fleet, marked with its age and the reason.
-                            Err(why) => match &last {
-                                Some(old) => {
-                                    let mut fleet = old.clone();
-                                    fleet.stale_seconds = Some(
-                                        SystemTime::now()
-                                            .duration_since(old.taken_at)
-                                            .unwrap_or_default()
-                                            .as_secs(),
-                                    );
-                                    fleet.problems = vec![format!("no new data: {why}")];
-                                    fleet
-                                }
-                                None => {
-                                    let mut fleet =
-                                        Fleet::new(prometheus.feed(), SystemTime::now(), 0, Vec::new());
-                                    fleet.problems = vec![format!("no data yet: {why}")];
-                                    fleet.stale_seconds = Some(0);
-                                    fleet
-                                }
-                            },
-                        };
-                        if fleet.stale_seconds.is_none() {
-                            last = Some(fleet.clone());
-                        }
-                        let shown = node.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                        if let Some(instance) = shown
-                            && let Some(at) = fleet.nodes.iter().position(|n| n.instance == instance)
+                        if tokio::time::timeout(left.min(Duration::from_millis(500)), woken.notified())
+                            .await
+                            .is_ok()
                         {
-                            match prometheus.node(&instance).await {
-                                Ok(snapshot) => fleet.nodes[at].snapshot = Some(Arc::new(snapshot)),
-                                Err(why) => fleet.problems.push(format!("{instance}: {why}")),
-                            }
-                        }
-                        if !publish(Arc::new(fleet)) {
-                            return;
-                        }
-                        // The next refresh at the interval, or at once when a node is opened; the
-                        // stop is looked at every half second.
-                        let next = started + interval;
-                        loop {
-                            let left = next.saturating_duration_since(Instant::now());
-                            if left.is_zero() || !matches!(stopped.try_recv(), Err(mpsc::TryRecvError::Empty))
-                            {
-                                break;
-                            }
-                            if tokio::time::timeout(left.min(Duration::from_millis(500)), woken.notified())
-                                .await
-                                .is_ok()
-                            {
-                                break;
-                            }
+                            break;
                         }
                     }
-                });
-            })?;
+                }
+            }
+        })?;
         Ok(Self {
-            stop: Some(stop),
-            thread: Some(thread),
+            _thread: thread,
             open,
             wake,
         })
@@ -1173,17 +1164,6 @@ impl Poller {
     pub fn open(&self, instance: Option<String>) {
         *self.open.lock().unwrap_or_else(|e| e.into_inner()) = instance;
         self.wake.notify_one();
-    }
-}
-
-impl Drop for Poller {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

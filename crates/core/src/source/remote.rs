@@ -8,13 +8,11 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::mpsc::{self, Sender};
-use std::thread::{self, JoinHandle};
 use std::time::{Duration, SystemTime};
 
 use serde::Deserialize;
 
-use super::http::{AddressError, Client, Endpoint, HttpError, TlsFiles};
+use super::http::{AddressError, Client, Endpoint, FeedThread, HttpError, TlsFiles};
 use crate::model::fleet::{self, Fleet, FleetNode, NodeState};
 use crate::model::{Snapshot, wire};
 
@@ -267,8 +265,7 @@ async fn fetch_node(node: Endpoint) -> Result<(Snapshot, usize), FetchError> {
 /// Polls the nodes on its own thread; dropping it stops them.
 #[derive(Debug)]
 pub struct Poller {
-    stop: Option<Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    _thread: FeedThread,
 }
 
 impl Poller {
@@ -279,73 +276,66 @@ impl Poller {
         interval: Duration,
         mut publish: Box<dyn FnMut(Arc<Fleet>) -> bool + Send>,
     ) -> std::io::Result<Self> {
-        let (stop, stopped) = mpsc::channel::<()>();
-        let runtime = super::http::runtime()?;
-        let thread = thread::Builder::new()
-            .name("gputop-remote".into())
-            .spawn(move || {
-                runtime.block_on(async move {
-                    let started = SystemTime::now();
-                    let (results, mut outcomes) = tokio::sync::mpsc::unbounded_channel();
-                    let count = nodes.len().max(1) as u32;
-                    for (index, node) in nodes.iter().enumerate() {
-                        let (node, results) = (node.clone(), results.clone());
-                        // Staggered first fetches, so fifty nodes are not asked in the same instant.
-                        let first = interval.mul_f64(f64::from(index as u32) / f64::from(count)) / 4;
-                        tokio::spawn(async move {
-                            tokio::time::sleep(first).await;
-                            let client = client(node).map_err(|e| e.to_string());
-                            let mut failures = 0;
-                            loop {
-                                let outcome = match &client {
-                                    Ok(client) => fetch(client).await,
-                                    Err(why) => Err(FetchError::Setup(why.clone())),
-                                };
-                                failures = if outcome.is_ok() { 0 } else { failures + 1 };
-                                if results.send((index, outcome)).is_err() {
-                                    return;
-                                }
-                                let wait = if failures == 0 {
-                                    interval
-                                } else {
-                                    backoff(interval, failures)
-                                };
-                                tokio::time::sleep(wait).await;
-                            }
-                        });
-                    }
-                    drop(results);
-                    let mut watched: Vec<Watched> = nodes.into_iter().map(Watched::new).collect();
-                    let mut shown_ages = Vec::new();
-                    loop {
-                        if !matches!(stopped.try_recv(), Err(mpsc::TryRecvError::Empty)) {
-                            return;
-                        }
-                        let changed =
-                            match tokio::time::timeout(Duration::from_millis(500), outcomes.recv()).await {
-                                Ok(Some((index, outcome))) => {
-                                    watched[index].take(outcome, SystemTime::now());
-                                    true
-                                }
-                                Ok(None) => return,
-                                // Data growing older than the interval is news too.
-                                Err(_) => false,
+        let thread = FeedThread::spawn("gputop-remote", move |stop| {
+            async move {
+                let started = SystemTime::now();
+                let (results, mut outcomes) = tokio::sync::mpsc::unbounded_channel();
+                let count = nodes.len().max(1) as u32;
+                for (index, node) in nodes.iter().enumerate() {
+                    let (node, results) = (node.clone(), results.clone());
+                    // Staggered first fetches, so fifty nodes are not asked in the same instant.
+                    let first = interval.mul_f64(f64::from(index as u32) / f64::from(count)) / 4;
+                    tokio::spawn(async move {
+                        tokio::time::sleep(first).await;
+                        let client = client(node).map_err(|e| e.to_string());
+                        let mut failures = 0;
+                        loop {
+                            let outcome = match &client {
+                                Ok(client) => fetch(client).await,
+                                Err(why) => Err(FetchError::Setup(why.clone())),
                             };
-                        let now = SystemTime::now();
-                        let ages: Vec<Option<u64>> = watched.iter().map(|w| w.age(interval, now)).collect();
-                        if changed || ages != shown_ages {
-                            shown_ages = ages;
-                            if !publish(Arc::new(fleet_of(&watched, interval, started, now))) {
+                            failures = if outcome.is_ok() { 0 } else { failures + 1 };
+                            if results.send((index, outcome)).is_err() {
                                 return;
                             }
+                            let wait = if failures == 0 {
+                                interval
+                            } else {
+                                backoff(interval, failures)
+                            };
+                            tokio::time::sleep(wait).await;
+                        }
+                    });
+                }
+                drop(results);
+                let mut watched: Vec<Watched> = nodes.into_iter().map(Watched::new).collect();
+                let mut shown_ages = Vec::new();
+                loop {
+                    if stop.asked() {
+                        return;
+                    }
+                    let changed =
+                        match tokio::time::timeout(Duration::from_millis(500), outcomes.recv()).await {
+                            Ok(Some((index, outcome))) => {
+                                watched[index].take(outcome, SystemTime::now());
+                                true
+                            }
+                            Ok(None) => return,
+                            // Data growing older than the interval is news too.
+                            Err(_) => false,
+                        };
+                    let now = SystemTime::now();
+                    let ages: Vec<Option<u64>> = watched.iter().map(|w| w.age(interval, now)).collect();
+                    if changed || ages != shown_ages {
+                        shown_ages = ages;
+                        if !publish(Arc::new(fleet_of(&watched, interval, started, now))) {
+                            return;
                         }
                     }
-                });
-            })?;
-        Ok(Self {
-            stop: Some(stop),
-            thread: Some(thread),
-        })
+                }
+            }
+        })?;
+        Ok(Self { _thread: thread })
     }
 }
 
@@ -355,17 +345,6 @@ pub fn backoff(interval: Duration, failures: u32) -> Duration {
         .saturating_mul(1 << failures.min(6))
         .min(BACKOFF_MAX)
         .max(interval)
-}
-
-impl Drop for Poller {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
 }
 
 #[cfg(test)]
