@@ -24,6 +24,8 @@ pub const FETCH_DEADLINE: Duration = Duration::from_secs(5);
 pub const BODY_MAX: usize = 16 << 20;
 /// Longest wait between retries of a node that does not answer.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// The fleet is made again at most this often while outcomes arrive.
+const PUBLISH_EVERY: Duration = Duration::from_millis(200);
 /// The port of `gputop export`, for an address without one.
 pub const EXPORTER_PORT: u16 = 9835;
 
@@ -310,24 +312,37 @@ impl Poller {
                 drop(results);
                 let mut watched: Vec<Watched> = nodes.into_iter().map(Watched::new).collect();
                 let mut shown_ages = Vec::new();
+                // Outcomes arrive one node at a time: the fleet is made again at most every
+                // PUBLISH_EVERY, with all that arrived meanwhile.
+                let (mut dirty, mut published) = (false, None::<std::time::Instant>);
                 loop {
                     if stop.asked() {
                         return;
                     }
-                    let changed =
-                        match tokio::time::timeout(Duration::from_millis(500), outcomes.recv()).await {
-                            Ok(Some((index, outcome))) => {
+                    let since = published.map_or(PUBLISH_EVERY, |at| at.elapsed());
+                    let wait = if dirty {
+                        PUBLISH_EVERY.saturating_sub(since)
+                    } else {
+                        Duration::from_millis(500)
+                    };
+                    match tokio::time::timeout(wait, outcomes.recv()).await {
+                        Ok(Some((index, outcome))) => {
+                            watched[index].take(outcome, SystemTime::now());
+                            while let Ok((index, outcome)) = outcomes.try_recv() {
                                 watched[index].take(outcome, SystemTime::now());
-                                true
                             }
-                            Ok(None) => return,
-                            // Data growing older than the interval is news too.
-                            Err(_) => false,
-                        };
+                            dirty = true;
+                        }
+                        Ok(None) => return,
+                        Err(_) => {}
+                    }
+                    // Data growing older than the interval is news too.
                     let now = SystemTime::now();
                     let ages: Vec<Option<u64>> = watched.iter().map(|w| w.age(interval, now)).collect();
-                    if changed || ages != shown_ages {
+                    dirty |= ages != shown_ages;
+                    if dirty && published.is_none_or(|at| at.elapsed() >= PUBLISH_EVERY) {
                         shown_ages = ages;
+                        (dirty, published) = (false, Some(std::time::Instant::now()));
                         if !publish(Arc::new(fleet_of(&watched, interval, started, now))) {
                             return;
                         }
