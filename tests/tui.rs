@@ -1808,3 +1808,39 @@ fn the_fleet_view_on_prometheus_sorts_filters_and_opens_a_node() {
     pty.keys("q");
     assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
 }
+
+#[test]
+fn the_fleet_view_says_why_prometheus_gives_nothing_and_keeps_answering_keys() {
+    // A Prometheus behind a proxy that wants a login: every query gets 401.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut head = [0u8; 4096];
+            let _ = stream.read(&mut head);
+            let _ = stream.write_all(
+                b"HTTP/1.1 401 Unauthorized\r\nContent-Type: text/plain\r\nContent-Length: 13\r\nConnection: close\r\n\r\nUnauthorized\n",
+            );
+        }
+    });
+    let home = tempfile::tempdir().unwrap();
+    let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_gputop"));
+    command.env("HOME", home.path());
+    command.env("TERM", "xterm-256color");
+    command.args([
+        "--interval",
+        "1",
+        "--prometheus",
+        &format!("http://127.0.0.1:{port}"),
+    ]);
+    let mut pty = Pty::spawn(command, 160, 40);
+    let screen = pty.wait_for("no data yet: answered HTTP 401");
+    assert!(screen.contains("0 nodes: 0 up, 0 down"), "{screen}");
+    // Keys still work while nothing comes: help opens and closes, q quits.
+    pty.keys("h");
+    pty.wait_for("Fleet view: the cluster");
+    pty.keys("q");
+    pty.keys("q");
+    assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
+}
