@@ -1844,3 +1844,56 @@ fn the_fleet_view_says_why_prometheus_gives_nothing_and_keeps_answering_keys() {
     pty.keys("q");
     assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
 }
+
+#[test]
+fn a_prometheus_that_stops_answering_shows_as_data_growing_old() {
+    // Answers for two seconds (one node, no other series), then holds every request.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let started = Instant::now();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut head = [0u8; 8192];
+                let n = stream.read(&mut head).unwrap_or(0);
+                if started.elapsed() > Duration::from_secs(2) {
+                    std::thread::sleep(Duration::from_secs(60));
+                    return;
+                }
+                let request = String::from_utf8_lossy(&head[..n]);
+                let result = if request.contains("query=up%7B") {
+                    r#"{"metric":{"instance":"gpu-1:9835","job":"gputop"},"value":[1,"1"]}"#
+                } else {
+                    ""
+                };
+                let body =
+                    format!(r#"{{"status":"success","data":{{"resultType":"vector","result":[{result}]}}}}"#);
+                let _ = stream.write_all(
+                    format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                );
+            });
+        }
+    });
+    let home = tempfile::tempdir().unwrap();
+    let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_gputop"));
+    command.env("HOME", home.path());
+    command.env("TERM", "xterm-256color");
+    command.args(["--interval", "1", "--prometheus-timeout", "60"]);
+    command.args(["--prometheus", &format!("http://127.0.0.1:{port}")]);
+    let mut pty = Pty::spawn(command, 160, 40);
+    pty.wait_for("1 nodes: 1 up, 0 down");
+    let screen = pty.wait_until("the data said to be old", 15, |s| {
+        s.contains("waiting for Prometheus' answers") && s.contains(" s old")
+    });
+    assert!(screen.contains("gpu-1:9835"), "the last figures stay: {screen}");
+    pty.keys("q");
+    assert!(
+        pty.wait_exit(5).is_some_and(|s| s.success()),
+        "q quits while it waits"
+    );
+}

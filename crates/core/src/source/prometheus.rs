@@ -1065,6 +1065,14 @@ pub fn once(settings: &Settings) -> Result<Fleet, String> {
         .map_err(|e| e.to_string())
 }
 
+/// Whole seconds since `fleet` was had.
+fn age(fleet: &Fleet) -> u64 {
+    SystemTime::now()
+        .duration_since(fleet.taken_at)
+        .unwrap_or_default()
+        .as_secs()
+}
+
 /// Asks Prometheus on its own thread at each interval; dropping it stops it.
 #[derive(Debug)]
 pub struct Poller {
@@ -1096,18 +1104,34 @@ impl Poller {
                         return;
                     }
                     let started = Instant::now();
-                    let mut fleet = match prometheus.fleet(false).await {
+                    // A slow Prometheus holds no screen: while its answers are awaited, the
+                    // last fleet is shown again each second, with its age, once that is over
+                    // two intervals.
+                    let mut asking = std::pin::pin!(prometheus.fleet(false));
+                    let answer = loop {
+                        match tokio::time::timeout(Duration::from_secs(1), &mut asking).await {
+                            Ok(answer) => break answer,
+                            Err(_) if stop.asked() => return,
+                            Err(_) => {}
+                        }
+                        if let Some(old) = &last
+                            && age(old) > 2 * interval.as_secs()
+                        {
+                            let mut waiting = old.clone();
+                            waiting.stale_seconds = Some(age(old));
+                            waiting.problems = vec!["waiting for Prometheus' answers".into()];
+                            if !publish(Arc::new(waiting)) {
+                                return;
+                            }
+                        }
+                    };
+                    let mut fleet = match answer {
                         Ok(fleet) => fleet,
                         // The last fleet, marked with its age and the reason.
                         Err(why) => match &last {
                             Some(old) => {
                                 let mut fleet = old.clone();
-                                fleet.stale_seconds = Some(
-                                    SystemTime::now()
-                                        .duration_since(old.taken_at)
-                                        .unwrap_or_default()
-                                        .as_secs(),
-                                );
+                                fleet.stale_seconds = Some(age(old));
                                 fleet.problems = vec![format!("no new data: {why}")];
                                 fleet
                             }
