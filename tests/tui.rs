@@ -1809,32 +1809,53 @@ fn the_fleet_view_on_prometheus_sorts_filters_and_opens_a_node() {
     assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
 }
 
-#[test]
-fn the_fleet_view_says_why_prometheus_gives_nothing_and_keeps_answering_keys() {
-    // A Prometheus behind a proxy that wants a login: every query gets 401.
+/// A fake Prometheus on a free port: each request (its head) is answered with the bytes
+/// `reply` gives, or nothing when it gives `None` (the connection is held a minute).
+fn fake_prometheus(reply: impl Fn(&str) -> Option<Vec<u8>> + Send + Sync + 'static) -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
+    let reply = Arc::new(reply);
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
-            let mut head = [0u8; 4096];
-            let _ = stream.read(&mut head);
-            let _ = stream.write_all(
-                b"HTTP/1.1 401 Unauthorized\r\nContent-Type: text/plain\r\nContent-Length: 13\r\nConnection: close\r\n\r\nUnauthorized\n",
-            );
+            let reply = Arc::clone(&reply);
+            std::thread::spawn(move || {
+                let mut head = [0u8; 8192];
+                let n = stream.read(&mut head).unwrap_or(0);
+                match reply(&String::from_utf8_lossy(&head[..n])) {
+                    Some(bytes) => {
+                        let _ = stream.write_all(&bytes);
+                    }
+                    None => std::thread::sleep(Duration::from_secs(60)),
+                }
+            });
         }
     });
-    let home = tempfile::tempdir().unwrap();
+    port
+}
+
+/// The fleet view of the Prometheus on `port` in a 160x40 pseudo-terminal.
+fn fleet_view(home: &Path, port: u16, extra: &[&str]) -> Pty {
     let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_gputop"));
-    command.env("HOME", home.path());
+    command.env("HOME", home);
     command.env("TERM", "xterm-256color");
-    command.args([
-        "--interval",
-        "1",
-        "--prometheus",
-        &format!("http://127.0.0.1:{port}"),
-    ]);
-    let mut pty = Pty::spawn(command, 160, 40);
+    command.args(["--interval", "1"]);
+    command.args(extra);
+    command.args(["--prometheus", &format!("http://127.0.0.1:{port}")]);
+    Pty::spawn(command, 160, 40)
+}
+
+#[test]
+fn the_fleet_view_says_why_prometheus_gives_nothing_and_keeps_answering_keys() {
+    // A Prometheus behind a proxy that wants a login: every query gets 401.
+    let port = fake_prometheus(|_| {
+        Some(
+            b"HTTP/1.1 401 Unauthorized\r\nContent-Type: text/plain\r\nContent-Length: 13\r\nConnection: close\r\n\r\nUnauthorized\n"
+                .to_vec(),
+        )
+    });
+    let home = tempfile::tempdir().unwrap();
+    let mut pty = fleet_view(home.path(), port, &[]);
     let screen = pty.wait_for("no data yet: answered HTTP 401");
     assert!(screen.contains("0 nodes: 0 up, 0 down"), "{screen}");
     // Keys still work while nothing comes: help opens and closes, q quits.
@@ -1848,44 +1869,27 @@ fn the_fleet_view_says_why_prometheus_gives_nothing_and_keeps_answering_keys() {
 #[test]
 fn a_prometheus_that_stops_answering_shows_as_data_growing_old() {
     // Answers for two seconds (one node, no other series), then holds every request.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
     let started = Instant::now();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            std::thread::spawn(move || {
-                let mut head = [0u8; 8192];
-                let n = stream.read(&mut head).unwrap_or(0);
-                if started.elapsed() > Duration::from_secs(2) {
-                    std::thread::sleep(Duration::from_secs(60));
-                    return;
-                }
-                let request = String::from_utf8_lossy(&head[..n]);
-                let result = if request.contains("query=up%7B") {
-                    r#"{"metric":{"instance":"gpu-1:9835","job":"gputop"},"value":[1,"1"]}"#
-                } else {
-                    ""
-                };
-                let body =
-                    format!(r#"{{"status":"success","data":{{"resultType":"vector","result":[{result}]}}}}"#);
-                let _ = stream.write_all(
-                    format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    )
-                    .as_bytes(),
-                );
-            });
+    let port = fake_prometheus(move |request| {
+        if started.elapsed() > Duration::from_secs(2) {
+            return None;
         }
+        let result = if request.contains("query=up%7B") {
+            r#"{"metric":{"instance":"gpu-1:9835","job":"gputop"},"value":[1,"1"]}"#
+        } else {
+            ""
+        };
+        let body = format!(r#"{{"status":"success","data":{{"resultType":"vector","result":[{result}]}}}}"#);
+        Some(
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .into_bytes(),
+        )
     });
     let home = tempfile::tempdir().unwrap();
-    let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_gputop"));
-    command.env("HOME", home.path());
-    command.env("TERM", "xterm-256color");
-    command.args(["--interval", "1", "--prometheus-timeout", "60"]);
-    command.args(["--prometheus", &format!("http://127.0.0.1:{port}")]);
-    let mut pty = Pty::spawn(command, 160, 40);
+    let mut pty = fleet_view(home.path(), port, &["--prometheus-timeout", "60"]);
     pty.wait_for("1 nodes: 1 up, 0 down");
     let screen = pty.wait_until("the data said to be old", 15, |s| {
         s.contains("waiting for Prometheus' answers") && s.contains(" s old")
