@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
@@ -219,42 +217,18 @@ enum Reply {
 
 /// A fake Prometheus on a free port: each query (decoded) is answered by `reply`.
 fn fake_prometheus(reply: impl Fn(&str) -> Reply + Send + Sync + 'static) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let reply = Arc::new(reply);
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let reply = Arc::clone(&reply);
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut line = String::new();
-                let _ = reader.read_line(&mut line);
-                loop {
-                    let mut header = String::new();
-                    if reader.read_line(&mut header).unwrap_or(0) <= 2 {
-                        break;
-                    }
-                }
-                let target = line.split(' ').nth(1).unwrap_or("");
-                let query = target.split_once("query=").map_or("", |(_, q)| q);
-                let bytes = match reply(&decode(query)) {
-                    Reply::Json(body) => format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    )
-                    .into_bytes(),
-                    Reply::Raw(bytes) => bytes,
-                };
-                let _ = stream.write_all(&bytes);
-                let _ = stream.flush();
-                let mut rest = Vec::new();
-                let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
-                let _ = stream.read_to_end(&mut rest);
-            });
-        }
-    });
-    port
+    common::fake_http(move |head| {
+        let target = head.split(' ').nth(1).unwrap_or("");
+        let query = target.split_once("query=").map_or("", |(_, q)| q);
+        Some(match reply(&decode(query)) {
+            Reply::Json(body) => format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .into_bytes(),
+            Reply::Raw(bytes) => bytes,
+        })
+    })
 }
 
 /// A URL's `%`-decoding.

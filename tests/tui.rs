@@ -1809,31 +1809,6 @@ fn the_fleet_view_on_prometheus_sorts_filters_and_opens_a_node() {
     assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
 }
 
-/// A fake Prometheus on a free port: each request (its head) is answered with the bytes
-/// `reply` gives, or nothing when it gives `None` (the connection is held a minute).
-fn fake_prometheus(reply: impl Fn(&str) -> Option<Vec<u8>> + Send + Sync + 'static) -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let reply = Arc::new(reply);
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let reply = Arc::clone(&reply);
-            std::thread::spawn(move || {
-                let mut head = [0u8; 8192];
-                let n = stream.read(&mut head).unwrap_or(0);
-                match reply(&String::from_utf8_lossy(&head[..n])) {
-                    Some(bytes) => {
-                        let _ = stream.write_all(&bytes);
-                    }
-                    None => std::thread::sleep(Duration::from_secs(60)),
-                }
-            });
-        }
-    });
-    port
-}
-
 /// The fleet view of the Prometheus on `port` in a 160x40 pseudo-terminal.
 fn fleet_view(home: &Path, port: u16, extra: &[&str]) -> Pty {
     let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_gputop"));
@@ -1848,7 +1823,7 @@ fn fleet_view(home: &Path, port: u16, extra: &[&str]) -> Pty {
 #[test]
 fn the_fleet_view_says_why_prometheus_gives_nothing_and_keeps_answering_keys() {
     // A Prometheus behind a proxy that wants a login: every query gets 401.
-    let port = fake_prometheus(|_| {
+    let port = common::fake_http(|_| {
         Some(
             b"HTTP/1.1 401 Unauthorized\r\nContent-Type: text/plain\r\nContent-Length: 13\r\nConnection: close\r\n\r\nUnauthorized\n"
                 .to_vec(),
@@ -1870,7 +1845,7 @@ fn the_fleet_view_says_why_prometheus_gives_nothing_and_keeps_answering_keys() {
 fn a_prometheus_that_stops_answering_shows_as_data_growing_old() {
     // Answers for two seconds (one node, no other series), then holds every request.
     let started = Instant::now();
-    let port = fake_prometheus(move |request| {
+    let port = common::fake_http(move |request| {
         if started.elapsed() > Duration::from_secs(2) {
             return None;
         }

@@ -329,6 +329,38 @@ impl Drop for Killed {
     }
 }
 
+/// A fake HTTP server on a free port: each request's head is answered with the bytes
+/// `reply` gives (head and body), or held a minute when it gives `None`.
+pub fn fake_http(reply: impl Fn(&str) -> Option<Vec<u8>> + Send + Sync + 'static) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let reply = std::sync::Arc::new(reply);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let reply = std::sync::Arc::clone(&reply);
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                match reply(&String::from_utf8_lossy(&head)) {
+                    Some(bytes) => {
+                        let _ = stream.write_all(&bytes);
+                        let _ = stream.flush();
+                    }
+                    None => std::thread::sleep(Duration::from_secs(60)),
+                }
+            });
+        }
+    });
+    port
+}
+
 /// A real Prometheus with the configuration `config`, its data in `home`; returns it and its
 /// web port.
 pub fn prometheus_with(home: &Path, config: &str) -> (Killed, u16) {
