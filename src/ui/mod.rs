@@ -234,9 +234,7 @@ fn device_lines(
         .utilization_gpu_mean_percent
         .get()
         .zip(d.utilization_gpu_peak_percent.get());
-    let util = window
-        .map(|(mean, _)| mean)
-        .or_else(|| d.utilization_gpu_percent.get().map(f64::from));
+    let util = d.utilization_percent();
     // Marks come from the alert engine: `!` while a rule about a reading above its threshold
     // fires for this GPU (an idle GPU's alerts colour only its index), and the temperature
     // in red while a temperature rule fires.

@@ -143,12 +143,7 @@ const DEVICE_GAUGES: &[DeviceGauge] = &[
     (
         "gputop_gpu_utilization_ratio",
         "GPU utilization over the last interval, from the driver's sample buffer (0 to 1).",
-        |d| {
-            d.utilization_gpu_mean_percent
-                .get()
-                .or_else(|| get(&d.utilization_gpu_percent))
-                .map(|p| p / 100.0)
-        },
+        |d| d.utilization_percent().map(|p| p / 100.0),
     ),
     (
         "gputop_gpu_utilization_peak_ratio",

@@ -379,10 +379,7 @@ impl FleetNode {
                 FleetGpu {
                     index: d.index,
                     name: d.name.value().cloned(),
-                    utilization_percent: d
-                        .utilization_gpu_mean_percent
-                        .get()
-                        .or_else(|| d.utilization_gpu_percent.get().map(f64::from)),
+                    utilization_percent: d.utilization_percent(),
                     memory_used_bytes: memory.map(|m| m.used),
                     memory_total_bytes: memory.map(|m| m.total),
                     idle_seconds: None,

@@ -736,6 +736,14 @@ impl Device {
         )
     }
 
+    /// Its utilisation as views show it: the mean over the last interval (the driver's
+    /// samples), else the momentary reading.
+    pub fn utilization_percent(&self) -> Option<f64> {
+        self.utilization_gpu_mean_percent
+            .get()
+            .or_else(|| self.utilization_gpu_percent.get().map(f64::from))
+    }
+
     /// Used memory as a percentage of the total.
     pub fn memory_percent(&self) -> Option<f64> {
         let (total, used) = (self.memory_total_bytes.get()?, self.memory_used_bytes.get()?);
