@@ -5,14 +5,16 @@ Both read the same simulated libnvidia-ml.so.1 (crates/nvml-sim) serving the sam
 of bench/peers.py (8 H100s, real sleeping processes), collect every second, and are scraped
 every 5 s, as a Prometheus would, all at the same time. Measured per exporter and shape:
 
-- CPU seconds per minute (the scheduler's exact runtime of all its threads);
+- CPU seconds per minute (user and system time of all its threads, exited ones included);
 - resident memory at the end;
 - scrape latency of those scrapes (median and slowest) and the page's size;
 - for gputop alone: the latency of 100 concurrent scrapes (median and slowest).
 
 gputop runs with --processes, since nvitop-exporter serves per-process series by default.
+With --baseline PATH, a second gputop binary (an earlier build) runs beside them, so a change
+is measured before and after in the same run.
 
-    python3 bench/exporter.py [--minutes 5] [--smoke]
+    python3 bench/exporter.py [--minutes 5] [--smoke] [--baseline PATH]
 """
 
 import argparse
@@ -40,23 +42,27 @@ def free_port():
         return s.getsockname()[1]
 
 
-def exporters(lib, ports):
-    gputop = [str(peers.GPUTOP), "--nvml-lib", lib, "export", "--processes", "--interval", "1",
-              "--web-listen-address", f"127.0.0.1:{ports['gputop']}"]
+def exporters(lib, ports, baseline=None):
+    def gputop(binary, port):
+        return [str(binary), "--nvml-lib", lib, "export", "--processes", "--interval", "1",
+                "--web-listen-address", f"127.0.0.1:{port}"]
+
     nvitop = [str(peers.VENV / "bin/nvitop-exporter"), "--bind-address", "127.0.0.1",
               "--port", str(ports["nvitop-exporter"]), "--interval", "1"]
-    return {"gputop": gputop, "nvitop-exporter": nvitop}
+    out = {"gputop": gputop(peers.GPUTOP, ports["gputop"]), "nvitop-exporter": nvitop}
+    if baseline:
+        out["baseline"] = gputop(baseline, ports["baseline"])
+    return out
 
 
 def cpu_seconds(pid):
-    total = 0
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except (OSError, ValueError):
-            pass
-    return total / 1e9
+    """CPU time of the process, the threads that have exited included (/proc/PID/stat's
+    user and system clock ticks): a server with a thread per connection leaves no trace in
+    /proc/PID/task once its threads are gone, so summing their schedstat counted only the
+    threads alive at the end."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / peers.TICK
 
 
 def rss_mib(pid):
@@ -139,6 +145,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--minutes", type=float, default=5.0, help="minutes each shape runs")
     parser.add_argument("--smoke", action="store_true", help="1 GPU, 4 processes, 20 s (CI)")
+    parser.add_argument("--baseline", type=Path, help="another gputop binary to run beside (before a change)")
     args = parser.parse_args()
     shapes = [("8 GPUs, 64 processes", 8, 8), ("8 GPUs, 512 processes", 8, 64)]
     if args.smoke:
@@ -156,15 +163,17 @@ def main():
         for label, gpus, per_gpu in shapes:
             path = work / f"{gpus}x{gpus * per_gpu}.toml"
             path.write_text(peers.scenario(gpus, per_gpu))
-            ports = {"gputop": free_port(), "nvitop-exporter": free_port()}
+            ports = {"gputop": free_port(), "nvitop-exporter": free_port(), "baseline": free_port()}
             runs = {}
-            for name, command in exporters(str(simdir / "libnvidia-ml.so.1"), ports).items():
+            for name, command in exporters(str(simdir / "libnvidia-ml.so.1"), ports, args.baseline).items():
                 env = peers.env_for(simdir, path, pids)
                 env["HOME"] = str(work / name)
                 runs[name] = (command, env, f"http://127.0.0.1:{ports[name]}/metrics")
             figures, started = run(runs, args.minutes)
             try:
-                figures["gputop"]["concurrent"] = concurrent_scrapes(runs["gputop"][2])
+                for name in ("gputop", "baseline"):
+                    if name in runs:
+                        figures[name]["concurrent"] = concurrent_scrapes(runs[name][2])
             finally:
                 for process in started.values():
                     process.kill()
@@ -183,12 +192,17 @@ def main():
           f"scraped every {SCRAPE_EVERY:g} s for {args.minutes:g} min, at the same time; ratios are gputop / "
           f"nvitop-exporter.\n")
     print(f"Versions: {gputop_version}; {nvitop_version}\n")
+    if args.baseline:
+        print(f"Baseline: {args.baseline} (its row's ratios are gputop / baseline)\n")
     for label, by_tool in results.items():
         g, n = by_tool["gputop"], by_tool["nvitop-exporter"]
         print(f"### {label}\n")
         print("| exporter | CPU s/min | RSS | scrape median | scrape slowest | /metrics size |")
         print("| --- | --- | --- | --- | --- | --- |")
-        for name, f in [("gputop export --processes", g), ("nvitop-exporter", n)]:
+        rows = [("gputop export --processes", g), ("nvitop-exporter", n)]
+        if "baseline" in by_tool:
+            rows.append(("baseline gputop", by_tool["baseline"]))
+        for name, f in rows:
             mine = f is g
             cells = [
                 name,
@@ -199,8 +213,11 @@ def main():
                 f"{f['bytes'] / 1024:.0f} KiB",
             ]
             print("| " + " | ".join(cells) + " |")
-        median, slowest = g["concurrent"]
-        print(f"\ngputop, 100 concurrent scrapes: median {median:.1f} ms, slowest {slowest:.1f} ms.\n")
+        for name in ("gputop", "baseline"):
+            if name in by_tool:
+                median, slowest = by_tool[name]["concurrent"]
+                print(f"\n{name}, 100 concurrent scrapes: median {median:.1f} ms, slowest {slowest:.1f} ms.")
+        print()
     return 0
 
 
