@@ -181,12 +181,5 @@ pub fn run(
         }),
     )
     .context("cannot start the collector")?;
-    server::serve(
-        listener,
-        pages,
-        freshness,
-        Arc::new(serving.web),
-        Arc::new(AtomicBool::new(false)),
-    );
-    Ok(())
+    server::serve(listener, pages, freshness, serving.web).context("cannot serve")
 }

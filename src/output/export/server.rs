@@ -1,19 +1,31 @@
-//! A small HTTP/1.1 server for the exporter: GET (and HEAD) of `/metrics`, `/-/ready` and
-//! `/snapshot`, answered from a snapshot's pages, each rendered at most once, so a scrape
-//! never calls NVML. Each connection has its own small thread, up to [`MAX_CONNECTIONS`]
-//! at once. A request head must arrive whole within [`HEAD_DEADLINE`] and 8 KiB. A connection still
-//! sending its head after a second is slow: one address keeps at most
-//! [`MAX_SLOW_PER_PEER`] slow connections, and a full server closes the connection that has
-//! waited longest for its head to make room, so clients trickling bytes (slowloris) cannot
-//! keep a scraper out; only when every slot is being answered does a connection get 503. Every answer closes the connection. Malformed
-//! requests get 400 and a log line; nothing a client sends can stop the server.
+//! The exporter's HTTP server: GET (and HEAD) of `/metrics`, `/-/ready` and `/snapshot`,
+//! answered from a snapshot's pages, each rendered at most once, so a scrape never calls
+//! NVML. hyper's HTTP/1 server, with TLS by tokio-rustls, on a tokio runtime of the serving
+//! thread; every answer closes its connection.
+//!
+//! Up to [`MAX_CONNECTIONS`] connections are open at once. A request head (the TLS
+//! handshake included) must arrive whole within [`HEAD_DEADLINE`] and [`HEAD_MAX`] bytes. A
+//! connection still sending its head after [`SLOW_AFTER`] is slow: one address keeps at
+//! most [`MAX_SLOW_PER_PEER`] slow connections, and a full server closes the connection
+//! that has waited longest for its head to make room, so clients trickling bytes
+//! (slowloris) cannot keep a scraper out; only when every connection is being answered does
+//! a new one get 503. Malformed requests get hyper's 4xx and a log line; nothing a client
+//! sends can stop the server.
 
-use std::io::{Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
-use std::thread;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+
+use hyper::body::{Body, Bytes, Frame, SizeHint};
+use hyper::header::{self, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::task::AbortHandle;
 
 use super::metrics::{CONTENT_TYPE, Options, exposition};
 use super::web_config::WebConfig;
@@ -34,19 +46,20 @@ pub const MAX_SLOW_PER_PEER: usize = 16;
 /// A connection still sending its request head after this long is slow: a client sends its
 /// head at once.
 pub const SLOW_AFTER: Duration = Duration::from_secs(1);
-/// The most a client may take to send its whole request head.
+/// The most a client may take to send its whole request head, the TLS handshake included.
 pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
-/// Stack of a connection's thread: it renders a page at most, with shallow calls.
-const STACK: usize = 128 * 1024;
-/// Longest request head read.
+/// Longest request head, the request line included.
 pub const HEAD_MAX: usize = 8 * 1024;
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most an answer may take to be sent once its head is in: a client that does not read
+/// does not hold its connection longer (Prometheus gives up on a scrape after 10 s too).
+pub const ANSWER_DEADLINE: Duration = Duration::from_secs(10);
 
 /// One snapshot's `/metrics` and `/snapshot`, each rendered by the first request for it:
 /// the collector refreshes every second or two while a Prometheus scrapes every 15 to 60 s
 /// (and only `/metrics`), and rendering both pages at every refresh was most of an
 /// exporter's work. What they are made of is copied from the monitor when the snapshot is
-/// delivered, so a page rendered later shows the same as one rendered then.
+/// delivered, so a page rendered later shows the same as one rendered then. A page is sent
+/// to every scrape of its snapshot without being copied.
 #[derive(Debug)]
 pub struct SnapshotPages {
     snapshot: Arc<Snapshot>,
@@ -54,8 +67,8 @@ pub struct SnapshotPages {
     usage: Accounting,
     clock_events: ClockEvents,
     options: Options,
-    metrics: OnceLock<String>,
-    json: OnceLock<String>,
+    metrics: OnceLock<Bytes>,
+    json: OnceLock<Bytes>,
     /// When the collector delivered the snapshot.
     delivered_at: Instant,
 }
@@ -75,27 +88,31 @@ impl SnapshotPages {
     }
 
     /// `/metrics`, rendered once.
-    pub fn metrics(&self) -> &str {
-        self.metrics.get_or_init(|| {
-            exposition(
-                Some((&self.snapshot, &self.usage, &self.clock_events)),
-                self.options,
-            )
-        })
+    pub fn metrics(&self) -> Bytes {
+        self.metrics
+            .get_or_init(|| {
+                Bytes::from(exposition(
+                    Some((&self.snapshot, &self.usage, &self.clock_events)),
+                    self.options,
+                ))
+            })
+            .clone()
     }
 
     /// `/snapshot`, rendered once.
-    pub fn json(&self) -> &str {
-        self.json.get_or_init(|| {
-            let report = json_report(&self.snapshot, &self.alerts, &self.usage);
-            // Command lines may hold secrets: served only when asked for.
-            let report = if self.options.commands {
-                report
-            } else {
-                report.without_commands()
-            };
-            serde_json::to_string(&report).unwrap_or_default()
-        })
+    pub fn json(&self) -> Bytes {
+        self.json
+            .get_or_init(|| {
+                let report = json_report(&self.snapshot, &self.alerts, &self.usage);
+                // Command lines may hold secrets: served only when asked for.
+                let report = if self.options.commands {
+                    report
+                } else {
+                    report.without_commands()
+                };
+                Bytes::from(serde_json::to_string(&report).unwrap_or_default())
+            })
+            .clone()
     }
 }
 
@@ -131,379 +148,403 @@ struct Open {
     peer: IpAddr,
     since: Instant,
     reading_head: bool,
-    /// A handle to close it with.
-    stream: TcpStream,
+    /// Its task, to close it with (its socket goes with the task); `None` until spawned.
+    task: Option<AbortHandle>,
 }
 
 impl Connections {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Open>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Takes in a connection from `peer`. A connection still sending its head after
     /// [`SLOW_AFTER`] is slow: a peer keeps at most [`MAX_SLOW_PER_PEER`] of them (its
     /// oldest is closed). A full server closes the connection that has waited longest for
     /// its head (a client sends its head at once: the newest are the last to go).
     /// `false` when the server is full and every connection is being answered.
-    fn admit(&self, id: u64, peer: IpAddr, stream: &TcpStream) -> bool {
-        let Ok(handle) = stream.try_clone() else {
-            return false;
-        };
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        let slow_of_peer =
-            |c: &Open| c.peer == peer && c.reading_head && now.duration_since(c.since) >= SLOW_AFTER;
-        // The connection that has waited longest for its head, among those `among` picks.
-        let oldest_waiting = |open: &[Open], among: &dyn Fn(&Open) -> bool| {
-            open.iter()
-                .enumerate()
-                .filter(|(_, c)| c.reading_head && among(c))
-                .min_by_key(|(_, c)| c.since)
-                .map(|(i, _)| i)
-        };
-        let close = |open: &mut Vec<Open>, index: usize| {
-            // Its thread sees the connection end and leaves.
-            let _ = open.swap_remove(index).stream.shutdown(Shutdown::Both);
-        };
-        if open.iter().filter(|c| slow_of_peer(c)).count() >= MAX_SLOW_PER_PEER
-            && let Some(index) = oldest_waiting(&open, &slow_of_peer)
-        {
-            close(&mut open, index);
-        }
-        if open.len() >= MAX_CONNECTIONS {
-            match oldest_waiting(&open, &|_| true) {
-                Some(index) => close(&mut open, index),
-                None => return false,
+    fn admit(&self, id: u64, peer: IpAddr) -> bool {
+        let mut closed = Vec::new();
+        let admitted = {
+            let mut open = self.lock();
+            let now = Instant::now();
+            let slow_of_peer =
+                |c: &Open| c.peer == peer && c.reading_head && now.duration_since(c.since) >= SLOW_AFTER;
+            // The connection that has waited longest for its head, among those `among` picks.
+            let oldest_waiting = |open: &[Open], among: &dyn Fn(&Open) -> bool| {
+                open.iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.reading_head && among(c))
+                    .min_by_key(|(_, c)| c.since)
+                    .map(|(i, _)| i)
+            };
+            if open.iter().filter(|c| slow_of_peer(c)).count() >= MAX_SLOW_PER_PEER
+                && let Some(index) = oldest_waiting(&open, &slow_of_peer)
+            {
+                closed.extend(open.swap_remove(index).task);
             }
+            let room = open.len() < MAX_CONNECTIONS
+                || match oldest_waiting(&open, &|_| true) {
+                    Some(index) => {
+                        closed.extend(open.swap_remove(index).task);
+                        true
+                    }
+                    None => false,
+                };
+            if room {
+                open.push(Open {
+                    id,
+                    peer,
+                    since: now,
+                    reading_head: true,
+                    task: None,
+                });
+            }
+            room
+        };
+        // Outside the lock: a closed connection's task gives its place up under it.
+        for task in closed {
+            task.abort();
         }
-        open.push(Open {
-            id,
-            peer,
-            since: now,
-            reading_head: true,
-            stream: handle,
-        });
-        true
+        admitted
+    }
+
+    /// The admitted connection `id` is served by `task`.
+    fn started(&self, id: u64, task: AbortHandle) {
+        if let Some(c) = self.lock().iter_mut().find(|c| c.id == id) {
+            c.task = Some(task);
+        }
     }
 
     /// The connection has sent its head: it is being answered, and is no longer closed to
     /// make room.
     fn answering(&self, id: u64) {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = open.iter_mut().find(|c| c.id == id) {
+        if let Some(c) = self.lock().iter_mut().find(|c| c.id == id) {
             c.reading_head = false;
         }
     }
 
     fn leave(&self, id: u64) {
-        self.open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|c| c.id != id);
+        self.lock().retain(|c| c.id != id);
     }
 }
 
-/// A client's connection: plain TCP, or TLS over it (the handshake made by the first read).
-enum Conn {
-    Plain(TcpStream),
-    Tls(Box<rustls::StreamOwned<rustls::ServerConnection, TcpStream>>),
+/// A connection's place among the open ones, given up when its task ends or is closed.
+struct Place {
+    id: u64,
+    connections: Arc<Connections>,
 }
 
-impl Conn {
-    fn socket(&self) -> &TcpStream {
-        match self {
-            Self::Plain(stream) => stream,
-            Self::Tls(tls) => &tls.sock,
-        }
-    }
-
-    /// Ends the answer: TLS says so to the client before the connection closes.
-    fn finish(&mut self) {
-        if let Self::Tls(tls) = self {
-            tls.conn.send_close_notify();
-            let _ = tls.flush();
-        }
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.connections.leave(self.id);
     }
 }
 
-impl Read for Conn {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match self {
-            Self::Plain(stream) => stream.read(buf),
-            Self::Tls(tls) => tls.read(buf),
-        }
-    }
+/// What a full server says to a plain HTTP client before closing its connection (a TLS
+/// client could not read it: it is only closed).
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n\
+Content-Length: 16\r\nConnection: close\r\nRetry-After: 1\r\n\r\nbusy, try again\n";
+
+/// What the answers are made from.
+struct Site {
+    pages: SharedPages,
+    freshness: Freshness,
+    web: Arc<WebConfig>,
 }
 
-impl Write for Conn {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match self {
-            Self::Plain(stream) => stream.write(buf),
-            Self::Tls(tls) => tls.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        match self {
-            Self::Plain(stream) => stream.flush(),
-            Self::Tls(tls) => tls.flush(),
-        }
-    }
-}
-
-/// Serves `pages` on `listener` (with `web`'s TLS and authentication) until `stop` is set
-/// (checked between connections).
+/// Serves `pages` on `listener` (with `web`'s TLS and authentication) for as long as the
+/// process runs; an error only if the runtime or the listener cannot be set up.
 pub fn serve(
     listener: TcpListener,
     pages: SharedPages,
     freshness: Freshness,
-    web: Arc<WebConfig>,
-    stop: Arc<AtomicBool>,
-) {
-    let freshness = Arc::new(freshness);
+    web: WebConfig,
+) -> std::io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let site = Arc::new(Site {
+        pages,
+        freshness,
+        web: Arc::new(web),
+    });
     let connections = Arc::new(Connections::default());
-    for (id, stream) in (0u64..).zip(listener.incoming()) {
-        if stop.load(Ordering::Relaxed) {
-            return;
-        }
-        let Ok(mut stream) = stream else { continue };
-        let Ok(peer) = stream.peer_addr() else { continue };
-        if !connections.admit(id, peer.ip(), &stream) {
-            // Plain text a TLS client could not read: it is only closed.
-            if web.tls.is_none() {
-                let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-                let _ = respond(&mut stream, 503, TEXT, b"busy, try again\n", false);
+    gputop::source::http::runtime()?.block_on(async move {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        for id in 0u64.. {
+            let (stream, peer) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                // Out of file descriptors, say: let connections close before trying again.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            if !connections.admit(id, peer.ip()) {
+                if site.web.tls.is_none() {
+                    // A new socket's send buffer takes these few bytes at once.
+                    let _ = stream.try_write(BUSY);
+                }
+                continue;
             }
-            continue;
+            let place = Place {
+                id,
+                connections: Arc::clone(&connections),
+            };
+            let task = tokio::spawn(connection(stream, peer, Arc::clone(&site), place));
+            connections.started(id, task.abort_handle());
         }
-        let (pages, open, fresh, web) = (
-            Arc::clone(&pages),
-            Arc::clone(&connections),
-            Arc::clone(&freshness),
-            Arc::clone(&web),
-        );
-        let spawned = thread::Builder::new()
-            .name("gputop-http".into())
-            .stack_size(STACK)
-            .spawn(move || {
-                handle(stream, peer, &pages, &fresh, &web, || open.answering(id));
-                open.leave(id);
-            });
-        if spawned.is_err() {
-            connections.leave(id);
-        }
-    }
+        Ok(())
+    })
 }
 
-fn handle(
-    stream: TcpStream,
-    peer: SocketAddr,
-    pages: &SharedPages,
-    freshness: &Freshness,
-    web: &WebConfig,
-    answering: impl FnOnce(),
-) {
-    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+/// Serves one connection: the TLS handshake if any, one request, its answer.
+async fn connection(stream: tokio::net::TcpStream, peer: SocketAddr, site: Arc<Site>, place: Place) {
     // An answer is written in a few pieces and the connection then closed: nothing to gain
     // from holding the last piece back for the peer's acknowledgement.
     let _ = stream.set_nodelay(true);
-    let mut conn = match &web.tls {
-        None => Conn::Plain(stream),
-        Some(config) => match rustls::ServerConnection::new(Arc::clone(config)) {
-            Ok(tls) => Conn::Tls(Box::new(rustls::StreamOwned::new(tls, stream))),
-            Err(_) => return,
-        },
-    };
-    answer(&mut conn, peer, pages, freshness, web, answering);
-    conn.finish();
-}
-
-fn answer(
-    stream: &mut Conn,
-    peer: SocketAddr,
-    pages: &SharedPages,
-    freshness: &Freshness,
-    web: &WebConfig,
-    answering: impl FnOnce(),
-) {
-    let bad_request = |stream: &mut Conn, problem: &str| {
-        eprintln!("gputop export: {peer}: {}", gputop::format::sanitize(problem));
-        let _ = respond(stream, 400, TEXT, b"bad request\n", false);
-    };
-    let head = match read_head(stream) {
-        Ok(head) => head,
-        Err(Some(problem)) => return bad_request(stream, &problem),
-        // The client went away, said nothing in time, or was closed to make room.
-        Err(None) => return,
-    };
-    answering();
-    let mut lines = head.lines();
-    let mut parts = lines.next().unwrap_or("").split(' ');
-    let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next()) else {
-        return bad_request(stream, "malformed request line");
-    };
-    if !version.starts_with("HTTP/1.") {
-        let _ = respond(stream, 505, TEXT, b"HTTP/1.x only\n", false);
-        return;
-    }
-    let head_only = method == "HEAD";
-    if method != "GET" && !head_only {
-        let _ = respond(stream, 405, TEXT, b"GET only\n", false);
-        return;
-    }
-    if let Some(auth) = &web.auth {
-        let authorization = lines.find_map(|line| {
-            let (name, value) = line.split_once(':')?;
-            name.trim()
-                .eq_ignore_ascii_case("authorization")
-                .then(|| value.trim())
-        });
-        if !auth.accepts(authorization) {
-            let _ = respond(stream, 401, TEXT, b"unauthorized\n", head_only);
-            return;
-        }
-    }
-    let path = target.split('?').next().unwrap_or("");
-    let latest = pages.read().unwrap_or_else(|e| e.into_inner()).clone();
-    let age = latest.as_deref().map(|pages| freshness.age(pages));
-    let _ = match path {
-        "/metrics" => {
-            // The page as rendered, then its age: the only part a scrape computes.
-            let stale = age.map_or(String::new(), |(seconds, _)| {
-                format!(
-                    "# HELP gputop_collector_stale_seconds Seconds since the collector last delivered a snapshot.\n\
-                     # TYPE gputop_collector_stale_seconds gauge\n\
-                     gputop_collector_stale_seconds {seconds:.3}\n"
-                )
-            });
-            let waiting;
-            let page = match &latest {
-                Some(pages) => pages.metrics(),
-                None => {
-                    waiting = exposition(None, Options::default());
-                    &waiting
-                }
-            };
-            let body = [page.as_bytes(), stale.as_bytes()];
-            respond_parts(stream, 200, CONTENT_TYPE, &body, head_only)
-        }
-        "/-/ready" if matches!(age, Some((_, true))) => {
-            let waiting = freshness
-                .activity
-                .current()
-                .map_or(String::new(), |call| format!("; {call} has not returned"));
-            let seconds = age.map_or(0.0, |(s, _)| s);
-            let body = format!("stale: the data is {seconds:.0} s old{waiting}\n");
-            respond(stream, 503, TEXT, body.as_bytes(), head_only)
-        }
-        "/-/ready" if latest.is_some() => respond(stream, 200, TEXT, b"ready\n", head_only),
-        "/-/ready" => respond(stream, 503, TEXT, b"not ready\n", head_only),
-        "/snapshot" if let Some(page) = &latest => {
-            respond(stream, 200, "application/json", page.json().as_bytes(), head_only)
-        }
-        "/snapshot" => respond(stream, 503, TEXT, b"not ready\n", head_only),
-        "/" => respond(
-            stream,
-            200,
-            "text/html; charset=utf-8",
-            b"<html><body><h1>gputop</h1><p><a href=\"/metrics\">/metrics</a> <a href=\"/snapshot\">/snapshot</a> <a href=\"/-/ready\">/-/ready</a></p></body></html>\n",
-            head_only,
-        ),
-        _ => respond(stream, 404, TEXT, b"not found\n", head_only),
-    };
-}
-
-/// Reads up to the blank line ending the request head, all within [`HEAD_DEADLINE`].
-/// `Err(None)`: the client went away or sent nothing whole in time (nothing to answer);
-/// `Err(Some(why))`: a malformed request.
-fn read_head(stream: &mut Conn) -> Result<String, Option<String>> {
-    let deadline = Instant::now() + HEAD_DEADLINE;
-    let mut head = Vec::with_capacity(512);
-    let mut buf = [0u8; 1024];
-    loop {
-        // Each read waits only for what is left: a byte every few seconds does not stretch it.
-        let left = deadline
-            .checked_duration_since(Instant::now())
-            .filter(|d| !d.is_zero())
-            .ok_or(None)?;
-        let _ = stream.socket().set_read_timeout(Some(left));
-        let n = match stream.read(&mut buf) {
-            Ok(0) if head.is_empty() => return Err(None),
-            Ok(0) => return Err(Some("connection closed inside the request head".into())),
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            // rustls's: a failed handshake (a plain HTTP client, an unknown certificate).
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                eprintln!(
-                    "gputop export: {}: TLS: {e}",
-                    stream
-                        .socket()
-                        .peer_addr()
-                        .map_or_else(|_| "?".into(), |a| a.to_string())
-                );
-                return Err(None);
+    let head_by = tokio::time::Instant::now() + HEAD_DEADLINE;
+    match &site.web.tls {
+        None => answer_one(TokioIo::new(stream), peer, head_by, &site, &place).await,
+        Some(config) => {
+            let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(config));
+            match tokio::time::timeout_at(head_by, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => answer_one(TokioIo::new(tls), peer, head_by, &site, &place).await,
+                // A plain HTTP client, an unknown certificate.
+                Ok(Err(e)) => eprintln!(
+                    "gputop export: {peer}: TLS: {}",
+                    gputop::format::sanitize(&e.to_string())
+                ),
+                // Nothing whole in time.
+                Err(_) => {}
             }
-            Err(_) => return Err(None),
-        };
-        head.extend_from_slice(&buf[..n]);
-        if let Some(end) = find(&head, b"\r\n\r\n").or_else(|| find(&head, b"\n\n")) {
-            head.truncate(end);
-            return String::from_utf8(head).map_err(|_| Some("request head is not UTF-8".into()));
-        }
-        if head.len() > HEAD_MAX {
-            return Err(Some(format!("request head longer than {HEAD_MAX} bytes")));
         }
     }
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+/// Reads one request head by `head_by` and answers it.
+async fn answer_one<I>(io: I, peer: SocketAddr, head_by: tokio::time::Instant, site: &Site, place: &Place)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+{
+    let service = hyper::service::service_fn(|request| async move {
+        place.connections.answering(place.id);
+        Ok::<_, Infallible>(site.answer(request).await)
+    });
+    let serving = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(head_by.saturating_duration_since(tokio::time::Instant::now()))
+        .max_header_size(HEAD_MAX)
+        .keep_alive(false)
+        // Header names as HTTP/1 clients and the old server wrote them (`Retry-After`).
+        .title_case_headers(true)
+        .serve_connection(io, service);
+    match tokio::time::timeout_at(head_by + ANSWER_DEADLINE, serving).await {
+        Ok(Err(e)) if e.is_parse() || e.is_parse_too_large() => {
+            eprintln!(
+                "gputop export: {peer}: {}",
+                gputop::format::sanitize(&e.to_string())
+            );
+        }
+        // Answered, gone, silent past the deadline, or not reading its answer.
+        _ => {}
+    }
 }
 
-fn respond(
-    stream: &mut impl Write,
-    status: u16,
-    content_type: &str,
-    body: &[u8],
-    head_only: bool,
-) -> std::io::Result<()> {
-    respond_parts(stream, status, content_type, &[body], head_only)
-}
-
-/// Answers with a body written in `parts`, so a page is sent without copying it.
-fn respond_parts(
-    stream: &mut impl Write,
-    status: u16,
-    content_type: &str,
-    parts: &[&[u8]],
-    head_only: bool,
-) -> std::io::Result<()> {
-    let reason = match status {
-        200 => "OK",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        503 => "Service Unavailable",
-        505 => "HTTP Version Not Supported",
-        _ => "Error",
-    };
-    let mut head = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
-         Connection: close\r\nCache-Control: no-store\r\n",
-        parts.iter().map(|part| part.len()).sum::<usize>()
-    );
-    if status == 503 {
-        head.push_str("Retry-After: 1\r\n");
-    }
-    if status == 405 {
-        head.push_str("Allow: GET, HEAD\r\n");
-    }
-    if status == 401 {
-        head.push_str("WWW-Authenticate: Basic realm=\"gputop\", charset=\"UTF-8\"\r\n");
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes())?;
-    if !head_only {
-        for part in parts {
-            stream.write_all(part)?;
+impl Site {
+    async fn answer(&self, request: Request<hyper::body::Incoming>) -> Response<Pieces> {
+        let method = request.method();
+        if method != Method::GET && method != Method::HEAD {
+            return text(StatusCode::METHOD_NOT_ALLOWED, "GET only\n");
+        }
+        if self.web.auth.is_some() {
+            let authorization = request
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_string);
+            // bcrypt takes tens of milliseconds by design: off the thread serving the others.
+            let web = Arc::clone(&self.web);
+            let accepted = tokio::task::spawn_blocking(move || {
+                web.auth
+                    .as_ref()
+                    .is_some_and(|auth| auth.accepts(authorization.as_deref()))
+            });
+            if !accepted.await.unwrap_or(false) {
+                return text(StatusCode::UNAUTHORIZED, "unauthorized\n");
+            }
+        }
+        let latest = self.pages.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let age = latest.as_deref().map(|pages| self.freshness.age(pages));
+        match request.uri().path() {
+            "/metrics" => {
+                // The page as rendered, then its age: the only part a scrape computes.
+                let page = latest.map_or_else(
+                    || Bytes::from(exposition(None, Options::default())),
+                    |pages| pages.metrics(),
+                );
+                let stale = age.map_or(String::new(), |(seconds, _)| {
+                    format!(
+                        "# HELP gputop_collector_stale_seconds Seconds since the collector last delivered a snapshot.\n\
+                         # TYPE gputop_collector_stale_seconds gauge\n\
+                         gputop_collector_stale_seconds {seconds:.3}\n"
+                    )
+                });
+                respond(StatusCode::OK, CONTENT_TYPE, [page, Bytes::from(stale)])
+            }
+            "/-/ready" => match age {
+                Some((seconds, true)) => {
+                    let waiting = self
+                        .freshness
+                        .activity
+                        .current()
+                        .map_or(String::new(), |call| format!("; {call} has not returned"));
+                    let body = format!("stale: the data is {seconds:.0} s old{waiting}\n");
+                    respond(StatusCode::SERVICE_UNAVAILABLE, TEXT, [Bytes::from(body)])
+                }
+                Some(_) => text(StatusCode::OK, "ready\n"),
+                None => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
+            },
+            "/snapshot" => match latest {
+                Some(pages) => respond(StatusCode::OK, "application/json", [pages.json()]),
+                None => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
+            },
+            "/" => respond(
+                StatusCode::OK,
+                "text/html; charset=utf-8",
+                [Bytes::from_static(
+                    b"<html><body><h1>gputop</h1><p><a href=\"/metrics\">/metrics</a> <a href=\"/snapshot\">/snapshot</a> <a href=\"/-/ready\">/-/ready</a></p></body></html>\n",
+                )],
+            ),
+            _ => text(StatusCode::NOT_FOUND, "not found\n"),
         }
     }
-    stream.flush()
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<Pieces> {
+    respond(status, TEXT, [Bytes::from_static(body.as_bytes())])
+}
+
+/// An answer with `pieces` as its body (hyper leaves the body out for HEAD).
+fn respond<const N: usize>(
+    status: StatusCode,
+    content_type: &'static str,
+    pieces: [Bytes; N],
+) -> Response<Pieces> {
+    let mut response = Response::new(Pieces(pieces.into()));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    match status {
+        StatusCode::SERVICE_UNAVAILABLE => {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        StatusCode::METHOD_NOT_ALLOWED => {
+            headers.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        }
+        StatusCode::UNAUTHORIZED => {
+            headers.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"gputop\", charset=\"UTF-8\""),
+            );
+        }
+        _ => {}
+    }
+    response
+}
+
+/// An answer's body: pieces sent one after another, none copied (a page is shared by every
+/// scrape of its snapshot).
+struct Pieces(VecDeque<Bytes>);
+
+impl Body for Pieces {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Poll::Ready(self.0.pop_front().map(|piece| Ok(Frame::data(piece))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.0.iter().map(|piece| piece.len() as u64).sum())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn peer(n: u64) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + n as u32))
+    }
+
+    fn open_ids(connections: &Connections) -> Vec<u64> {
+        let mut ids: Vec<u64> = connections.lock().iter().map(|c| c.id).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Backdates connection `id` by `seconds`, as if it had been open that long.
+    fn age(connections: &Connections, id: u64, seconds: u64) {
+        let mut open = connections.lock();
+        let c = open.iter_mut().find(|c| c.id == id).unwrap();
+        c.since -= Duration::from_secs(seconds);
+    }
+
+    #[test]
+    fn a_full_server_closes_the_longest_waiting_head_and_refuses_only_when_all_are_answered() {
+        let connections = Connections::default();
+        let full = MAX_CONNECTIONS as u64;
+        for id in 0..full {
+            assert!(connections.admit(id, peer(id)));
+        }
+        age(&connections, 7, 3);
+        connections.answering(7);
+        age(&connections, 9, 2);
+        // Full: the newcomer takes the place of the oldest still sending its head (9), not
+        // of the older one being answered (7).
+        assert!(connections.admit(full, peer(full)));
+        let ids = open_ids(&connections);
+        assert_eq!(ids.len(), MAX_CONNECTIONS);
+        assert!(ids.contains(&7) && !ids.contains(&9) && ids.contains(&full));
+        for id in ids {
+            connections.answering(id);
+        }
+        assert!(
+            !connections.admit(full + 1, peer(full + 1)),
+            "all answered: refused"
+        );
+        connections.leave(7);
+        assert!(
+            connections.admit(full + 2, peer(full + 2)),
+            "a place given up is taken"
+        );
+    }
+
+    #[test]
+    fn one_address_keeps_at_most_its_share_of_slow_connections() {
+        let connections = Connections::default();
+        let trickler = peer(1);
+        let slow = MAX_SLOW_PER_PEER as u64;
+        for id in 0..slow {
+            assert!(connections.admit(id, trickler));
+            age(&connections, id, 10 + slow - id);
+        }
+        // Another address's slow connection is not the trickler's to lose.
+        assert!(connections.admit(100, peer(2)));
+        age(&connections, 100, 60);
+        // One more from the trickler: its own oldest slow one (0) goes.
+        assert!(connections.admit(slow, trickler));
+        let ids = open_ids(&connections);
+        assert!(!ids.contains(&0) && ids.contains(&100) && ids.contains(&slow));
+        assert_eq!(ids.len(), MAX_SLOW_PER_PEER + 1);
+    }
 }
