@@ -1876,3 +1876,45 @@ fn a_prometheus_that_stops_answering_shows_as_data_growing_old() {
         "q quits while it waits"
     );
 }
+
+/// How many times the fleet view asks `up` in four seconds at `--interval 1`, against a
+/// Prometheus whose `up` holds `samples` samples over five minutes (21: a scrape every 15 s).
+fn up_queries_in_four_seconds(samples: u32) -> usize {
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&asked);
+    let port = common::fake_http(move |request| {
+        let result = if request.contains("count_over_time") {
+            format!(r#"{{"metric":{{}},"value":[1,"{samples}"]}}"#)
+        } else if request.contains("query=up%7B") {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            r#"{"metric":{"instance":"gpu-1:9835","job":"gputop"},"value":[1,"1"]}"#.to_string()
+        } else {
+            String::new()
+        };
+        let body = format!(r#"{{"status":"success","data":{{"resultType":"vector","result":[{result}]}}}}"#);
+        Some(
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .into_bytes(),
+        )
+    });
+    let home = tempfile::tempdir().unwrap();
+    let mut pty = fleet_view(home.path(), port, &[]);
+    pty.wait_for("1 nodes: 1 up, 0 down");
+    std::thread::sleep(Duration::from_secs(4));
+    let count = asked.load(std::sync::atomic::Ordering::SeqCst);
+    pty.keys("q");
+    assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
+    count
+}
+
+#[test]
+fn the_fleet_view_refreshes_no_faster_than_prometheus_scrapes() {
+    // Scraped every 15 s: asking every second would show the same samples again.
+    assert_eq!(up_queries_in_four_seconds(21), 1, "one refresh in 4 s");
+    // Scraped every second: --interval 1 holds.
+    let every_second = up_queries_in_four_seconds(301);
+    assert!(every_second >= 3, "{every_second} refreshes in 4 s");
+}
