@@ -14,6 +14,10 @@ scenario, with the same real sleeping processes. Measured per tool and scenario:
 - NVML calls per second (the simulator's call trace, 1 s interval);
 - keypress-to-screen latency of a sort key (median of 10).
 
+Beside them runs the floor (bench/floor, `gputop-floor`): the NVML and /proc reads the main
+screen needs, a sort of the rows, no drawing. gputop's ratio to it is what its own work
+costs on top of the reads no viewer can skip.
+
 The long runs of all tools go at the same time (CPU seconds are each process's own
 counters); one-shots and latencies run one at a time. Prints a markdown table.
 
@@ -46,6 +50,8 @@ GPUTOP = ROOT / "target/release/gputop"
 SIM = ROOT / "target/release/libnvml_sim.so"
 # nvtop 3.2, built from source by peers.sh: Debian 12's nvtop (3.0.1) has no one-shot mode.
 NVTOP_ONCE = ROOT / "target/bench-nvtop/nvtop"
+# The least work the main screen needs (bench/floor), built by build.sh.
+FLOOR = ROOT / "target/release/gputop-floor"
 # A gputop built from an earlier commit (--before), measured as "gputop before".
 BEFORE = None
 TICK = os.sysconf("SC_CLK_TCK")
@@ -97,6 +103,8 @@ def tools(simdir, interval):
         out["nvitop"] = [str(VENV / "bin/nvitop"), "--monitor", "full", "--interval", f"{interval:g}"]
     if shutil.which("nvtop"):
         out["nvtop"] = ["nvtop", "-d", str(max(1, round(interval * 10)))]
+    if FLOOR.exists():
+        out["floor"] = [str(FLOOR), "--nvml-lib", lib, "--interval", f"{interval:g}"]
     return out
 
 
@@ -385,6 +393,8 @@ def main():
         latency_label = list(scenarios)[-1 if args.smoke else 1]
         env = env_for(simdir, scenarios[latency_label], pids)
         for name, command in tools(simdir, 1.0).items():
+            if name not in SORT_KEYS:
+                continue
             latency, first = keypress_latency(command, env, name, 3 if args.smoke else 10)
             results[latency_label][name]["latency_ms"] = latency * 1000 if latency else None
             del first
@@ -428,7 +438,7 @@ def main():
         print("| tool | one-shot | peak RSS one-shot | CPU s/min @1s | CPU s/min @0.25s | RSS after run | "
               "terminal bytes/min | NVML calls/s | sort key latency |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-        for name in ["gputop", "gputop before", "nvitop", "nvtop", "gpustat"]:
+        for name in ["gputop", "gputop before", "nvitop", "nvtop", "gpustat", "floor"]:
             f = by_tool.get(name)
             if not f:
                 continue
@@ -461,6 +471,11 @@ def main():
                 fmt(f.get("latency_ms"), " ms", 1),
             ]
             print("| " + " | ".join(cells) + " |")
+        floor = by_tool.get("floor")
+        if floor and g:
+            print(f"\ngputop / floor: CPU {fmt(g.get('cpu_1s') / floor['cpu_1s'] if floor.get('cpu_1s') else None)}x "
+                  f"at 1 s, {fmt(g.get('cpu_025s') / floor['cpu_025s'] if floor.get('cpu_025s') else None)}x at 0.25 s; "
+                  f"NVML calls {fmt(g.get('calls'))} against {fmt(floor.get('calls'))} a second.")
         print()
     return 0
 
