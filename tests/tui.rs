@@ -1841,6 +1841,19 @@ fn the_fleet_view_says_why_prometheus_gives_nothing_and_keeps_answering_keys() {
     assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
 }
 
+/// The one node of the fake Prometheus' `up`, as a sample of its answer.
+const ONE_NODE_UP: &str = r#"{"metric":{"instance":"gpu-1:9835","job":"gputop"},"value":[1,"1"]}"#;
+
+/// Prometheus' HTTP answer to an instant query: a vector of `result` (samples, comma-separated).
+fn prometheus_vector(result: &str) -> Vec<u8> {
+    let body = format!(r#"{{"status":"success","data":{{"resultType":"vector","result":[{result}]}}}}"#);
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
 #[test]
 fn a_prometheus_that_stops_answering_shows_as_data_growing_old() {
     // Answers for two seconds (one node, no other series), then holds every request.
@@ -1850,18 +1863,11 @@ fn a_prometheus_that_stops_answering_shows_as_data_growing_old() {
             return None;
         }
         let result = if request.contains("query=up%7B") {
-            r#"{"metric":{"instance":"gpu-1:9835","job":"gputop"},"value":[1,"1"]}"#
+            ONE_NODE_UP
         } else {
             ""
         };
-        let body = format!(r#"{{"status":"success","data":{{"resultType":"vector","result":[{result}]}}}}"#);
-        Some(
-            format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            )
-            .into_bytes(),
-        )
+        Some(prometheus_vector(result))
     });
     let home = tempfile::tempdir().unwrap();
     let mut pty = fleet_view(home.path(), port, &["--prometheus-timeout", "60"]);
@@ -1887,18 +1893,11 @@ fn up_queries_in_four_seconds(samples: u32) -> usize {
             format!(r#"{{"metric":{{}},"value":[1,"{samples}"]}}"#)
         } else if request.contains("query=up%7B") {
             counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            r#"{"metric":{"instance":"gpu-1:9835","job":"gputop"},"value":[1,"1"]}"#.to_string()
+            ONE_NODE_UP.to_string()
         } else {
             String::new()
         };
-        let body = format!(r#"{{"status":"success","data":{{"resultType":"vector","result":[{result}]}}}}"#);
-        Some(
-            format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            )
-            .into_bytes(),
-        )
+        Some(prometheus_vector(&result))
     });
     let home = tempfile::tempdir().unwrap();
     let mut pty = fleet_view(home.path(), port, &[]);
