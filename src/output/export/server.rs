@@ -50,8 +50,9 @@ pub const SLOW_AFTER: Duration = Duration::from_secs(1);
 pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
 /// Longest request head, the request line included.
 pub const HEAD_MAX: usize = 8 * 1024;
-/// The most an answer may take to be sent once its head is in: a client that does not read
-/// does not hold its connection longer (Prometheus gives up on a scrape after 10 s too).
+/// How long after its head's deadline a connection is closed, answered or not: a client that
+/// does not read its answer holds its place no longer (Prometheus gives up on a scrape after
+/// 10 s too).
 pub const ANSWER_DEADLINE: Duration = Duration::from_secs(10);
 
 /// One snapshot's `/metrics` and `/snapshot`, each rendered by the first request for it:
