@@ -221,11 +221,7 @@ fn fake_prometheus(reply: impl Fn(&str) -> Reply + Send + Sync + 'static) -> u16
         let target = head.split(' ').nth(1).unwrap_or("");
         let query = target.split_once("query=").map_or("", |(_, q)| q);
         Some(match reply(&decode(query)) {
-            Reply::Json(body) => format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            )
-            .into_bytes(),
+            Reply::Json(body) => common::json_response(&body),
             Reply::Raw(bytes) => bytes,
         })
     })
@@ -252,10 +248,7 @@ fn decode(text: &str) -> String {
 }
 
 fn vector(series: &[String]) -> String {
-    format!(
-        r#"{{"status":"success","data":{{"resultType":"vector","result":[{}]}}}}"#,
-        series.join(",")
-    )
+    common::prometheus_vector(&series.join(","))
 }
 
 fn series(labels: &str, value: &str) -> String {

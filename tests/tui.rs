@@ -1844,16 +1844,6 @@ fn the_fleet_view_says_why_prometheus_gives_nothing_and_keeps_answering_keys() {
 /// The one node of the fake Prometheus' `up`, as a sample of its answer.
 const ONE_NODE_UP: &str = r#"{"metric":{"instance":"gpu-1:9835","job":"gputop"},"value":[1,"1"]}"#;
 
-/// Prometheus' HTTP answer to an instant query: a vector of `result` (samples, comma-separated).
-fn prometheus_vector(result: &str) -> Vec<u8> {
-    let body = format!(r#"{{"status":"success","data":{{"resultType":"vector","result":[{result}]}}}}"#);
-    format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .into_bytes()
-}
-
 #[test]
 fn a_prometheus_that_stops_answering_shows_as_data_growing_old() {
     // Answers for two seconds (one node, no other series), then holds every request.
@@ -1867,7 +1857,7 @@ fn a_prometheus_that_stops_answering_shows_as_data_growing_old() {
         } else {
             ""
         };
-        Some(prometheus_vector(result))
+        Some(common::json_response(&common::prometheus_vector(result)))
     });
     let home = tempfile::tempdir().unwrap();
     let mut pty = fleet_view(home.path(), port, &["--prometheus-timeout", "60"]);
@@ -1897,7 +1887,7 @@ fn up_queries_in_four_seconds(samples: u32) -> usize {
         } else {
             String::new()
         };
-        Some(prometheus_vector(&result))
+        Some(common::json_response(&common::prometheus_vector(&result)))
     });
     let home = tempfile::tempdir().unwrap();
     let mut pty = fleet_view(home.path(), port, &[]);

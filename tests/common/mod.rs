@@ -329,6 +329,20 @@ impl Drop for Killed {
     }
 }
 
+/// A 200 answer with the JSON `body`, head and all, for [`fake_http`].
+pub fn json_response(body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Prometheus' answer to an instant query: a vector of `result` (samples, comma-separated).
+pub fn prometheus_vector(result: &str) -> String {
+    format!(r#"{{"status":"success","data":{{"resultType":"vector","result":[{result}]}}}}"#)
+}
+
 /// A fake HTTP server on a free port: each request's head is answered with the bytes
 /// `reply` gives (head and body), or held a minute when it gives `None`.
 pub fn fake_http(reply: impl Fn(&str) -> Option<Vec<u8>> + Send + Sync + 'static) -> u16 {
