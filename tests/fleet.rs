@@ -538,6 +538,16 @@ fn bad_addresses_and_selectors_are_refused_in_one_line() {
             "--prometheus-selector '{job=\"gputop\"' is not a label selector",
         ),
         (vec!["--prometheus-selector", "{job=\"x\"}"], "--prometheus"),
+        // A device for a CA file is refused, not read until memory runs out.
+        (
+            vec![
+                "--prometheus",
+                "https://127.0.0.1:1",
+                "--prometheus-ca-file",
+                "/dev/zero",
+            ],
+            "/dev/zero: not a regular file",
+        ),
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_gputop"))
             .env("HOME", home.path())

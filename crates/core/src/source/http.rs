@@ -134,7 +134,7 @@ pub enum SetupError {
         /// The file.
         path: PathBuf,
         /// Why.
-        error: std::io::Error,
+        error: crate::files::ReadError,
     },
     /// A certificate or key file holds none, or one rustls refuses.
     #[error("{}: {reason}", path.display())]
@@ -352,12 +352,18 @@ impl Client {
     }
 }
 
+/// The largest certificate or key file read: a CA bundle is a few hundred KiB.
+const PEM_MAX: u64 = 4 << 20;
+
 fn tls_connector(files: &TlsFiles) -> Result<tokio_rustls::TlsConnector, SetupError> {
+    // Bounded, and never waiting on a FIFO: the paths come from the command line.
     let read = |path: &Path| {
-        std::fs::read(path).map_err(|error| SetupError::File {
-            path: path.to_path_buf(),
-            error,
-        })
+        crate::files::read_text(path, PEM_MAX)
+            .map(String::into_bytes)
+            .map_err(|error| SetupError::File {
+                path: path.to_path_buf(),
+                error,
+            })
     };
     let pem_error = |path: &Path, reason: String| SetupError::Pem {
         path: path.to_path_buf(),
