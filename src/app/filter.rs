@@ -145,39 +145,24 @@ impl Selection {
         kind_ok && user_ok && pid_ok && device_ok
     }
 
-    /// A copy of the snapshot holding only what is selected (a chosen MIG device's GPU keeps
-    /// only that MIG device).
-    pub fn apply(&self, snapshot: &Snapshot) -> Snapshot {
+    /// The snapshot holding only what is selected (a chosen MIG device's GPU keeps only that
+    /// MIG device). Filters in place: a one-shot of many processes copies none of them.
+    pub fn apply(&self, mut snapshot: Snapshot) -> Snapshot {
         let all = &snapshot.devices;
-        let chosen = self.chosen(all);
-        let devices = all
-            .iter()
-            .filter(|d| self.shows_gpu(d, all))
-            .map(|d| {
-                let mut d = d.clone();
-                if let Some(chosen) = &chosen {
-                    let whole = chosen.iter().any(|(c, mig)| c.index == d.index && mig.is_none());
-                    if !whole {
-                        d.mig_devices.retain(|m| {
-                            chosen
-                                .iter()
-                                .any(|(c, mig)| c.index == d.index && *mig == Some(m.id()))
-                        });
-                    }
-                }
-                d
-            })
-            .collect();
-        Snapshot {
-            devices,
-            processes: snapshot
-                .processes
-                .iter()
-                .filter(|p| self.shows_process(p, all))
-                .cloned()
-                .collect(),
-            ..snapshot.clone()
-        }
+        snapshot.processes.retain(|p| self.shows_process(p, all));
+        let Some(chosen) = self.chosen(all) else {
+            return snapshot;
+        };
+        let chosen: Vec<(u32, Option<MigId>)> = chosen.iter().map(|(d, mig)| (d.index, *mig)).collect();
+        snapshot.devices.retain_mut(|d| {
+            let index = d.index;
+            let named = |mig: Option<MigId>| chosen.iter().any(|&(c, m)| c == index && m == mig);
+            if !named(None) {
+                d.mig_devices.retain(|m| named(Some(m.id())));
+            }
+            chosen.iter().any(|&(c, _)| c == index)
+        });
+        snapshot
     }
 }
 
@@ -264,7 +249,7 @@ mod tests {
                 devices: Some(parse_device_list(list)),
                 ..Default::default()
             };
-            let snapshot = selection.apply(&testing::snapshot(
+            let snapshot = selection.apply(testing::snapshot(
                 std::time::UNIX_EPOCH,
                 devices.clone(),
                 Vec::new(),

@@ -185,10 +185,10 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
     let selection = cli.selection(env("CUDA_VISIBLE_DEVICES").as_deref());
     if cli.list {
         let snapshot = one_snapshot(cli, interval)?;
-        return emit(&report::list(&selection.apply(&snapshot)));
+        return emit(&report::list(&selection.apply(snapshot)));
     }
     if cli.once || cli.json || !std::io::stdout().is_terminal() {
-        let snapshot = selection.apply(&one_snapshot(cli, interval)?);
+        let snapshot = selection.apply(one_snapshot(cli, interval)?);
         let alerts = one_shot_alerts(&effective.settings, &snapshot);
         return emit(&once_report(&snapshot, &alerts, cli.json, &effective)?);
     }
@@ -468,7 +468,7 @@ fn run_replay(
         let index = args.at.map_or(recording.len() - 1, |at| recording.index_at(at));
         let snapshot = cli
             .selection(env("CUDA_VISIBLE_DEVICES").as_deref())
-            .apply(&recording.frame(index).map_err(anyhow::Error::from)?);
+            .apply(recording.frame(index).map_err(anyhow::Error::from)?);
         let alerts = one_shot_alerts(&effective.settings, &snapshot);
         return emit(&once_report(&snapshot, &alerts, args.json, effective)?);
     }
