@@ -8,10 +8,10 @@
 //! the whole process table. The host's own CPU, memory, load and uptime come from
 //! `machine`.
 
-use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use foldhash::{HashMap, HashMapExt};
 use sysinfo::System;
 
 pub mod containers;

@@ -1,6 +1,6 @@
 //! Owners' names from the user database (NSS), asked one UID at a time and remembered.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 /// User names by UID, asked of the user database (NSS: files, LDAP, SSSD...) one UID at a time
 /// when a process of it is first seen, and remembered. Listing every user up front instead

@@ -8,8 +8,10 @@
 //! device metric, per process metric ([`PROCESS_BUCKET`] aggregates only: processes can be
 //! many) and per host metric; charts and the alert engine read it, nothing else writes it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::UNIX_EPOCH;
+
+use foldhash::{HashMap, HashMapExt};
 
 use crate::model::{Device, GpuProcess, ProcessKey, Reading, Snapshot};
 
