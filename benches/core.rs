@@ -46,10 +46,10 @@ fn process(i: u32) -> GpuProcess {
         gpu_instance_id: None,
         compute_instance_id: None,
         host: HostFacts {
-            user: Reading::Value(format!("user{}", i % 37)),
+            user: Reading::Value(format!("user{}", i % 37).into()),
             uid: Reading::Value(1000 + i % 37),
             parent_pid: Reading::Value(1),
-            command: Reading::Value(format!("python3 train.py --run {i} --lr 3e-4")),
+            command: Reading::Value(format!("python3 train.py --run {i} --lr 3e-4").into()),
             cpu_percent: Reading::Value(f64::from(i % 400) / 3.0),
             memory_bytes: Reading::Value(u64::from(i) << 20),
             start_time: Reading::Value(1_700_000_000 + u64::from(i)),

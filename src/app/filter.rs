@@ -133,7 +133,7 @@ impl Selection {
             || process
                 .host
                 .user
-                .value()
+                .as_deref()
                 .is_some_and(|user| self.users.iter().any(|u| u == user));
         let pid_ok = self.pids.is_empty() || self.pids.contains(&process.pid);
         // A whole GPU shows all its processes; a MIG device only its own.

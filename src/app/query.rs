@@ -112,7 +112,7 @@ impl Query {
 }
 
 fn term_matches(term: &Term, p: &GpuProcess) -> bool {
-    let user = p.host.user.value().map(String::as_str).unwrap_or("");
+    let user = p.host.user.as_deref().unwrap_or("");
     let command = p
         .host
         .command
@@ -213,10 +213,8 @@ mod tests {
     #[test]
     fn containers_are_matched_by_label_and_dash_means_the_host() {
         let mut a = process(100, 0, "alice", "python3 train.py", 8, 90);
-        a.host.container = Some(gputop::model::Container::new(
-            gputop::model::Runtime::Docker,
-            "3f2a1b9c0d12",
-        ));
+        a.host.container =
+            Some(gputop::model::Container::new(gputop::model::Runtime::Docker, "3f2a1b9c0d12").into());
         let b = process(200, 1, "bob", "jupyter-lab", 2, 5);
         let check = |text: &str| matching(&[&a, &b], text);
         assert_eq!(check("container:docker"), vec![100]);

@@ -407,8 +407,8 @@ impl App {
                 proc_pid: p.pid,
                 start_ticks: p.host.start_ticks.get(),
                 uid: p.host.uid.get(),
-                user: p.host.user.value().cloned().unwrap_or_else(|| "?".into()),
-                command: p.host.command.value().cloned().unwrap_or_else(|| "?".into()),
+                user: p.host.user.as_deref().unwrap_or("?").to_owned(),
+                command: p.host.command.as_deref().unwrap_or("?").to_owned(),
             });
         }
         targets.sort_by_key(|t| t.pid);
@@ -929,7 +929,7 @@ impl App {
             let name = parent.get(&pid).map(|(_, n)| (*n).to_string()).or_else(|| {
                 rows.iter()
                     .find(|p| p.pid == pid)
-                    .and_then(|p| p.host.command.value().cloned())
+                    .and_then(|p| p.host.command.as_deref().map(str::to_owned))
             });
             out.push(TreeLine {
                 depth,

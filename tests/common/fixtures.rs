@@ -71,7 +71,7 @@ pub fn process(pid: u32, gpu: u32, uid: u32, user: &str, command: &str, mem_gib:
             start_ticks: Reading::Value(100 * u64::from(pid)),
             running_seconds: Reading::Value(3_725 + u64::from(pid)),
             // bob works in a Docker container.
-            container: (pid == 5200).then(|| Container::new(Runtime::Docker, "3f2a1b9c0d12")),
+            container: (pid == 5200).then(|| Container::new(Runtime::Docker, "3f2a1b9c0d12").into()),
             namespace_pid: (pid == 5200).then_some(7),
             ..HostFacts::unread(pid)
         },

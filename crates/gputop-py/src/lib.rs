@@ -356,7 +356,7 @@ impl GpuProcess {
     }
 
     fn username(&self) -> Option<String> {
-        self.0.host.user.value().cloned()
+        self.0.host.user.as_deref().map(str::to_owned)
     }
 
     /// The program's name: the command line's first word, without its directory.

@@ -618,7 +618,7 @@ fn process_families(snapshot: &Snapshot, options: Options, out: &mut String) {
         .map(|d| (d.index, maker_labels(d)))
         .collect();
     let labels = |p: &GpuProcess| {
-        let container = p.host.container.as_ref();
+        let container = p.host.container.as_deref();
         let mut text = format!(
             "gpu=\"{}\",uuid=\"{}\",{},pid=\"{}\",user=\"{}\"",
             p.gpu_index,
@@ -627,7 +627,7 @@ fn process_families(snapshot: &Snapshot, options: Options, out: &mut String) {
                 .get(&p.gpu_index)
                 .map_or("vendor=\"\",driver=\"\"", String::as_str),
             p.pid,
-            label_value(p.host.user.value().map_or("", String::as_str)),
+            label_value(p.host.user.as_deref().unwrap_or("")),
         );
         // A pod's process by the kubelet's names (as dcgm-exporter labels them), else the
         // container as the CONTAINER column shows it; a Slurm job's number and user.
@@ -642,7 +642,7 @@ fn process_families(snapshot: &Snapshot, options: Options, out: &mut String) {
         }
         if let Some(job) = container.filter(|c| c.runtime == Runtime::Slurm) {
             // The job's user where its cgroup path names one, else the process's owner.
-            let user = job.user.as_deref().or(p.host.user.value().map(String::as_str));
+            let user = job.user.as_deref().or(p.host.user.as_deref());
             let _ = write!(
                 text,
                 ",slurm_job=\"{}\",slurm_user=\"{}\"",
@@ -654,7 +654,7 @@ fn process_families(snapshot: &Snapshot, options: Options, out: &mut String) {
             let _ = write!(text, ",mig=\"{}/{}\"", id.gpu_instance, id.compute_instance);
         }
         if options.commands {
-            let command = p.host.command.value().map_or("", String::as_str);
+            let command = p.host.command.as_deref().unwrap_or("");
             let _ = write!(text, ",command=\"{}\"", label_value(command));
         }
         text
@@ -724,12 +724,15 @@ mod tests {
         use gputop::model::testing::{process, snapshot};
         use std::time::{Duration, SystemTime};
         let mut named = process(10, 0, "alice", 1 << 30);
-        named.host.container = Some(Container {
-            user: Some("bob".into()),
-            ..Container::new(Runtime::Slurm, "77")
-        });
+        named.host.container = Some(
+            Container {
+                user: Some("bob".into()),
+                ..Container::new(Runtime::Slurm, "77")
+            }
+            .into(),
+        );
         let mut unnamed = process(11, 0, "carol", 1 << 30);
-        unnamed.host.container = Some(Container::new(Runtime::Slurm, "78"));
+        unnamed.host.container = Some(Container::new(Runtime::Slurm, "78").into());
         let snapshot = snapshot(SystemTime::UNIX_EPOCH, Vec::new(), vec![named, unnamed]);
         let interval = Duration::from_secs(1);
         let (usage, clocks) = (Accounting::new(interval), ClockEvents::new(interval));

@@ -9,6 +9,7 @@
 //! `machine`.
 
 use std::os::unix::fs::MetadataExt;
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use foldhash::{HashMap, HashMapExt};
@@ -32,12 +33,13 @@ struct Known {
     /// In clock ticks since boot: with the PID, the process's identity.
     start_ticks: u64,
     uid: u32,
-    user: String,
-    command: String,
+    /// Shared with every snapshot's copy of the process, as the command.
+    user: Arc<str>,
+    command: Arc<str>,
     /// `/proc/PID/stat`, kept open: re-read in place each refresh without a path lookup,
     /// and pinned to this process (a read fails once it has exited).
     stat_file: Option<std::fs::File>,
-    container: Option<Container>,
+    container: Option<Arc<Container>>,
     namespace_pid: Option<u32>,
     mapping: PidReach,
     /// CPU ticks used, and when they were read: the next %CPU is the delta.
@@ -382,10 +384,10 @@ impl HostCollector {
         let entry = Known {
             start_ticks: stat.start_ticks,
             uid,
-            user,
-            command: first.command.unwrap_or_else(|| "?".into()),
+            user: user.into(),
+            command: first.command.map_or_else(|| "?".into(), Arc::from),
             stat_file,
-            container,
+            container: container.map(Arc::new),
             namespace_pid: first.namespace_pid,
             mapping: first.mapping,
             cpu_ticks: stat.cpu_ticks,
@@ -710,7 +712,7 @@ pub fn table_of(snapshot: &crate::model::Snapshot) -> Vec<ProcessEntry> {
         if table.iter().any(|e| e.pid == p.pid) {
             continue;
         }
-        let command = p.host.command.value().map(String::as_str).unwrap_or("?");
+        let command = p.host.command.value().map_or("?", |c| &**c);
         let program = command.split_whitespace().next().unwrap_or("?");
         table.push(ProcessEntry {
             pid: p.pid,
@@ -881,7 +883,7 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         let read = facts(&mut HostCollector::new(), &[child.id()]);
-        assert_eq!(read[0].command.value().map(String::as_str), Some("[true]"));
+        assert_eq!(read[0].command.value().map(|c| &**c), Some("[true]"));
         child.wait().unwrap();
     }
 

@@ -149,7 +149,7 @@ pub fn attribute(devices: &mut [Device], processes: &mut [GpuProcess], allocatio
             pod: pod.clone(),
             container: containers.get(&container.id).cloned().unwrap_or_default(),
         };
-        container.set_names(names);
+        Arc::make_mut(container).set_names(names);
     }
 }
 
@@ -174,7 +174,7 @@ mod tests {
 
     fn process(pid: u32, gpu: u32, pod_uid: &str, id: &str) -> GpuProcess {
         let mut host = HostFacts::gone(pid, "test");
-        host.container = Some(Container::in_pod(id, Some(pod_uid.into())));
+        host.container = Some(Container::in_pod(id, Some(pod_uid.into())).into());
         GpuProcess {
             pid,
             gpu_index: gpu,

@@ -12,6 +12,7 @@ pub mod recording;
 pub mod wire;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use schemars::JsonSchema;
@@ -40,6 +41,14 @@ impl<T> Reading<T> {
             Self::Value(v) => Some(v),
             _ => None,
         }
+    }
+
+    /// The value through its `Deref`, as `Option::as_deref`: a `Reading<Arc<str>>`'s `&str`.
+    pub fn as_deref(&self) -> Option<&T::Target>
+    where
+        T: std::ops::Deref,
+    {
+        self.value().map(|v| &**v)
     }
 
     /// A part of the value, by `f`; not supported and failed stay so (a group of figures
@@ -981,7 +990,9 @@ pub enum PidNamespace {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HostFacts {
     /// The owner's user name (the uid's number where it has no name).
-    pub user: Reading<String>,
+    // This, the command and the container are shared (`Arc`) with the collector's record
+    // of the process, so a refresh copies none of their text.
+    pub user: Reading<Arc<str>>,
     /// The real uid behind `user`; signals re-check it. Not on the wire: signals are never
     /// sent to a process read from the wire.
     #[serde(skip)]
@@ -991,7 +1002,7 @@ pub struct HostFacts {
     pub parent_pid: Reading<u32>,
     /// Its command line, arguments joined by spaces; `null` on `/snapshot` unless `gputop
     /// export --process-commands`.
-    pub command: Reading<String>,
+    pub command: Reading<Arc<str>>,
     /// CPU since the previous reading, percent of one core.
     #[serde(serialize_with = "wire::two_decimals")]
     pub cpu_percent: Reading<f64>,
@@ -1008,7 +1019,7 @@ pub struct HostFacts {
     /// How long it has run.
     pub running_seconds: Reading<u64>,
     /// The container, pod, Slurm job or systemd slice it runs in; `null` on the host.
-    pub container: Option<Container>,
+    pub container: Option<Arc<Container>>,
     /// Its PID inside its own container's namespace, when that differs.
     #[serde(rename = "container_pid")]
     pub namespace_pid: Option<u32>,
@@ -1147,7 +1158,7 @@ impl GpuProcess {
 
     /// The CONTAINER label, `-` on the host.
     pub fn container_label(&self) -> &str {
-        Container::label_of(self.host.container.as_ref())
+        Container::label_of(self.host.container.as_deref())
     }
 }
 

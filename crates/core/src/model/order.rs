@@ -264,7 +264,7 @@ mod tests {
     fn the_container_key_groups_a_containers_processes_host_last() {
         let in_container = |pid, id: &str| {
             let mut p = process(pid, 0, Some(1));
-            p.host.container = Some(crate::model::Container::new(crate::model::Runtime::Docker, id));
+            p.host.container = Some(crate::model::Container::new(crate::model::Runtime::Docker, id).into());
             p
         };
         let list = [

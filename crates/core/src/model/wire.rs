@@ -9,6 +9,7 @@
 //! `config/snapshot.schema.json` is generated from the same types ([`json_schema`]).
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use schemars::JsonSchema;
@@ -347,7 +348,7 @@ impl Snapshot {
             .iter_mut()
             .filter_map(|p| p.host.container.as_mut())
         {
-            container.relabel();
+            Arc::make_mut(container).relabel();
         }
         super::order::by_gpu_memory(&mut self.processes);
         Ok(self)
@@ -403,8 +404,8 @@ fn pod_names(place: &str, names: &PodContainer) -> Result<(), WireError> {
 }
 
 /// A string of at most [`limits::TEXT_BYTES`].
-fn text(place: &str, value: Option<&String>) -> Result<(), WireError> {
-    match value {
+fn text<S: AsRef<str> + ?Sized>(place: &str, value: Option<&S>) -> Result<(), WireError> {
+    match value.map(AsRef::as_ref) {
         Some(text) if text.len() > limits::TEXT_BYTES => {
             refuse(place, Problem::TooLong { bytes: text.len() })
         }
@@ -559,10 +560,10 @@ impl GpuProcess {
         }
         let host = &self.host;
         for (field, value) in [
-            ("gpu_uuid", self.gpu_uuid.value()),
-            ("user", host.user.value()),
-            ("command", host.command.value()),
-            ("unmapped_reason", host.unmapped_reason.as_ref()),
+            ("gpu_uuid", self.gpu_uuid.as_deref()),
+            ("user", host.user.as_deref()),
+            ("command", host.command.as_deref()),
+            ("unmapped_reason", host.unmapped_reason.as_deref()),
         ] {
             text(&place(field), value)?;
         }
@@ -675,7 +676,7 @@ mod tests {
         p.host.unmapped_reason = Some("another PID namespace".into());
         p.gpu_instance_id = Some(1);
         p.compute_instance_id = Some(0);
-        p.host.container = Some(Container::in_pod("a1a1a1a1a1a1", Some("5e1f0000-aaaa".into())));
+        p.host.container = Some(Container::in_pod("a1a1a1a1a1a1", Some("5e1f0000-aaaa".into())).into());
         let lost = Device::unavailable(0, DeviceStatus::Lost, "fallen off the bus");
         let snapshot = testing::snapshot(taken_at, vec![lost, device()], vec![p]);
         let text = document(&snapshot);

@@ -147,7 +147,7 @@ impl EnergyShares {
 /// What the processes of a snapshot are grouped by before they are named: borrowed from the
 /// snapshot, so each owner's name is made once per refresh, not once per process.
 fn user_of(p: &GpuProcess) -> Option<&str> {
-    p.host.user.value().map(String::as_str)
+    p.host.user.as_deref()
 }
 
 fn user_name(user: Option<&str>) -> String {
@@ -155,7 +155,7 @@ fn user_name(user: Option<&str>) -> String {
 }
 
 fn container_of(p: &GpuProcess) -> Option<&Container> {
-    p.host.container.as_ref()
+    p.host.container.as_deref()
 }
 
 /// What one owner holds in one snapshot.
@@ -587,7 +587,7 @@ mod tests {
     #[test]
     fn a_process_on_two_gpus_counts_once_and_containers_are_grouped_by_label() {
         let in_container = |mut p: GpuProcess, id: &str| {
-            p.host.container = Some(Container::new(crate::model::Runtime::Docker, id));
+            p.host.container = Some(Container::new(crate::model::Runtime::Docker, id).into());
             p
         };
         let mut unreadable = process(40, 1, "x", 1);

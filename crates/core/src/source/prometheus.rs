@@ -1027,10 +1027,10 @@ fn node_snapshot(instance: &str, answers: &[Vec<Sample>]) -> Snapshot {
             .map_or(Reading::NotSupported, |u| Reading::Value(u.to_string()));
         p.host.user = s
             .label("user")
-            .map_or(Reading::NotSupported, |u| Reading::Value(u.to_string()));
+            .map_or(Reading::NotSupported, |u| Reading::Value(u.into()));
         p.host.command = s
             .label("command")
-            .map_or(Reading::NotSupported, |c| Reading::Value(c.to_string()));
+            .map_or(Reading::NotSupported, |c| Reading::Value(c.into()));
         processes.insert((pid, gpu), p);
     }
     for s in sm {
@@ -1433,7 +1433,7 @@ mod tests {
         assert_eq!(d.fan_speed_percent, Reading::NotSupported, "NaN is not a reading");
         let p = &snapshot.processes[0];
         assert_eq!(
-            (p.pid, p.sm_percent.get(), p.host.user.value().map(String::as_str)),
+            (p.pid, p.sm_percent.get(), p.host.user.as_deref()),
             (7, Some(50), Some("bob"))
         );
         assert_eq!(p.host.cpu_percent, Reading::Value(150.0));

@@ -192,12 +192,16 @@ impl Watched {
             node.hostname = Some(snapshot.hostname.clone());
             node.alerts_firing = self.alerts;
             node.processes = snapshot.processes.len();
-            let users: std::collections::BTreeSet<&String> = snapshot
+            let users: std::collections::BTreeSet<&str> = snapshot
                 .processes
                 .iter()
-                .filter_map(|p| p.host.user.value())
+                .filter_map(|p| p.host.user.as_deref())
                 .collect();
-            node.users = users.into_iter().take(fleet::TOP_SHARES).cloned().collect();
+            node.users = users
+                .into_iter()
+                .take(fleet::TOP_SHARES)
+                .map(str::to_owned)
+                .collect();
             let mut devices = FleetNode::devices_of(snapshot);
             for gpu in devices.iter_mut().filter(|g| g.is_idle()) {
                 gpu.idle_seconds = self
@@ -220,7 +224,7 @@ fn fleet_of(watched: &[Watched], interval: Duration, started: SystemTime, now: S
     let mut fleet = Fleet::new("nodes".into(), now, lookback, nodes);
     fleet.list_idle_gpus();
     fleet.top_processes = fleet::top_processes(&fleet.nodes);
-    fleet.users = fleet::shares_of(&fleet.nodes, |p| p.host.user.value().cloned());
+    fleet.users = fleet::shares_of(&fleet.nodes, |p| p.host.user.as_deref().map(str::to_owned));
     fleet.namespaces = fleet::shares_of(&fleet.nodes, |p| {
         p.host
             .container

@@ -334,7 +334,7 @@ mod tests {
         let blender = out.processes.iter().find(|p| p.pid == 4101).unwrap();
         let busy = blender.engines_percent[&Engine::Graphics];
         assert!((30.0..=95.0).contains(&busy), "graphics {busy}");
-        assert_eq!(blender.host.user.value().map(String::as_str), Some("maya"));
+        assert_eq!(blender.host.user.as_deref(), Some("maya"));
         let rocm = out.processes.iter().find(|p| p.pid == 4102).unwrap();
         assert_eq!(rocm.sm_percent.get(), Some(0), "KFD work is not in fdinfo");
         assert_eq!(rocm.gpu_memory_bytes.get(), Some(14 * GIB));

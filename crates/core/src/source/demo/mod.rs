@@ -7,6 +7,7 @@
 //! scenario instead of /proc.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use nvml_sim::codes::{self, Code};
@@ -390,7 +391,7 @@ impl DemoSource {
                     gpu_instance_id: live.instance_ids.map(|(gpu_instance, _)| gpu_instance),
                     compute_instance_id: live.instance_ids.map(|(_, compute_instance)| compute_instance),
                     host: HostFacts {
-                        user: Reading::Value(script.user.clone().unwrap_or_else(|| "demo".into())),
+                        user: Reading::Value(script.user.as_deref().unwrap_or("demo").into()),
                         // Invented owners: uid 0 for root, 1000 and up for the others.
                         uid: Reading::Value(demo_uid(script.user.as_deref())),
                         parent_pid: Reading::Value(1),
@@ -399,7 +400,8 @@ impl DemoSource {
                                 .command
                                 .clone()
                                 .or_else(|| script.name.clone())
-                                .unwrap_or_default(),
+                                .unwrap_or_default()
+                                .into(),
                         ),
                         cpu_percent: Reading::Value(host_value(&script.cpu, "cpu").max(0.0)),
                         memory_bytes: Reading::Value(
@@ -409,7 +411,7 @@ impl DemoSource {
                         // The demo is read-only: nothing is signalled.
                         start_ticks: Reading::NotSupported,
                         running_seconds: Reading::Value(running),
-                        container: script.cgroup.as_deref().and_then(container_of),
+                        container: script.cgroup.as_deref().and_then(container_of).map(Arc::new),
                         namespace_pid: None,
                         local_pid: Some(live.pid),
                         pid_mapping: PidMapping::Same,
