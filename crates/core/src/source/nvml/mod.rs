@@ -409,29 +409,14 @@ struct SampleMark {
 }
 
 /// Per-device read state: what was read of each sample buffer, the newest process sample
-/// timestamp consumed, and the buffer sizes the lists needed last time (compute, graphics,
-/// MPS, process samples).
-#[derive(Debug, Clone, Copy)]
+/// timestamp consumed, and the buffers NVML answers into.
+#[derive(Debug, Clone, Default)]
 struct Watermarks {
     gpu_util: SampleMark,
     memory_util: SampleMark,
     power: SampleMark,
     processes: u64,
-    list_capacity: [usize; 3],
-    utilization_capacity: usize,
-}
-
-impl Default for Watermarks {
-    fn default() -> Self {
-        Self {
-            gpu_util: SampleMark::default(),
-            memory_util: SampleMark::default(),
-            power: SampleMark::default(),
-            processes: 0,
-            list_capacity: [64; 3],
-            utilization_capacity: 256,
-        }
-    }
+    buffers: raw::Buffers,
 }
 
 /// A device handle kept between refreshes.
@@ -894,9 +879,10 @@ fn sample_window(
     device: &NvmlDevice<'_>,
     key: (u32, SampledMetric),
     mark: &mut SampleMark,
+    buffers: &mut raw::Buffers,
     pass: &Pass<'_>,
 ) -> Result<Option<(Window, f64)>, NvmlError> {
-    let fresh = new_samples(device, key, &mut mark.watermark, pass)?;
+    let fresh = new_samples(device, key, &mut mark.watermark, buffers, pass)?;
     if let Some((window, newest)) = fresh {
         mark.held = Some((Instant::now(), window, newest));
         return Ok(fresh);
@@ -911,6 +897,7 @@ fn new_samples(
     device: &NvmlDevice<'_>,
     (index, metric): (u32, SampledMetric),
     watermark: &mut u64,
+    buffers: &mut raw::Buffers,
     pass: &Pass<'_>,
 ) -> Result<Option<(Window, f64)>, NvmlError> {
     let sampling = match metric {
@@ -918,7 +905,7 @@ fn new_samples(
         SampledMetric::MemoryUtilization => Sampling::MemoryUtilization,
         SampledMetric::PowerMilliwatts => Sampling::Power,
     };
-    let samples = match raw::samples(device, sampling, *watermark) {
+    let samples = match raw::samples(device, sampling, *watermark, buffers) {
         Err(NvmlError::NotFound) => return Ok(None),
         other => other?,
     };
@@ -1030,7 +1017,7 @@ fn read_sampled(
         SampledMetric::PowerMilliwatts => (&mut marks.power, f64::from(u32::MAX)),
     };
     pass.activity.set("nvmlDeviceGetSamples", Some(index));
-    let sampled = sample_window(device, (index, metric), mark, pass);
+    let sampled = sample_window(device, (index, metric), mark, &mut marks.buffers, pass);
     let current = match &sampled {
         Ok(Some((_, newest))) => Reading::Value(newest.round().clamp(0.0, ceiling) as u32),
         _ => reading(match metric {
@@ -1167,10 +1154,10 @@ fn process_list(
     device: &NvmlDevice<'_>,
     list: raw::ProcessList,
     api: &mut raw::ProcessApi,
-    capacity: &mut usize,
+    buffers: &mut raw::Buffers,
 ) -> Result<Vec<ProcessInfo>, NvmlError> {
     loop {
-        match raw::processes(device, list, *api, capacity) {
+        match raw::processes(device, list, *api, buffers) {
             Err(error) if is_missing(&error) => match api.older() {
                 // Only the compute list decides: a driver may lack just the MPS list.
                 Some(older) if list == raw::ProcessList::Compute => *api = older,
@@ -1216,10 +1203,10 @@ fn read_processes(
 ) -> (Vec<GpuProcess>, Option<String>) {
     let (window, activity) = (pass.window, pass.activity);
     activity.set("nvmlDeviceGet*RunningProcesses", Some(index));
-    let [compute_capacity, graphics_capacity, mps_capacity] = &mut marks.list_capacity;
-    let compute = process_list(device, raw::ProcessList::Compute, api, compute_capacity);
-    let graphics = process_list(device, raw::ProcessList::Graphics, api, graphics_capacity);
-    let mps = process_list(device, raw::ProcessList::Mps, api, mps_capacity);
+    let buffers = &mut marks.buffers;
+    let compute = process_list(device, raw::ProcessList::Compute, api, buffers);
+    let graphics = process_list(device, raw::ProcessList::Graphics, api, buffers);
+    let mps = process_list(device, raw::ProcessList::Mps, api, buffers);
     let unlisted = [&compute, &graphics].into_iter().find_map(|list| {
         let error = list.as_ref().err()?;
         let mig_enabled = device.mig_mode().is_ok_and(|m| m.current == 1);
@@ -1273,7 +1260,7 @@ fn read_processes(
     // Process samples carry Unix-time stamps on some drivers and not on others: as for
     // device samples, only the driver's own stamps are compared.
     activity.set("nvmlDeviceGetProcessUtilization", Some(index));
-    match raw::process_utilization(device, marks.processes, &mut marks.utilization_capacity) {
+    match raw::process_utilization(device, marks.processes, &mut marks.buffers) {
         Ok(samples) => {
             let valid: Vec<&ProcessUtilizationSample> = samples
                 .iter()

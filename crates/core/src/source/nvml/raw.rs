@@ -23,30 +23,65 @@ use nvml_wrapper_sys::bindings::{
 /// Samples one call fetches: more than a sample buffer holds (about 100).
 const SAMPLE_CAPACITY: usize = 128;
 
+/// Entries of a process list's first buffer.
+const LIST_CAPACITY: usize = 64;
+
+/// Per-process utilization samples' first buffer.
+const UTILIZATION_CAPACITY: usize = 256;
+
 /// How often a list that grew between calls is asked for again.
 const ATTEMPTS: usize = 4;
 
-/// Calls `fetch(count, buffer)` with a buffer of `capacity` entries, growing it to the count
-/// the driver asks for while it answers INSUFFICIENT_SIZE. Returns the filled entries.
+/// One device's answer buffers, kept between refreshes so that a refresh neither allocates
+/// nor zeroes them (they were 40% of the bytes a refresh allocated). Each is filled with
+/// zeroes when first used or grown, so what a driver leaves unwritten is never uninitialised.
+#[derive(Clone, Default)]
+pub(super) struct Buffers {
+    samples: Vec<nvmlSample_t>,
+    /// Compute, graphics and MPS.
+    lists: [Vec<ListSlot>; 3],
+    utilization: Vec<nvmlProcessUtilizationInfo_v1_t>,
+    legacy_utilization: Vec<nvmlProcessUtilizationSample_t>,
+}
+
+impl std::fmt::Debug for Buffers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Their lengths: NVML's sample type has no Debug of its own.
+        f.debug_struct("Buffers")
+            .field("samples", &self.samples.len())
+            .field("lists", &self.lists.each_ref().map(Vec::len))
+            .field("utilization", &self.utilization.len())
+            .field("legacy_utilization", &self.legacy_utilization.len())
+            .finish()
+    }
+}
+
+/// Calls `fetch(count, buffer)` with `buffer` (first made `initial` entries long), growing it
+/// to the count the driver asks for while it answers INSUFFICIENT_SIZE. Returns the filled
+/// entries.
 fn fetch_list<T: Copy>(
     zero: T,
-    capacity: &mut usize,
+    buffer: &mut Vec<T>,
+    initial: usize,
     mut fetch: impl FnMut(&mut c_uint, *mut T) -> nvmlReturn_t,
-) -> Result<Vec<T>, NvmlError> {
+) -> Result<&[T], NvmlError> {
+    if buffer.is_empty() {
+        buffer.resize(initial.max(1), zero);
+    }
     for _ in 0..ATTEMPTS {
-        let mut buffer = vec![zero; (*capacity).max(1)];
         let mut count = buffer.len() as c_uint;
         let code = fetch(&mut count, buffer.as_mut_ptr());
         if code == nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE {
             // Room for the list as it is now, and for some growth before the next call.
-            *capacity = (count as usize).max(*capacity) * 2;
+            let grown = (count as usize).max(buffer.len()) * 2;
+            buffer.resize(grown, zero);
             continue;
         }
         nvml_try(code)?;
-        buffer.truncate(count as usize);
-        return Ok(buffer);
+        let filled = (count as usize).min(buffer.len());
+        return Ok(&buffer[..filled]);
     }
-    Err(NvmlError::InsufficientSize(Some(*capacity)))
+    Err(NvmlError::InsufficientSize(Some(buffer.len())))
 }
 
 fn handle(device: &NvmlDevice<'_>) -> nvmlDevice_t {
@@ -73,13 +108,13 @@ pub(super) fn samples(
     device: &NvmlDevice<'_>,
     sampling: Sampling,
     since: u64,
+    buffers: &mut Buffers,
 ) -> Result<Vec<Sample>, NvmlError> {
     let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetSamples.as_ref())?;
     let mut value_type: nvmlValueType_t = 0;
-    let mut capacity = SAMPLE_CAPACITY;
     // SAFETY: nvmlSample_t is plain data; all-zero is a valid value.
     let zero: nvmlSample_t = unsafe { std::mem::zeroed() };
-    let raw = fetch_list(zero, &mut capacity, |count, buffer| {
+    let raw = fetch_list(zero, &mut buffers.samples, SAMPLE_CAPACITY, |count, buffer| {
         // SAFETY: `buffer` holds `*count` entries and the other pointers are valid.
         unsafe {
             sym(
@@ -94,8 +129,8 @@ pub(super) fn samples(
     })?;
     let value_type = SampleValueType::try_from(value_type)?;
     Ok(raw
-        .into_iter()
-        .map(|s| Sample::from_tag_and_struct(&value_type, s))
+        .iter()
+        .map(|s| Sample::from_tag_and_struct(&value_type, *s))
         .collect())
 }
 
@@ -179,28 +214,37 @@ fn list_symbol(device: &NvmlDevice<'_>, list: ProcessList, api: ProcessApi) -> R
     })
 }
 
-/// A process list through `api`; `capacity` carries the buffer size between refreshes.
+/// A slot of a process list's buffer: an entry of the largest layout, as 8-byte words for
+/// alignment. NVML is told the count of these slots, and writes that many entries of its
+/// own, never larger, layout.
+type ListSlot = [u64; MAX_ENTRY_BYTES / 8];
+
+/// A process list through `api`.
 pub(super) fn processes(
     device: &NvmlDevice<'_>,
     list: ProcessList,
     api: ProcessApi,
-    capacity: &mut usize,
+    buffers: &mut Buffers,
 ) -> Result<Vec<ProcessInfo>, NvmlError> {
     let sym = list_symbol(device, list, api)?;
-    // Entries of the largest layout, as 8-byte words for alignment: NVML is told the count
-    // of these slots, and writes that many entries of its own, never larger, layout.
-    let raw = fetch_list([0u64; MAX_ENTRY_BYTES / 8], capacity, |count, buffer| {
-        let (device, array) = (handle(device), buffer.cast::<u8>());
-        // SAFETY: `buffer` holds `*count` slots of MAX_ENTRY_BYTES, room for `*count`
-        // entries of any layout.
-        unsafe {
-            match sym {
-                ListSymbol::V1(f) => f(device, count, array.cast()),
-                ListSymbol::V2(f) => f(device, count, array.cast()),
-                ListSymbol::V3(f) => f(device, count, array.cast()),
+    let buffer = &mut buffers.lists[list as usize];
+    let raw = fetch_list(
+        [0u64; MAX_ENTRY_BYTES / 8],
+        buffer,
+        LIST_CAPACITY,
+        |count, buffer| {
+            let (device, array) = (handle(device), buffer.cast::<u8>());
+            // SAFETY: `buffer` holds `*count` slots of MAX_ENTRY_BYTES, room for `*count`
+            // entries of any layout.
+            unsafe {
+                match sym {
+                    ListSymbol::V1(f) => f(device, count, array.cast()),
+                    ListSymbol::V2(f) => f(device, count, array.cast()),
+                    ListSymbol::V3(f) => f(device, count, array.cast()),
+                }
             }
-        }
-    })?;
+        },
+    )?;
     let stride = api.entry_bytes();
     // SAFETY: the words are initialised memory of `raw.len() * MAX_ENTRY_BYTES` bytes, and
     // any byte is a valid u8.
@@ -235,10 +279,12 @@ fn parse_entry(entry: &[u8]) -> ProcessInfo {
 pub(super) fn process_utilization(
     device: &NvmlDevice<'_>,
     since: u64,
-    capacity: &mut usize,
+    buffers: &mut Buffers,
 ) -> Result<Vec<ProcessUtilizationSample>, NvmlError> {
-    match processes_utilization_info(device, since, capacity) {
-        Err(error) if super::is_missing(&error) => legacy_process_utilization(device, since, capacity),
+    match processes_utilization_info(device, since, &mut buffers.utilization) {
+        Err(error) if super::is_missing(&error) => {
+            legacy_process_utilization(device, since, &mut buffers.legacy_utilization)
+        }
         other => other,
     }
 }
@@ -248,12 +294,12 @@ const PROCESSES_UTILIZATION_INFO_V1: c_uint = 0x0100_0018;
 fn processes_utilization_info(
     device: &NvmlDevice<'_>,
     since: u64,
-    capacity: &mut usize,
+    buffer: &mut Vec<nvmlProcessUtilizationInfo_v1_t>,
 ) -> Result<Vec<ProcessUtilizationSample>, NvmlError> {
     let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetProcessesUtilizationInfo.as_ref())?;
     // SAFETY: plain data; all-zero is a valid value.
     let zero: nvmlProcessUtilizationInfo_v1_t = unsafe { std::mem::zeroed() };
-    let raw = fetch_list(zero, capacity, |count, buffer| {
+    let raw = fetch_list(zero, buffer, UTILIZATION_CAPACITY, |count, buffer| {
         let mut info = nvmlProcessesUtilizationInfo_t {
             version: PROCESSES_UTILIZATION_INFO_V1,
             processSamplesCount: *count,
@@ -266,7 +312,7 @@ fn processes_utilization_info(
         code
     })?;
     Ok(raw
-        .into_iter()
+        .iter()
         .map(|s| ProcessUtilizationSample {
             pid: s.pid,
             timestamp: s.timeStamp,
@@ -281,16 +327,16 @@ fn processes_utilization_info(
 fn legacy_process_utilization(
     device: &NvmlDevice<'_>,
     since: u64,
-    capacity: &mut usize,
+    buffer: &mut Vec<nvmlProcessUtilizationSample_t>,
 ) -> Result<Vec<ProcessUtilizationSample>, NvmlError> {
     let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetProcessUtilization.as_ref())?;
     // SAFETY: nvmlProcessUtilizationSample_t is plain data; all-zero is a valid value.
     let zero: nvmlProcessUtilizationSample_t = unsafe { std::mem::zeroed() };
-    let raw = fetch_list(zero, capacity, |count, buffer| {
+    let raw = fetch_list(zero, buffer, UTILIZATION_CAPACITY, |count, buffer| {
         // SAFETY: `buffer` holds `*count` entries.
         unsafe { sym(handle(device), buffer, count, since) }
     })?;
-    Ok(raw.into_iter().map(ProcessUtilizationSample::from).collect())
+    Ok(raw.iter().copied().map(ProcessUtilizationSample::from).collect())
 }
 
 /// Memory through the v1 call, for drivers before R510 that lack `_v2`. Its `used` counts
