@@ -48,10 +48,12 @@ def heap_totals(dhat_out):
     return sum(pp["tbk"] for pp in own), sum(pp["tb"] for pp in own)
 
 
-def run(name, command, env, seconds, work):
+def run(name, shape, command, env, seconds, work):
     """One run of `command` under DHAT for `seconds`: its refreshes, NVML calls, blocks, bytes."""
-    tag = f"{name}-{seconds}".replace(" ", "_")
+    tag = f"{name}-{shape}-{seconds}".replace(" ", "_")
     out = work / f"dhat-{tag}.json"
+    # A file of its own: the simulator appends to its trace, and a trace shared with another
+    # shape's run would count that run's refreshes as well.
     trace = work / f"trace-{tag}.jsonl"
     env = dict(env, GPUTOP_SIM_TRACE=str(trace))
     wrapped = ["valgrind", "--tool=dhat", f"--dhat-out-file={out}", "-q", *command]
@@ -94,8 +96,9 @@ def main():
             path.write_text(peers.scenario(gpus, per_gpu))
             env = peers.env_for(simdir, path, pids)
             for name, command in programs.items():
-                a = run(name, command, env, short, work)
-                b = run(name, command, env, long, work)
+                shape = f"{gpus}x{gpus * per_gpu}"
+                a = run(name, shape, command, env, short, work)
+                b = run(name, shape, command, env, long, work)
                 refreshes = b[0] - a[0]
                 if refreshes <= 0:
                     raise RuntimeError(f"{name}: no more refreshes in the long run ({a[0]} and {b[0]})")
