@@ -33,7 +33,8 @@ struct Known {
     /// In clock ticks since boot: with the PID, the process's identity.
     start_ticks: u64,
     uid: u32,
-    /// Shared with every snapshot's copy of the process, as the command.
+    /// Shared with each snapshot's facts of the process, not copied; so are the command
+    /// and the container.
     user: Arc<str>,
     command: Arc<str>,
     /// `/proc/PID/stat`, kept open: re-read in place each refresh without a path lookup,
@@ -712,7 +713,7 @@ pub fn table_of(snapshot: &crate::model::Snapshot) -> Vec<ProcessEntry> {
         if table.iter().any(|e| e.pid == p.pid) {
             continue;
         }
-        let command = p.host.command.value().map_or("?", |c| &**c);
+        let command = p.host.command.as_deref().unwrap_or("?");
         let program = command.split_whitespace().next().unwrap_or("?");
         table.push(ProcessEntry {
             pid: p.pid,
@@ -883,7 +884,7 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         let read = facts(&mut HostCollector::new(), &[child.id()]);
-        assert_eq!(read[0].command.value().map(|c| &**c), Some("[true]"));
+        assert_eq!(read[0].command.as_deref(), Some("[true]"));
         child.wait().unwrap();
     }
 
