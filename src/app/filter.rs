@@ -118,39 +118,21 @@ impl Selection {
         Some(chosen)
     }
 
-    pub fn shows_gpu(&self, device: &Device, devices: &[Device]) -> bool {
-        self.chosen(devices)
-            .is_none_or(|chosen| chosen.iter().any(|(d, _)| d.index == device.index))
-    }
-
-    pub fn shows_process(&self, process: &GpuProcess, devices: &[Device]) -> bool {
-        let kind_ok = match (self.compute, self.graphics) {
-            (true, false) => process.kind.is_compute(),
-            (false, true) => process.kind.is_graphics(),
-            _ => true,
-        };
-        let user_ok = self.users.is_empty()
-            || process
-                .host
-                .user
-                .as_deref()
-                .is_some_and(|user| self.users.iter().any(|u| u == user));
-        let pid_ok = self.pids.is_empty() || self.pids.contains(&process.pid);
-        // A whole GPU shows all its processes; a MIG device only its own.
-        let device_ok = self.chosen(devices).is_none_or(|chosen| {
-            chosen.iter().any(|(d, mig)| {
-                d.index == process.gpu_index && mig.is_none_or(|id| process.mig() == Some(id))
-            })
-        });
-        kind_ok && user_ok && pid_ok && device_ok
+    /// This selection over one snapshot's `devices`: the devices it names are worked out
+    /// once, not again for each process checked.
+    pub fn over<'a>(&'a self, devices: &'a [Device]) -> Shown<'a> {
+        Shown {
+            selection: self,
+            chosen: self.chosen(devices),
+        }
     }
 
     /// The snapshot holding only what is selected (a chosen MIG device's GPU keeps only that
     /// MIG device). Filters in place: a one-shot of many processes copies none of them.
     pub fn apply(&self, mut snapshot: Snapshot) -> Snapshot {
-        let all = &snapshot.devices;
-        snapshot.processes.retain(|p| self.shows_process(p, all));
-        let Some(chosen) = self.chosen(all) else {
+        let shown = self.over(&snapshot.devices);
+        snapshot.processes.retain(|p| shown.process(p));
+        let Some(chosen) = shown.chosen else {
             return snapshot;
         };
         let chosen: Vec<(u32, Option<MigId>)> = chosen.iter().map(|(d, mig)| (d.index, *mig)).collect();
@@ -163,6 +145,47 @@ impl Selection {
             chosen.iter().any(|&(c, _)| c == index)
         });
         snapshot
+    }
+}
+
+/// A [`Selection`] over one snapshot's devices ([`Selection::over`]).
+#[derive(Debug)]
+pub struct Shown<'a> {
+    selection: &'a Selection,
+    /// The GPUs and MIG devices named; `None` when every device is shown.
+    chosen: Option<Vec<(&'a Device, Option<MigId>)>>,
+}
+
+impl Shown<'_> {
+    /// Whether `device` is shown: every GPU, or one the list names.
+    pub fn gpu(&self, device: &Device) -> bool {
+        self.chosen
+            .as_ref()
+            .is_none_or(|chosen| chosen.iter().any(|(d, _)| d.index == device.index))
+    }
+
+    /// Whether `process` is shown: of a shown device, and of the kind, user and PID asked.
+    pub fn process(&self, process: &GpuProcess) -> bool {
+        let selection = self.selection;
+        let kind_ok = match (selection.compute, selection.graphics) {
+            (true, false) => process.kind.is_compute(),
+            (false, true) => process.kind.is_graphics(),
+            _ => true,
+        };
+        let user_ok = selection.users.is_empty()
+            || process
+                .host
+                .user
+                .as_deref()
+                .is_some_and(|user| selection.users.iter().any(|u| u == user));
+        let pid_ok = selection.pids.is_empty() || selection.pids.contains(&process.pid);
+        // A whole GPU shows all its processes; a MIG device only its own.
+        let device_ok = self.chosen.as_ref().is_none_or(|chosen| {
+            chosen.iter().any(|(d, mig)| {
+                d.index == process.gpu_index && mig.is_none_or(|id| process.mig() == Some(id))
+            })
+        });
+        kind_ok && user_ok && pid_ok && device_ok
     }
 }
 
@@ -213,7 +236,7 @@ mod tests {
         let c = process(1, 0, ProcessType::Compute, "alice");
         let g = process(2, 1, ProcessType::Graphics, "bob");
         let cg = process(3, 1, ProcessType::ComputeGraphics, "alice");
-        let shows = |s: &Selection, p: &GpuProcess| s.shows_process(p, &devices);
+        let shows = |s: &Selection, p: &GpuProcess| s.over(&devices).process(p);
         let all = Selection::default();
         assert!([&c, &g, &cg].iter().all(|p| shows(&all, p)));
 
@@ -289,8 +312,9 @@ mod tests {
         let mut on_b = process(6, 1, ProcessType::Compute, "bob");
         (on_b.gpu_instance_id, on_b.compute_instance_id) =
             (Some(MIG_B.gpu_instance), Some(MIG_B.compute_instance));
-        assert!(selection.shows_process(&on_a, &devices));
-        assert!(!selection.shows_process(&on_b, &devices));
-        assert!(!selection.shows_process(&process(7, 0, ProcessType::Compute, "carol"), &devices));
+        let shown = selection.over(&devices);
+        assert!(shown.process(&on_a));
+        assert!(!shown.process(&on_b));
+        assert!(!shown.process(&process(7, 0, ProcessType::Compute, "carol")));
     }
 }

@@ -306,9 +306,10 @@ impl App {
         if let Some(snapshot) = &self.data.snapshot {
             let query = Query::parse(&self.view.filter).unwrap_or_default();
             let processes = &snapshot.processes;
+            let shown = self.view.selection.over(&snapshot.devices);
             rows.extend((0..processes.len()).filter(|&i| {
                 let p = &processes[i];
-                self.view.selection.shows_process(p, &snapshot.devices) && query.matches(p)
+                shown.process(p) && query.matches(p)
             }));
             let (key, reverse) = (self.view.sort, self.view.reverse);
             rows.sort_by(|&a, &b| order::compare(&processes[a], &processes[b], key, reverse));

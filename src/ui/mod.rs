@@ -672,11 +672,8 @@ fn main_screen(
     snapshot: &Snapshot,
     theme: &Theme,
 ) -> TableGeometry {
-    let devices: Vec<&Device> = snapshot
-        .devices
-        .iter()
-        .filter(|d| app.view.selection.shows_gpu(d, &snapshot.devices))
-        .collect();
+    let shown = app.view.selection.over(&snapshot.devices);
+    let devices: Vec<&Device> = snapshot.devices.iter().filter(|d| shown.gpu(d)).collect();
     let full = full_layout(app, devices.len(), area.height);
     let lay_out = |layout: &DeviceLayout| {
         let lines: Vec<Vec<Line>> = devices
