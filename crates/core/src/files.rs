@@ -53,6 +53,15 @@ pub fn read_text(path: &Path, max_bytes: u64) -> Result<String, ReadError> {
     String::from_utf8(bytes).map_err(|e| ReadError::NotText(e.utf8_error().valid_up_to()))
 }
 
+/// The largest certificate, key or CA bundle read: a system's whole CA bundle is a few
+/// hundred KiB.
+const PEM_MAX_BYTES: u64 = 4 << 20;
+
+/// Reads a PEM file (certificates, a key, a CA bundle) at `path`, as [`read_text`] does.
+pub fn read_pem(path: &Path) -> Result<Vec<u8>, ReadError> {
+    read_text(path, PEM_MAX_BYTES).map(String::into_bytes)
+}
+
 /// How a file gputop writes is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Write {

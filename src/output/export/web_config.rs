@@ -133,8 +133,7 @@ fn tls_config(file: &TlsFile, directory: &Path) -> anyhow::Result<Arc<rustls::Se
     };
     let read_pem = |p: &Path| -> anyhow::Result<Vec<u8>> {
         let full = directory.join(p);
-        let text = gputop::files::read_text(&full, MAX_BYTES).with_context(|| full.display().to_string())?;
-        Ok(text.into_bytes())
+        gputop::files::read_pem(&full).with_context(|| full.display().to_string())
     };
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&read_pem(&file.cert_file)?)
         .collect::<Result<_, _>>()

@@ -352,18 +352,13 @@ impl Client {
     }
 }
 
-/// The largest certificate or key file read: a CA bundle is a few hundred KiB.
-const PEM_MAX: u64 = 4 << 20;
-
 fn tls_connector(files: &TlsFiles) -> Result<tokio_rustls::TlsConnector, SetupError> {
     // Bounded, and never waiting on a FIFO: the paths come from the command line.
     let read = |path: &Path| {
-        crate::files::read_text(path, PEM_MAX)
-            .map(String::into_bytes)
-            .map_err(|error| SetupError::File {
-                path: path.to_path_buf(),
-                error,
-            })
+        crate::files::read_pem(path).map_err(|error| SetupError::File {
+            path: path.to_path_buf(),
+            error,
+        })
     };
     let pem_error = |path: &Path, reason: String| SetupError::Pem {
         path: path.to_path_buf(),
