@@ -1,6 +1,7 @@
 //! The collector thread on the simulated library, in this process: snapshots published at
 //! the interval, PCIe read on its own thread, and a GPU lost mid-run while the others go on;
-//! and a collector that reads only when asked.
+//! a collector that reads only when asked; and process lists read into buffers kept between
+//! readings.
 
 mod common;
 
@@ -231,6 +232,52 @@ fn an_on_demand_collector_reads_only_what_is_asked_and_stale() {
         assert_eq!(reading.devices[0].utilization_gpu_percent.get(), Some(30));
     }
     drop(collector);
+}
+
+/// One GPU running 100 processes, more than the first process-list buffer holds (64), of
+/// which 30 end at scenario second 40 (two seconds of wall time at 20 times): the 70 left
+/// still need the grown buffer.
+fn hundred_processes_then_seventy() -> String {
+    let mut text = String::from(
+        "[meta]\nversion = 1\n[clock]\nmode = \"wall\"\nspeed = 20.0\n[[gpu]]\nname = \"Busy\"\n",
+    );
+    for i in 0..100 {
+        let end = if i < 30 { "end = 40.0\n" } else { "" };
+        text.push_str(&format!("[[gpu.process]]\npid = {}\n{end}", 200_000 + i));
+    }
+    text
+}
+
+/// The process lists are read into buffers each GPU keeps: a list longer than the buffer is
+/// read whole after one retry, the grown buffer is kept (one call a list from then on), and
+/// when the list shrinks only the processes still listed are read, none left over from the
+/// longer list before.
+#[test]
+fn process_lists_read_into_kept_buffers_grow_once_and_shrink_with_the_gpu() {
+    let sim = Simulated::new(&hundred_processes_then_seventy());
+    let source = NvmlSource::open(Some(&sim.lib)).expect("the simulator initialises");
+    let collector = Collector::on_demand(Source::from(source), Duration::from_secs(1)).unwrap();
+    let pids = |snapshot: &gputop::model::Snapshot| {
+        let mut pids: Vec<u32> = snapshot.processes.iter().map(|p| p.pid).collect();
+        pids.sort_unstable();
+        pids
+    };
+
+    let first = collector.read(Duration::ZERO);
+    assert_eq!(pids(&first), (200_000..200_100).collect::<Vec<_>>());
+    std::thread::sleep(Duration::from_secs(3));
+    for _ in 0..2 {
+        let later = collector.read(Duration::ZERO);
+        assert_eq!(pids(&later), (200_030..200_100).collect::<Vec<_>>());
+    }
+    drop(collector);
+    let graphics = sim.calls("nvmlDeviceGetGraphicsRunningProcesses_v3");
+    assert_eq!(graphics, 3, "one graphics list a reading");
+    assert_eq!(
+        sim.calls("nvmlDeviceGetComputeRunningProcesses_v3"),
+        graphics + 1,
+        "the compute list asked again only once, when it outgrew the first buffer"
+    );
 }
 
 /// A recording of `frames` whole frames `gap` seconds apart, each GPU 0 at a temperature of
