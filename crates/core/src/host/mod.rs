@@ -841,6 +841,12 @@ mod tests {
             again[0].start_time, mine.start_time,
             "the same process, the same start"
         );
+        // Its text is shared with the record kept of it, not copied at each refresh.
+        let shared = |a: &Reading<Arc<str>>, b: &Reading<Arc<str>>| match (a, b) {
+            (Reading::Value(a), Reading::Value(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        assert!(shared(&again[0].command, &mine.command) && shared(&again[0].user, &mine.user));
     }
 
     #[test]
