@@ -33,8 +33,8 @@ const UTILIZATION_CAPACITY: usize = 256;
 const ATTEMPTS: usize = 4;
 
 /// One device's answer buffers, kept between refreshes so that a refresh neither allocates
-/// nor zeroes them (they were 40% of the bytes a refresh allocated). Each is filled with
-/// zeroes when first used or grown, so what a driver leaves unwritten is never uninitialised.
+/// nor zeroes them. Each is filled with zeroes when first used or grown, so what a driver
+/// leaves unwritten is never uninitialised.
 #[derive(Clone, Default)]
 pub(super) struct Buffers {
     samples: Vec<nvmlSample_t>,
@@ -228,23 +228,18 @@ pub(super) fn processes(
 ) -> Result<Vec<ProcessInfo>, NvmlError> {
     let sym = list_symbol(device, list, api)?;
     let buffer = &mut buffers.lists[list as usize];
-    let raw = fetch_list(
-        [0u64; MAX_ENTRY_BYTES / 8],
-        buffer,
-        LIST_CAPACITY,
-        |count, buffer| {
-            let (device, array) = (handle(device), buffer.cast::<u8>());
-            // SAFETY: `buffer` holds `*count` slots of MAX_ENTRY_BYTES, room for `*count`
-            // entries of any layout.
-            unsafe {
-                match sym {
-                    ListSymbol::V1(f) => f(device, count, array.cast()),
-                    ListSymbol::V2(f) => f(device, count, array.cast()),
-                    ListSymbol::V3(f) => f(device, count, array.cast()),
-                }
+    let raw = fetch_list(ListSlot::default(), buffer, LIST_CAPACITY, |count, buffer| {
+        let (device, array) = (handle(device), buffer.cast::<u8>());
+        // SAFETY: `buffer` holds `*count` slots of MAX_ENTRY_BYTES, room for `*count`
+        // entries of any layout.
+        unsafe {
+            match sym {
+                ListSymbol::V1(f) => f(device, count, array.cast()),
+                ListSymbol::V2(f) => f(device, count, array.cast()),
+                ListSymbol::V3(f) => f(device, count, array.cast()),
             }
-        },
-    )?;
+        }
+    })?;
     let stride = api.entry_bytes();
     // SAFETY: the words are initialised memory of `raw.len() * MAX_ENTRY_BYTES` bytes, and
     // any byte is a valid u8.
