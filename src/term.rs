@@ -1,16 +1,16 @@
 //! The terminal: raw mode, alternate screen, mouse; restored on every way out (drop, a
 //! panic on any thread, the signals the event loop turns into a quit) and around Ctrl-Z.
-//! Frames are drawn by ratatui's `Terminal`, through a backend that writes nothing for an
-//! unchanged frame.
+//! Each frame is drawn into a ratatui buffer and compared, row by row, with what the terminal
+//! shows; only the cells that changed are written.
 
 use std::io::{self, Write};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use ratatui::Terminal;
-use ratatui::backend::{Backend, ClearType, WindowSize};
-use ratatui::buffer::{Buffer, Cell};
-use ratatui::layout::{Position, Size};
+use ratatui::backend::Backend;
+use ratatui::buffer::{Buffer, Cell, CellWidth};
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier};
 use ratatui_crossterm::CrosstermBackend;
 use ratatui_crossterm::crossterm::event::{DisableMouseCapture, EnableMouseCapture};
 use ratatui_crossterm::crossterm::terminal::{
@@ -106,7 +106,7 @@ pub fn end_on_panic() {
 
 /// The interactive terminal. Restores the terminal when dropped.
 pub struct Term {
-    terminal: Terminal<Quiet>,
+    screen: Screen<Gathered>,
 }
 
 impl std::fmt::Debug for Term {
@@ -129,33 +129,19 @@ fn enter() -> io::Result<()> {
 
 impl Term {
     pub fn enter() -> io::Result<Self> {
-        if let Err(e) = enter() {
+        let term = enter()
+            .and_then(|()| terminal_size())
+            .and_then(|area| Screen::new(Gathered(Vec::new()), area))
+            .map(|screen| Self { screen });
+        if term.is_err() {
             restore();
-            return Err(e);
         }
-        let terminal = terminal_size().and_then(|size| {
-            Terminal::new(Quiet {
-                inner: CrosstermBackend::new(Gathered(Vec::new())),
-                cursor_hidden: true,
-                cursor: Position::ORIGIN,
-                size,
-            })
-        });
-        match terminal {
-            Ok(terminal) => Ok(Self { terminal }),
-            Err(e) => {
-                restore();
-                Err(e)
-            }
-        }
+        term
     }
 
     /// Draws one frame; only the cells that changed since the last are written.
     pub fn draw<R>(&mut self, render: impl FnOnce(&mut Buffer) -> R) -> io::Result<R> {
-        let mut result = None;
-        self.terminal
-            .draw(|frame| result = Some(render(frame.buffer_mut())))?;
-        Ok(result.expect("ratatui calls the render function once"))
+        self.screen.draw(render)
     }
 
     /// Ctrl-Z: give the terminal back, stop until `fg`, then take it again and redraw all.
@@ -166,20 +152,179 @@ impl Term {
         // SAFETY: raising a signal at ourselves.
         unsafe { libc::raise(libc::SIGSTOP) };
         enter()?;
-        let backend = self.terminal.backend_mut();
-        backend.cursor_hidden = true;
-        backend.size = terminal_size()?;
-        self.clear()
+        self.screen.fit(terminal_size()?)
     }
 
-    /// The terminal's new size, from its resize event; the next frame is drawn to fit it.
-    pub fn resize(&mut self, cols: u16, rows: u16) {
-        self.terminal.backend_mut().size = Size::new(cols, rows);
+    /// The terminal's new size, from its resize event: the screen is cleared, and the next
+    /// frame drawn whole to fit it. The size is kept from these events rather than asked
+    /// each frame: crossterm answers by opening /dev/tty for an ioctl each time.
+    pub fn resize(&mut self, cols: u16, rows: u16) -> io::Result<()> {
+        self.screen.fit(Rect::new(0, 0, cols, rows))
     }
 
     /// Clears the screen and forgets what was drawn, so the next frame is drawn whole.
     pub fn clear(&mut self) -> io::Result<()> {
-        self.terminal.clear()
+        self.screen.clear()
+    }
+}
+
+/// Frames as the bytes that take the terminal from the last frame to each.
+///
+/// ratatui's `Terminal` keeps the last frame's cells and compares every one of them with
+/// the new frame's: two 200x50 frames are 780 KiB, and comparing their cells, strings and
+/// all, was a third of gputop's instructions a refresh at 64 processes. Here what the
+/// terminal shows is kept as [`Glyph`]s, compared without looking at strings, and the
+/// frame's buffer is the only one.
+struct Screen<W: Write> {
+    /// crossterm's writer of cells.
+    out: CrosstermBackend<W>,
+    /// The frame being drawn, blank before each.
+    frame: Buffer,
+    /// What the terminal shows, row by row, as the last frames left it.
+    shown: Vec<Glyph>,
+    /// Whether each row of `shown` has only [`Glyph`]s: a row with a wide or combined
+    /// grapheme is written whole whenever it is drawn.
+    plain: Vec<bool>,
+    /// Where in `frame` the cells to write this frame are.
+    changed: Vec<usize>,
+}
+
+/// A cell that is one character of one column, as the terminal shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Glyph {
+    symbol: char,
+    fg: Color,
+    bg: Color,
+    modifier: Modifier,
+}
+
+impl Glyph {
+    /// What a cleared terminal shows, and what a blank cell of the buffer is.
+    const BLANK: Self = Self {
+        symbol: ' ',
+        fg: Color::Reset,
+        bg: Color::Reset,
+        modifier: Modifier::empty(),
+    };
+
+    /// The cell as a glyph; `None` for a grapheme of several characters or columns.
+    fn of(cell: &Cell) -> Option<Self> {
+        let text = cell.symbol();
+        let symbol = match text.as_bytes() {
+            [ascii] => char::from(*ascii),
+            _ => {
+                let mut chars = text.chars();
+                let symbol = chars.next()?;
+                (chars.next().is_none() && text.cell_width() == 1).then_some(symbol)?
+            }
+        };
+        Some(Self {
+            symbol,
+            fg: cell.fg,
+            bg: cell.bg,
+            modifier: cell.modifier,
+        })
+    }
+}
+
+impl<W: Write> Screen<W> {
+    /// A screen of `area`'s size, cleared.
+    fn new(out: W, area: Rect) -> io::Result<Self> {
+        let mut screen = Self {
+            out: CrosstermBackend::new(out),
+            frame: Buffer::empty(Rect::default()),
+            shown: Vec::new(),
+            plain: Vec::new(),
+            changed: Vec::new(),
+        };
+        screen.fit(area)?;
+        Ok(screen)
+    }
+
+    /// Draws one frame: writes the cells that differ from what is shown, as one
+    /// synchronized update, and nothing at all when none does.
+    fn draw<R>(&mut self, render: impl FnOnce(&mut Buffer) -> R) -> io::Result<R> {
+        self.frame.reset();
+        let result = render(&mut self.frame);
+        self.compare();
+        if self.changed.is_empty() {
+            return Ok(result);
+        }
+        let frame = &self.frame;
+        let cells = self.changed.iter().map(|&i| {
+            let (x, y) = frame.pos_of(i);
+            (x, y, &frame.content[i])
+        });
+        queue!(self.out, BeginSynchronizedUpdate)?;
+        self.out.draw(cells)?;
+        queue!(self.out, EndSynchronizedUpdate)?;
+        Backend::flush(&mut self.out)?;
+        Ok(result)
+    }
+
+    /// Fills `changed` with where the frame differs from what is shown, and makes the
+    /// frame what is shown.
+    fn compare(&mut self) {
+        self.changed.clear();
+        let width = usize::from(self.frame.area.width);
+        if width == 0 {
+            return;
+        }
+        let rows = self.frame.content.chunks_exact(width);
+        for ((y, cells), shown) in rows.enumerate().zip(self.shown.chunks_exact_mut(width)) {
+            let start = y * width;
+            let row_changes = self.changed.len();
+            // A row plain as shown is compared glyph by glyph, while it stays plain.
+            let mut plain = self.plain[y];
+            for (x, (cell, glyph)) in cells.iter().zip(shown.iter_mut()).enumerate() {
+                if !plain {
+                    break;
+                }
+                match Glyph::of(cell) {
+                    Some(new) if new != *glyph => {
+                        self.changed.push(start + x);
+                        *glyph = new;
+                    }
+                    Some(_) => {}
+                    None => plain = false,
+                }
+            }
+            if plain {
+                continue;
+            }
+            // Otherwise the row is written whole, but not the columns a wide grapheme
+            // covers after its first; it is shown as plain again once it is plain again.
+            self.changed.truncate(row_changes);
+            let mut now_plain = true;
+            for (cell, glyph) in cells.iter().zip(shown.iter_mut()) {
+                *glyph = Glyph::of(cell).unwrap_or_else(|| {
+                    now_plain = false;
+                    Glyph::BLANK
+                });
+            }
+            let mut x = 0;
+            while x < width {
+                self.changed.push(start + x);
+                x += usize::from(cells[x].symbol().cell_width().max(1));
+            }
+            self.plain[y] = now_plain;
+        }
+    }
+
+    /// Makes the frame `area`'s size, and the screen blank.
+    fn fit(&mut self, area: Rect) -> io::Result<()> {
+        self.frame.resize(area);
+        self.shown.resize(area.area() as usize, Glyph::BLANK);
+        self.plain.resize(usize::from(area.height), true);
+        self.clear()
+    }
+
+    /// Clears the screen and forgets what was drawn, so the next frame is drawn whole.
+    fn clear(&mut self) -> io::Result<()> {
+        self.shown.fill(Glyph::BLANK);
+        self.plain.fill(true);
+        self.out.clear()?;
+        Backend::flush(&mut self.out)
     }
 }
 
@@ -210,83 +355,182 @@ impl Write for Gathered {
     }
 }
 
-/// The crossterm backend, quiet when there is nothing to say: a frame without changed
-/// cells writes nothing (crossterm's backend would still reset the colours, and ratatui
-/// hides the cursor every frame), and a frame with changes is one synchronized update.
-///
-/// The cursor stays hidden, and its position is never asked of the terminal: ratatui asks it
-/// to clear the screen, and the answer would race the input thread for stdin.
-///
-/// The size is read once and then kept from resize events: ratatui asks it every frame, and
-/// crossterm answers by opening /dev/tty for an ioctl each time (3% of live CPU at 1 s).
-struct Quiet {
-    inner: CrosstermBackend<Gathered>,
-    cursor_hidden: bool,
-    cursor: Position,
-    size: Size,
-}
-
 /// The terminal's size as the kernel reports it now.
-fn terminal_size() -> io::Result<Size> {
+fn terminal_size() -> io::Result<Rect> {
     let (cols, rows) = ratatui_crossterm::crossterm::terminal::size()?;
-    Ok(Size::new(cols, rows))
+    Ok(Rect::new(0, 0, cols, rows))
 }
 
-impl Backend for Quiet {
-    type Error = io::Error;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ratatui::style::Style;
 
-    fn draw<'a, I>(&mut self, content: I) -> io::Result<()>
-    where
-        I: Iterator<Item = (u16, u16, &'a Cell)>,
-    {
-        let mut content = content.peekable();
-        if content.peek().is_none() {
-            return Ok(());
+    /// A small generator of frames: the same sequence on every run.
+    struct Frames(u64);
+
+    impl Frames {
+        fn next(&mut self, below: usize) -> usize {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 33) as usize % below
         }
-        queue!(self.inner, BeginSynchronizedUpdate)?;
-        self.inner.draw(content)?;
-        queue!(self.inner, EndSynchronizedUpdate)
-    }
 
-    fn hide_cursor(&mut self) -> io::Result<()> {
-        if self.cursor_hidden {
-            return Ok(());
+        /// Rows of ASCII, bars, wide and combined graphemes, in a few styles, at random places.
+        fn draw(&mut self, buffer: &mut Buffer) {
+            const TEXTS: [&str; 8] = [
+                "gputop",
+                "█▌ 42%",
+                "漢字",
+                "e\u{301}t\u{e9}",
+                "…",
+                "x",
+                "🦀 ok",
+                "    ",
+            ];
+            let colors = [
+                Color::Reset,
+                Color::Indexed(1),
+                Color::Indexed(4),
+                Color::Rgb(9, 99, 199),
+            ];
+            let area = buffer.area;
+            for _ in 0..self.next(12) {
+                let (x, y) = (self.next(area.width.into()), self.next(area.height.into()));
+                let mut style = Style::new()
+                    .fg(colors[self.next(colors.len())])
+                    .bg(colors[self.next(colors.len())]);
+                if self.next(3) == 0 {
+                    style = style.add_modifier(Modifier::BOLD);
+                }
+                let text = TEXTS[self.next(TEXTS.len())];
+                buffer.set_stringn(x as u16, y as u16, text, area.width.into(), style);
+            }
         }
-        self.cursor_hidden = true;
-        self.inner.hide_cursor()
     }
 
-    fn show_cursor(&mut self) -> io::Result<()> {
-        self.cursor_hidden = false;
-        self.inner.show_cursor()
+    fn vt_color(color: Color) -> vt100::Color {
+        match color {
+            Color::Reset => vt100::Color::Default,
+            Color::Indexed(i) => vt100::Color::Idx(i),
+            Color::Rgb(r, g, b) => vt100::Color::Rgb(r, g, b),
+            other => panic!("not drawn by the test: {other:?}"),
+        }
     }
 
-    fn get_cursor_position(&mut self) -> io::Result<Position> {
-        Ok(self.cursor)
+    /// The terminal, read back through an emulator, shows exactly the frame.
+    fn assert_shows(terminal: &vt100::Parser, frame: &Buffer, step: usize) {
+        let screen = terminal.screen();
+        for y in 0..frame.area.height {
+            for x in 0..frame.area.width {
+                let shown = screen.cell(y, x).expect("inside the screen");
+                if shown.is_wide_continuation() {
+                    continue;
+                }
+                let cell = &frame[(x, y)];
+                let what = format!("frame {step}, cell ({x}, {y})");
+                let symbol = if shown.has_contents() {
+                    shown.contents()
+                } else {
+                    " ".into()
+                };
+                assert_eq!(symbol, cell.symbol(), "{what}");
+                assert_eq!(shown.fgcolor(), vt_color(cell.fg), "{what}");
+                assert_eq!(shown.bgcolor(), vt_color(cell.bg), "{what}");
+                assert_eq!(shown.bold(), cell.modifier.contains(Modifier::BOLD), "{what}");
+            }
+        }
     }
 
-    fn set_cursor_position<P: Into<Position>>(&mut self, position: P) -> io::Result<()> {
-        self.cursor = position.into();
-        self.inner.set_cursor_position(self.cursor)
+    /// What a screen writes, kept for the test to read.
+    #[derive(Clone, Default)]
+    struct Written(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+
+    impl Write for Written {
+        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+            self.0.borrow_mut().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
     }
 
-    fn clear(&mut self) -> io::Result<()> {
-        self.inner.clear()
+    /// A screen of `width` x `height` and the emulator it writes to.
+    fn screen(width: u16, height: u16) -> (Screen<Written>, Written, vt100::Parser) {
+        let written = Written::default();
+        let screen = Screen::new(written.clone(), Rect::new(0, 0, width, height)).unwrap();
+        (screen, written, vt100::Parser::new(height, width, 0))
     }
 
-    fn clear_region(&mut self, clear_type: ClearType) -> io::Result<()> {
-        self.inner.clear_region(clear_type)
+    /// Writes what the screen has written since the last call into the emulator; returns
+    /// how many bytes it was.
+    fn take(written: &Written, terminal: &mut vt100::Parser) -> usize {
+        let bytes = std::mem::take(&mut *written.0.borrow_mut());
+        terminal.process(&bytes);
+        bytes.len()
     }
 
-    fn size(&self) -> io::Result<Size> {
-        Ok(self.size)
+    #[test]
+    fn every_frame_leaves_the_terminal_showing_exactly_that_frame() {
+        let (mut screen, written, mut terminal) = screen(24, 6);
+        let mut frames = Frames(7);
+        for step in 0..400 {
+            let mut frame = Buffer::empty(Rect::default());
+            screen
+                .draw(|buffer| {
+                    frames.draw(buffer);
+                    frame = buffer.clone();
+                })
+                .unwrap();
+            take(&written, &mut terminal);
+            assert_shows(&terminal, &frame, step);
+        }
     }
 
-    fn window_size(&mut self) -> io::Result<WindowSize> {
-        self.inner.window_size()
+    #[test]
+    fn an_unchanged_frame_writes_nothing_and_one_changed_cell_writes_little() {
+        let (mut screen, written, mut terminal) = screen(40, 10);
+        let page = |buffer: &mut Buffer, word: &str| {
+            for y in 0..10 {
+                buffer.set_string(0, y, format!("row {y} of the page"), Style::new());
+            }
+            buffer.set_string(30, 4, word, Style::new().fg(Color::Indexed(2)));
+        };
+        screen.draw(|b| page(b, "first")).unwrap();
+        let whole = take(&written, &mut terminal);
+        screen.draw(|b| page(b, "first")).unwrap();
+        assert_eq!(take(&written, &mut terminal), 0);
+        screen.draw(|b| page(b, "firsT")).unwrap();
+        let one = take(&written, &mut terminal);
+        assert!(
+            one > 0 && one * 10 < whole,
+            "{one} bytes for one cell, {whole} for all"
+        );
+        assert_eq!(terminal.screen().cell(4, 34).unwrap().contents(), "T");
     }
 
-    fn flush(&mut self) -> io::Result<()> {
-        Backend::flush(&mut self.inner)
+    #[test]
+    fn a_new_size_clears_and_the_next_frame_is_drawn_whole() {
+        let (mut screen, written, mut terminal) = screen(20, 5);
+        let mut frames = Frames(3);
+        screen.draw(|b| frames.draw(b)).unwrap();
+        take(&written, &mut terminal);
+        for (width, height) in [(30, 8), (12, 3), (20, 5)] {
+            terminal.set_size(height, width);
+            screen.fit(Rect::new(0, 0, width, height)).unwrap();
+            let mut frame = Buffer::empty(Rect::default());
+            screen
+                .draw(|buffer| {
+                    frames.draw(buffer);
+                    frame = buffer.clone();
+                })
+                .unwrap();
+            take(&written, &mut terminal);
+            assert_shows(&terminal, &frame, usize::from(width));
+        }
     }
 }

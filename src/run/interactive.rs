@@ -326,7 +326,7 @@ pub fn run(
                     .collect()
             }
             Event::Terminal(TermEvent::Resize(cols, rows)) => {
-                tui.resize(cols, rows);
+                tui.resize(cols, rows)?;
                 Vec::new()
             }
             Event::Terminal(_) => continue,
