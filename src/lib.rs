@@ -10,7 +10,7 @@ mod heap;
 mod output;
 mod run;
 mod signal;
-mod term;
+pub mod term;
 pub mod ui;
 
 #[cfg(test)]

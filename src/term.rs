@@ -173,20 +173,28 @@ impl Term {
 /// ratatui's `Terminal` keeps the last frame's cells and compares every one of them with
 /// the new frame's: two 200x50 frames are 780 KiB, and comparing their cells, strings and
 /// all, was a third of gputop's instructions a refresh at 64 processes. Here what the
-/// terminal shows is kept as [`Glyph`]s, compared without looking at strings, and the
-/// frame's buffer is the only one.
-struct Screen<W: Write> {
+/// terminal shows is kept as glyphs (a character, its colours and modifiers), compared
+/// without looking at strings, and the frame's buffer is the only one.
+pub struct Screen<W: Write> {
     /// crossterm's writer of cells.
     out: CrosstermBackend<W>,
     /// The frame being drawn, blank before each.
     frame: Buffer,
     /// What the terminal shows, row by row, as the last frames left it.
     shown: Vec<Glyph>,
-    /// Whether each row of `shown` has only [`Glyph`]s: a row with a wide or combined
-    /// grapheme is written whole whenever it is drawn.
+    /// Whether each row of `shown` has only glyphs: a row with a wide or combined grapheme
+    /// is written whole whenever it is drawn.
     plain: Vec<bool>,
     /// Where in `frame` the cells to write this frame are.
     changed: Vec<usize>,
+}
+
+impl<W: Write> std::fmt::Debug for Screen<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Screen")
+            .field("area", &self.frame.area)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A cell that is one character of one column, as the terminal shows it.
@@ -228,8 +236,8 @@ impl Glyph {
 }
 
 impl<W: Write> Screen<W> {
-    /// A screen of `area`'s size, cleared.
-    fn new(out: W, area: Rect) -> io::Result<Self> {
+    /// A screen of `area`'s size that writes to `out`, cleared.
+    pub fn new(out: W, area: Rect) -> io::Result<Self> {
         let mut screen = Self {
             out: CrosstermBackend::new(out),
             frame: Buffer::empty(Rect::default()),
@@ -243,7 +251,7 @@ impl<W: Write> Screen<W> {
 
     /// Draws one frame: writes the cells that differ from what is shown, as one
     /// synchronized update, and nothing at all when none does.
-    fn draw<R>(&mut self, render: impl FnOnce(&mut Buffer) -> R) -> io::Result<R> {
+    pub fn draw<R>(&mut self, render: impl FnOnce(&mut Buffer) -> R) -> io::Result<R> {
         self.frame.reset();
         let result = render(&mut self.frame);
         self.compare();
