@@ -482,19 +482,31 @@ mod tests {
         bytes.len()
     }
 
+    /// Draws the next of `frames`, passes what the screen wrote to the emulator, and returns
+    /// the frame.
+    fn draw_next(
+        screen: &mut Screen<Written>,
+        frames: &mut Frames,
+        written: &Written,
+        terminal: &mut vt100::Parser,
+    ) -> Buffer {
+        let mut frame = Buffer::empty(Rect::default());
+        screen
+            .draw(|buffer| {
+                frames.draw(buffer);
+                frame = buffer.clone();
+            })
+            .unwrap();
+        take(written, terminal);
+        frame
+    }
+
     #[test]
     fn every_frame_leaves_the_terminal_showing_exactly_that_frame() {
         let (mut screen, written, mut terminal) = screen(24, 6);
         let mut frames = Frames(7);
         for step in 0..400 {
-            let mut frame = Buffer::empty(Rect::default());
-            screen
-                .draw(|buffer| {
-                    frames.draw(buffer);
-                    frame = buffer.clone();
-                })
-                .unwrap();
-            take(&written, &mut terminal);
+            let frame = draw_next(&mut screen, &mut frames, &written, &mut terminal);
             assert_shows(&terminal, &frame, step);
         }
     }
@@ -525,19 +537,11 @@ mod tests {
     fn a_new_size_clears_and_the_next_frame_is_drawn_whole() {
         let (mut screen, written, mut terminal) = screen(20, 5);
         let mut frames = Frames(3);
-        screen.draw(|b| frames.draw(b)).unwrap();
-        take(&written, &mut terminal);
+        draw_next(&mut screen, &mut frames, &written, &mut terminal);
         for (width, height) in [(30, 8), (12, 3), (20, 5)] {
             terminal.set_size(height, width);
             screen.fit(Rect::new(0, 0, width, height)).unwrap();
-            let mut frame = Buffer::empty(Rect::default());
-            screen
-                .draw(|buffer| {
-                    frames.draw(buffer);
-                    frame = buffer.clone();
-                })
-                .unwrap();
-            take(&written, &mut terminal);
+            let frame = draw_next(&mut screen, &mut frames, &written, &mut terminal);
             assert_shows(&terminal, &frame, usize::from(width));
         }
     }
