@@ -282,40 +282,31 @@ impl<W: Write> Screen<W> {
         for ((y, cells), shown) in rows.enumerate().zip(self.shown.chunks_exact_mut(width)) {
             let start = y * width;
             let row_changes = self.changed.len();
-            // A row plain as shown is compared glyph by glyph, while it stays plain.
-            let mut plain = self.plain[y];
+            let mut plain = true;
             for (x, (cell, glyph)) in cells.iter().zip(shown.iter_mut()).enumerate() {
-                if !plain {
-                    break;
-                }
                 match Glyph::of(cell) {
                     Some(new) if new != *glyph => {
                         self.changed.push(start + x);
                         *glyph = new;
                     }
                     Some(_) => {}
-                    None => plain = false,
+                    None => {
+                        plain = false;
+                        *glyph = Glyph::BLANK;
+                    }
                 }
             }
-            if plain {
-                continue;
+            // A row with a wide or combined grapheme, now or as it was shown, is written
+            // whole, but not the columns a wide grapheme covers after its first.
+            if !(plain && self.plain[y]) {
+                self.changed.truncate(row_changes);
+                let mut x = 0;
+                while x < width {
+                    self.changed.push(start + x);
+                    x += usize::from(cells[x].symbol().cell_width().max(1));
+                }
             }
-            // Otherwise the row is written whole, but not the columns a wide grapheme
-            // covers after its first; it is shown as plain again once it is plain again.
-            self.changed.truncate(row_changes);
-            let mut now_plain = true;
-            for (cell, glyph) in cells.iter().zip(shown.iter_mut()) {
-                *glyph = Glyph::of(cell).unwrap_or_else(|| {
-                    now_plain = false;
-                    Glyph::BLANK
-                });
-            }
-            let mut x = 0;
-            while x < width {
-                self.changed.push(start + x);
-                x += usize::from(cells[x].symbol().cell_width().max(1));
-            }
-            self.plain[y] = now_plain;
+            self.plain[y] = plain;
         }
     }
 
