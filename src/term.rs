@@ -466,11 +466,11 @@ mod tests {
     }
 
     /// Writes what the screen has written since the last call into the emulator; returns
-    /// how many bytes it was.
-    fn take(written: &Written, terminal: &mut vt100::Parser) -> usize {
+    /// those bytes.
+    fn take(written: &Written, terminal: &mut vt100::Parser) -> Vec<u8> {
         let bytes = std::mem::take(&mut *written.0.borrow_mut());
         terminal.process(&bytes);
-        bytes.len()
+        bytes
     }
 
     /// Draws the next of `frames`, passes what the screen wrote to the emulator, and returns
@@ -503,7 +503,7 @@ mod tests {
     }
 
     #[test]
-    fn an_unchanged_frame_writes_nothing_and_one_changed_cell_writes_little() {
+    fn an_unchanged_frame_writes_nothing_and_a_changed_cell_little_in_one_update() {
         let (mut screen, written, mut terminal) = screen(40, 10);
         let page = |buffer: &mut Buffer, word: &str| {
             for y in 0..10 {
@@ -512,16 +512,23 @@ mod tests {
             buffer.set_string(30, 4, word, Style::new().fg(Color::Indexed(2)));
         };
         screen.draw(|b| page(b, "first")).unwrap();
-        let whole = take(&written, &mut terminal);
+        let whole = take(&written, &mut terminal).len();
         screen.draw(|b| page(b, "first")).unwrap();
-        assert_eq!(take(&written, &mut terminal), 0);
+        assert_eq!(take(&written, &mut terminal), b"");
         screen.draw(|b| page(b, "firsT")).unwrap();
         let one = take(&written, &mut terminal);
         assert!(
-            one > 0 && one * 10 < whole,
-            "{one} bytes for one cell, {whole} for all"
+            !one.is_empty() && one.len() * 10 < whole,
+            "{} bytes for one cell, {whole} for all",
+            one.len()
         );
         assert_eq!(terminal.screen().cell(4, 34).unwrap().contents(), "T");
+        // One synchronized update: the terminal shows the frame whole, never half drawn.
+        let text = String::from_utf8_lossy(&one);
+        assert!(
+            text.starts_with("\x1b[?2026h") && text.ends_with("\x1b[?2026l"),
+            "{text:?}"
+        );
     }
 
     #[test]
