@@ -105,3 +105,48 @@ fn the_simulator_library_serves_the_same_demo_machine() {
     };
     assert_eq!(identity(json(through_nvml)), identity(json(demo)));
 }
+
+/// The alert verdicts of a one-shot: rule, state and subject of each, in order.
+fn verdicts(doc: &serde_json::Value) -> Vec<(String, String, String)> {
+    doc["alerts"]
+        .as_array()
+        .expect("alerts")
+        .iter()
+        .map(|a| {
+            let text = |key: &str| a[key].as_str().unwrap_or_default().to_owned();
+            (text("rule"), text("state"), text("subject"))
+        })
+        .collect()
+}
+
+/// Filters choose what is shown, never what is judged: a GPU whose processes a filter hides
+/// is still held (GPU 1 is bob's), and a GPU left out of `--only` keeps its alerts.
+#[test]
+fn filters_leave_the_alert_verdicts_of_a_one_shot_as_they_are() {
+    let home = tempfile::tempdir().unwrap();
+    let one_shot = |filter: &[&str]| {
+        let mut command = gputop(home.path());
+        command.arg("--demo").args(filter);
+        json(command)
+    };
+    let whole = verdicts(&one_shot(&[]));
+    assert!(
+        whole.contains(&("gpu_idle_reserved".into(), "pending".into(), "GPU 1".into())),
+        "{whole:?}"
+    );
+    for filter in [
+        &["--user", "alice"][..],
+        &["--pid", "99999"],
+        &["--only", "0"],
+        &["--compute"],
+        &["--graphics"],
+    ] {
+        let doc = one_shot(filter);
+        assert_eq!(verdicts(&doc), whole, "with {filter:?}");
+        let shown = doc["processes"].as_array().unwrap().len();
+        assert!(
+            shown < one_shot(&[])["processes"].as_array().unwrap().len(),
+            "{filter:?} hides some processes, so the test means something"
+        );
+    }
+}

@@ -1907,3 +1907,35 @@ fn the_fleet_view_refreshes_no_faster_than_prometheus_scrapes() {
     let every_second = up_queries_in_four_seconds(301);
     assert!(every_second >= 3, "{every_second} refreshes in 4 s");
 }
+
+/// The screen judges alerts on the whole machine: with `--user alice` the GPUs that only
+/// other users' processes hold are still held, never free.
+#[test]
+fn a_user_filter_leaves_the_alert_screen_judging_the_whole_machine() {
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("holders.toml");
+    let rule = |name: &str, holders: &str| {
+        format!(
+            "[[alert.rules]]\nname = \"{name}\"\nmetric = \"temperature\"\nthreshold = 1\n\
+             window = 1\nholders = \"{holders}\"\nseverity = \"critical\"\n\n"
+        )
+    };
+    std::fs::write(&config, rule("held", "some") + &rule("free", "none")).unwrap();
+    let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_gputop"));
+    command.env("HOME", home.path());
+    command.env("TERM", "xterm-256color");
+    command.env_remove("GPUTOP_CONFIG");
+    command.args(["--demo", "--interval", "0.5", "--user", "alice", "--config"]);
+    command.arg(&config);
+    let mut pty = Pty::spawn(command, 160, 45);
+    let screen = pty.wait_for("alice");
+    assert!(!screen.contains("bob"), "the filter shows alice's only: {screen}");
+    pty.keys("A");
+    let screen = pty.wait_until("every GPU judged", 15, |s| {
+        (0..6).all(|gpu| s.contains(&format!("GPU {gpu}: held (")))
+    });
+    assert!(!screen.contains(": free ("), "{screen}");
+    pty.keys("A");
+    pty.keys("q");
+    assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
+}

@@ -188,15 +188,18 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
         return emit(&report::list(&selection.apply(snapshot)));
     }
     if cli.once || cli.json || !std::io::stdout().is_terminal() {
-        let snapshot = selection.apply(one_snapshot(cli, interval)?);
+        let snapshot = one_snapshot(cli, interval)?;
         let alerts = one_shot_alerts(&effective.settings, &snapshot);
+        let snapshot = selection.apply(snapshot);
         return emit(&once_report(&snapshot, &alerts, cli.json, &effective)?);
     }
     interactive_view(cli, &effective, env)
 }
 
 /// The alerts of a one-shot's snapshot, judged by the same engine as the viewer's and the
-/// exporter's, on its one reading.
+/// exporter's, on its one reading of the whole machine: `--user`, `--pid`, `--only`,
+/// `--compute` and `--graphics` choose what is shown, never what is judged (a GPU that a
+/// filter leaves empty is not idle).
 fn one_shot_alerts(settings: &Settings, snapshot: &gputop::model::Snapshot) -> Vec<alerts::Active> {
     Monitor::new(
         &settings.history,
@@ -466,10 +469,11 @@ fn run_replay(
     }
     if args.once || args.json || !std::io::stdout().is_terminal() {
         let index = args.at.map_or(recording.len() - 1, |at| recording.index_at(at));
+        let snapshot = recording.frame(index).map_err(anyhow::Error::from)?;
+        let alerts = one_shot_alerts(&effective.settings, &snapshot);
         let snapshot = cli
             .selection(env("CUDA_VISIBLE_DEVICES").as_deref())
-            .apply(recording.frame(index).map_err(anyhow::Error::from)?);
-        let alerts = one_shot_alerts(&effective.settings, &snapshot);
+            .apply(snapshot);
         return emit(&once_report(&snapshot, &alerts, args.json, effective)?);
     }
     // History expects snapshots at the recording's own interval.
