@@ -561,3 +561,127 @@ fn bad_addresses_and_selectors_are_refused_in_one_line() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+/// The drill-down into one node (Enter on the fleet screen) from a real Prometheus shows
+/// what the node itself serves: each process's type (C, G, C+G) and each GPU's driver
+/// version (NVIDIA's driver; the kernel's release for the demo's amdgpu and xe).
+#[test]
+#[ignore = "needs Prometheus: a real prometheus server scrapes an exporter"]
+fn the_drill_down_from_a_real_prometheus_has_the_nodes_process_types_and_driver_versions() {
+    use gputop::source::http::{Endpoint, TlsFiles};
+    use gputop::source::prometheus::{self, Prometheus};
+
+    let home = tempfile::tempdir().unwrap();
+    let (_exporter, port) = demo_exporter(home.path());
+    let (_prometheus, web) = prometheus_with(
+        home.path(),
+        &format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gputop\n    \
+             static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+        ),
+    );
+    let own: serde_json::Value = serde_json::from_str(&common::get(port, "/snapshot").2).unwrap();
+    let types = |processes: Vec<(u64, u64, String)>| {
+        let mut processes = processes;
+        processes.sort();
+        processes
+    };
+    let own_types = types(
+        own["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let number = |key: &str| p[key].as_u64().unwrap();
+                (
+                    number("pid"),
+                    number("gpu_index"),
+                    p["type"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect(),
+    );
+    let own_drivers: Vec<(u64, String)> = own["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["index"].as_u64().unwrap(),
+                d["driver_version"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        own_types.iter().any(|(_, _, kind)| kind == "G")
+            && own_types.iter().any(|(_, _, kind)| kind == "C+G"),
+        "the demo has graphics and mixed processes: {own_types:?}"
+    );
+    assert_eq!(
+        own_drivers.iter().map(|(_, v)| v.as_str()).collect::<Vec<_>>(),
+        [
+            "550.54.15",
+            "550.54.15",
+            "550.54.15",
+            "550.54.15",
+            "6.8.0-49-generic",
+            "6.8.0-49-generic"
+        ]
+    );
+
+    let settings = prometheus::Settings {
+        endpoint: Endpoint::parse(&format!("http://127.0.0.1:{web}"), prometheus::PROMETHEUS_PORT).unwrap(),
+        selector: String::new(),
+        tls: TlsFiles::default(),
+        credentials: None,
+        timeout: Duration::from_secs(5),
+    };
+    let client = Prometheus::new(&settings).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let instance = format!("127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let node = loop {
+        if let Ok(node) = runtime.block_on(client.node(&instance))
+            && node.processes.len() == own_types.len()
+            && node.devices.len() == own_drivers.len()
+        {
+            break node;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never had the node's series"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let drilled = types(
+        node.processes
+            .iter()
+            .map(|p| {
+                (
+                    u64::from(p.pid),
+                    u64::from(p.gpu_index),
+                    p.kind.label().to_owned(),
+                )
+            })
+            .collect(),
+    );
+    assert_eq!(drilled, own_types);
+    let drivers: Vec<(u64, String)> = node
+        .devices
+        .iter()
+        .map(|d| {
+            (
+                u64::from(d.index),
+                d.driver_version.value().cloned().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(drivers, own_drivers);
+    assert_eq!(
+        node.driver_version.value(),
+        own["driver_version"].as_str().map(str::to_owned).as_ref()
+    );
+}

@@ -225,6 +225,12 @@ impl Device {
         self.with(py, |d| d.driver.value().cloned())
     }
 
+    /// Its driver's version: NVIDIA's driver; for amdgpu, i915 and xe the module's own
+    /// version where it has one, else the kernel's release.
+    fn driver_version(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        self.with(py, |d| d.driver_version.value().cloned())
+    }
+
     /// `00000000:17:00.0`.
     fn pci_bus_id(&self, py: Python<'_>) -> PyResult<Option<String>> {
         self.with(py, |d| d.pci_bus_id.value().cloned())

@@ -261,7 +261,6 @@ pub fn exposition(snapshot: Option<(&Snapshot, &Accounting, &ClockEvents)>, opti
     collected.add("", Some(gputop::monitor::history::timestamp(snapshot)));
     collected.write(&mut out);
 
-    let driver = label_value(snapshot.driver_version.value().map_or("", String::as_str));
     let mut info = Family::new(
         "gputop_gpu_info",
         "gauge",
@@ -280,8 +279,9 @@ pub fn exposition(snapshot: Option<(&Snapshot, &Accounting, &ClockEvents)>, opti
         );
         info.add(
             &format!(
-                "{labels},pci_bus_id=\"{}\",driver_version=\"{driver}\"",
-                label_value(d.pci_bus_id.value().map_or("", String::as_str))
+                "{labels},pci_bus_id=\"{}\",driver_version=\"{}\"",
+                label_value(d.pci_bus_id.value().map_or("", String::as_str)),
+                label_value(d.driver_version.value().map_or("", String::as_str))
             ),
             Some(1.0),
         );
@@ -620,13 +620,14 @@ fn process_families(snapshot: &Snapshot, options: Options, out: &mut String) {
     let labels = |p: &GpuProcess| {
         let container = p.host.container.as_deref();
         let mut text = format!(
-            "gpu=\"{}\",uuid=\"{}\",{},pid=\"{}\",user=\"{}\"",
+            "gpu=\"{}\",uuid=\"{}\",{},pid=\"{}\",type=\"{}\",user=\"{}\"",
             p.gpu_index,
             label_value(p.gpu_uuid.value().map_or("", String::as_str)),
             makers
                 .get(&p.gpu_index)
                 .map_or("vendor=\"\",driver=\"\"", String::as_str),
             p.pid,
+            p.kind.label(),
             label_value(p.host.user.as_deref().unwrap_or("")),
         );
         // A pod's process by the kubelet's names (as dcgm-exporter labels them), else the

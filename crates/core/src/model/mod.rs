@@ -365,6 +365,10 @@ pub struct Device {
     pub vendor: Vendor,
     /// The kernel driver: `nvidia`, `amdgpu`, `i915` or `xe`.
     pub driver: Reading<String>,
+    /// Its driver's version: NVIDIA's driver version; for amdgpu, i915 and xe the kernel
+    /// module's own version where sysfs has one, else the kernel's release.
+    #[serde(default)]
+    pub driver_version: Reading<String>,
     /// The product name: `NVIDIA H100 80GB HBM3`.
     pub name: Reading<String>,
     /// `GPU-...`: what `CUDA_VISIBLE_DEVICES` takes.
@@ -564,6 +568,7 @@ impl Device {
             index,
             vendor,
             driver: unknown(why),
+            driver_version: unknown(why),
             name: unknown(why),
             uuid: unknown(why),
             pci_bus_id: unknown(why),

@@ -439,6 +439,8 @@ fn fraction(place: &str, value: Option<f64>, max: f64) -> Result<(), WireError> 
 impl Device {
     fn check(&self, place: &dyn Fn(&str) -> String) -> Result<(), WireError> {
         for (field, value) in [
+            ("driver", self.driver.value()),
+            ("driver_version", self.driver_version.value()),
             ("name", self.name.value()),
             ("uuid", self.uuid.value()),
             ("pci_bus_id", self.pci_bus_id.value()),

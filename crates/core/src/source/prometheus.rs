@@ -964,6 +964,7 @@ fn node_snapshot(instance: &str, answers: &[Vec<Sample>]) -> Snapshot {
         d.uuid = text("uuid");
         d.pci_bus_id = text("pci_bus_id");
         d.driver = text("driver");
+        d.driver_version = text("driver_version");
         devices.insert(index, d);
     }
     // A GPU without an info series (an older exporter) is still shown.
@@ -1020,7 +1021,14 @@ fn node_snapshot(instance: &str, answers: &[Vec<Sample>]) -> Snapshot {
     let key = |s: &Sample| Some((s.label("pid")?.parse::<u32>().ok()?, gpu_of(s)?));
     for s in memory {
         let Some((pid, gpu)) = key(s) else { continue };
-        let mut p = GpuProcess::new(pid, gpu, ProcessType::Compute);
+        // An exporter older than the `type` label is taken to list compute processes, the
+        // only ones it could tell from graphics ones by their SM use.
+        let kind = match s.label("type") {
+            Some("G") => ProcessType::Graphics,
+            Some("C+G") => ProcessType::ComputeGraphics,
+            _ => ProcessType::Compute,
+        };
+        let mut p = GpuProcess::new(pid, gpu, kind);
         p.gpu_memory_bytes = bytes(s.value).map_or(Reading::NotSupported, Reading::Value);
         p.gpu_uuid = s
             .label("uuid")
@@ -1051,8 +1059,13 @@ fn node_snapshot(instance: &str, answers: &[Vec<Sample>]) -> Snapshot {
     processes.truncate(wire::limits::PROCESSES);
     let mut devices: Vec<Device> = devices.into_values().collect();
     devices.truncate(wire::limits::DEVICES);
+    // The header's driver is NVIDIA's, as on the node itself.
+    let nvidia_driver = devices
+        .iter()
+        .find(|d| d.vendor == Vendor::Nvidia)
+        .map_or(Reading::NotSupported, |d| d.driver_version.clone());
     let mut snapshot = Snapshot::new(SystemTime::now(), instance.to_string(), devices, processes);
-    snapshot.driver_version = Reading::NotSupported;
+    snapshot.driver_version = nvidia_driver;
     snapshot
 }
 
@@ -1409,6 +1422,7 @@ mod tests {
                     ("name", "NVIDIA H100"),
                     ("vendor", "nvidia"),
                     ("uuid", "GPU-1"),
+                    ("driver_version", "550.54.15"),
                 ],
                 1.0,
             )],
@@ -1419,7 +1433,10 @@ mod tests {
             gpu(300.0),
             gpu(700.0),
             gpu(f64::NAN),
-            vec![sample(&[("gpu", "0"), ("pid", "7"), ("user", "bob")], 1e9)],
+            vec![sample(
+                &[("gpu", "0"), ("pid", "7"), ("type", "C+G"), ("user", "bob")],
+                1e9,
+            )],
             vec![sample(&[("gpu", "0"), ("pid", "7")], 0.5)],
             vec![sample(&[("gpu", "0"), ("pid", "7")], 1.5)],
         ];
@@ -1431,7 +1448,10 @@ mod tests {
             Some((2_000_000_000, 6_000_000_000))
         );
         assert_eq!(d.fan_speed_percent, Reading::NotSupported, "NaN is not a reading");
+        assert_eq!(d.driver_version.value().map(String::as_str), Some("550.54.15"));
+        assert_eq!(snapshot.driver_version, d.driver_version, "the header's driver");
         let p = &snapshot.processes[0];
+        assert_eq!(p.kind, ProcessType::ComputeGraphics);
         assert_eq!(
             (p.pid, p.sm_percent.get(), p.host.user.as_deref()),
             (7, Some(50), Some("bob"))

@@ -27,6 +27,7 @@ def test_devices_answer_what_the_command_prints(machine):
         assert device.uuid() == printed["uuid"]
         assert device.vendor() == printed["vendor"] == "nvidia"
         assert device.driver() == printed["driver"]
+        assert device.driver_version() == printed["driver_version"] == machine["driver_version"]
         assert device.pci_bus_id() == printed["pci_bus_id"]
         assert gputop.Device(uuid=printed["uuid"]) == device
         assert device.memory_total() == printed["memory_total_bytes"]

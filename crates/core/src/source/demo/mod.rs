@@ -71,7 +71,9 @@ impl DemoSource {
         let mut devices = Vec::new();
         let mut processes = Vec::new();
         for gpu in 0..self.sim.gpu_count() {
-            devices.push(self.device(gpu, t, since));
+            let mut device = self.device(gpu, t, since);
+            device.driver_version = driver.driver_version.clone();
+            devices.push(device);
             processes.extend(self.processes(gpu, t));
         }
         give_jobs_parents(&mut processes);

@@ -28,6 +28,13 @@ pub const C: &str = "0000:08:00.0";
 /// Intel GPU D's (i915, integrated: no VRAM, no hwmon) PCI slot.
 pub const D: &str = "0000:00:02.0";
 
+/// The kernel's release, the version of xe and i915, built in its tree.
+pub const KERNEL_RELEASE: &str = "6.8.0-49-generic";
+/// amdgpu's version: built out of the kernel's tree by amdgpu-dkms, the module has one of
+/// its own (`modinfo amdgpu` prints `version: 5.11.14` for `updates/dkms/amdgpu.ko` in
+/// ROCm/legacy-rocm-build issue 1584).
+pub const AMDGPU_DKMS_VERSION: &str = "6.8.5";
+
 /// Writes `text` to `path` whole: a reader at the same moment sees the old or the new
 /// content, never a part.
 pub fn write(path: &Path, text: &str) {
@@ -48,6 +55,10 @@ pub fn link(path: &Path, target: &str) {
 
 /// The sysfs tree at `t` seconds: devices A, B, C, D, a connector entry and a file to skip.
 pub fn sysfs(root: &Path, t: f64) {
+    write(
+        &root.join("module/amdgpu/version"),
+        &format!("{AMDGPU_DKMS_VERSION}\n"),
+    );
     for (card, render, slot) in [(0, 128, A), (1, 129, B), (2, 130, C), (3, 131, D)] {
         for node in [format!("card{card}"), format!("renderD{render}")] {
             link(
@@ -298,6 +309,7 @@ pub fn procfs(root: &Path, t: f64) {
         }
     }
     write(&root.join("sys/kernel/pid_max"), "4194304\n");
+    write(&root.join("sys/kernel/osrelease"), &format!("{KERNEL_RELEASE}\n"));
     write(
         &root.join("stat"),
         "cpu  1000 0 500 100000 0 0 0 0 0 0\nbtime 1764979200\n",

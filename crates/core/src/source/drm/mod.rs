@@ -90,6 +90,9 @@ pub struct DrmReader {
     procfs: Box<dyn Files + Send>,
     sysfs: Box<dyn Files + Send>,
     devices: Vec<DrmDevice>,
+    /// The kernel's release (`sys/kernel/osrelease`): the version of a driver built in its
+    /// tree, which has no version of its own.
+    kernel_release: Option<String>,
     clients: ClientTracker,
     /// Intel's energy counters at the last read: microjoules, and when (nanoseconds).
     energy: HashMap<String, (u64, u64)>,
@@ -150,10 +153,16 @@ impl DrmReader {
         clock: Box<dyn FnMut() -> u64 + Send>,
     ) -> Self {
         let devices = sysfs::find_devices(sysfs.as_ref());
+        let kernel_release = if devices.is_empty() {
+            None
+        } else {
+            sysfs::printable_line(procfs.as_ref(), Path::new("sys/kernel/osrelease"))
+        };
         Self {
             procfs,
             sysfs,
             devices,
+            kernel_release,
             clients: ClientTracker::default(),
             energy: HashMap::new(),
             clock,
@@ -224,7 +233,8 @@ impl DrmReader {
             for (pid, used) in &reading.processes {
                 out.processes.push(process_of(*pid, index, used));
             }
-            out.devices.push(device_of(index, reading));
+            out.devices
+                .push(device_of(index, reading, self.kernel_release.as_deref()));
         }
         out
     }
@@ -233,8 +243,9 @@ impl DrmReader {
 /// Why a sleeping GPU's sensors are not read.
 const ASLEEP: &str = "the GPU sleeps (runtime power management); reading it would wake it";
 
-/// A GPU as the model has it, from its reading.
-fn device_of(index: u32, reading: DrmReading) -> Device {
+/// A GPU as the model has it, from its reading; its driver's version is the module's own,
+/// else the kernel's release.
+fn device_of(index: u32, reading: DrmReading, kernel_release: Option<&str>) -> Device {
     let DrmReading {
         device,
         figures,
@@ -243,6 +254,10 @@ fn device_of(index: u32, reading: DrmReading) -> Device {
     } = reading;
     let mut out = Device::new(index, device.vendor);
     out.driver = Reading::Value(device.driver);
+    out.driver_version = device
+        .module_version
+        .or_else(|| kernel_release.map(str::to_string))
+        .map_or(Reading::NotSupported, Reading::Value);
     out.name = Reading::Value(device.name);
     out.pci_bus_id = Reading::Value(device.pci_slot);
     let known = |value: Option<u64>| -> Reading<u64> {

@@ -24,6 +24,9 @@ pub struct DrmDevice {
     pub vendor: Vendor,
     /// The kernel driver: `amdgpu`, `i915`, `xe`.
     pub driver: String,
+    /// The driver module's own version (`module/<driver>/version`), which only a module
+    /// built out of the kernel's tree has (amdgpu-dkms); `None` for the kernel's own.
+    pub module_version: Option<String>,
     /// The product name where the driver gives one (amdgpu's `product_name`), else the
     /// vendor and PCI device ID: `AMD GPU 0x744c`.
     pub name: String,
@@ -105,11 +108,13 @@ pub fn find_devices(files: &dyn Files) -> Vec<DrmDevice> {
             continue;
         }
         let name = product_name(files, &device_dir, vendor);
+        let module_version = printable_line(files, &Path::new("module").join(&driver).join("version"));
         devices.push(DrmDevice {
             card,
             pci_slot,
             vendor,
             driver,
+            module_version,
             name,
             device_dir,
         });
@@ -120,19 +125,24 @@ pub fn find_devices(files: &dyn Files) -> Vec<DrmDevice> {
 /// The board's product name (amdgpu's `product_name`, from its FRU data, on some boards),
 /// else the vendor and the PCI device ID; printable ASCII, at most 64 characters.
 fn product_name(files: &dyn Files, device_dir: &Path, vendor: Vendor) -> String {
-    let read = |name: &str| {
-        files.text(&device_dir.join(name)).map(|t| {
-            t.trim()
-                .chars()
-                .filter(|c| c.is_ascii_graphic() || *c == ' ')
-                .take(64)
-                .collect::<String>()
-        })
-    };
+    let read = |name: &str| printable_line(files, &device_dir.join(name));
     match read("product_name") {
         Some(name) if !name.is_empty() => name,
         _ => format!("{} GPU {}", vendor.name(), read("device").unwrap_or_default()),
     }
+}
+
+/// A one-line attribute as printable ASCII, at most 64 characters; `None` when it cannot
+/// be read or is empty.
+pub fn printable_line(files: &dyn Files, path: &Path) -> Option<String> {
+    let text = files.text(path)?;
+    let line: String = text
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_graphic() || *c == ' ')
+        .take(64)
+        .collect();
+    (!line.is_empty()).then_some(line)
 }
 
 /// `Some(N)` for `cardN`.

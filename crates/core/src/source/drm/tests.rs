@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::clients::Region;
-use super::fixture::{A, B, C, D, client, link, procfs, sysfs, write};
+use super::fixture::{A, AMDGPU_DKMS_VERSION, B, C, D, KERNEL_RELEASE, client, link, procfs, sysfs, write};
 use super::*;
 use crate::model::{Engine, Vendor};
 
@@ -358,6 +358,21 @@ fn the_readout_numbers_the_gpus_after_nvidias_and_gives_model_values() {
             (3, Vendor::Amd, Some(text("amdgpu")), Some(text(B))),
             (4, Vendor::Intel, Some(text("xe")), Some(text(C))),
             (5, Vendor::Intel, Some(text("i915")), Some(text(D))),
+        ]
+    );
+    // amdgpu-dkms has a version of its own; xe and i915 are the kernel's.
+    let versions: Vec<Option<&str>> = out
+        .devices
+        .iter()
+        .map(|d| d.driver_version.value().map(String::as_str))
+        .collect();
+    assert_eq!(
+        versions,
+        [
+            Some(AMDGPU_DKMS_VERSION),
+            Some(AMDGPU_DKMS_VERSION),
+            Some(KERNEL_RELEASE),
+            Some(KERNEL_RELEASE)
         ]
     );
     let a = &out.devices[0];

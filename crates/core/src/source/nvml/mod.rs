@@ -769,6 +769,9 @@ impl NvmlSource {
             }
         }
         activity.clear();
+        for device in &mut devices {
+            device.driver_version = driver.driver_version.clone();
+        }
         self.process_count = processes.len();
         if let Some(log) = &self.xids {
             let log = log.lock().unwrap_or_else(|e| e.into_inner());
