@@ -491,7 +491,7 @@ fn json_keys_are_exactly_the_documented_schema() {
     assert_eq!(doc["alerts"].as_array().unwrap().len(), 1, "{}", doc["alerts"]);
     assert_eq!(
         keys(&doc["devices"][0]),
-        "index vendor driver name uuid pci_bus_id status status_reason utilization_gpu_percent \
+        "index vendor driver driver_version name uuid pci_bus_id status status_reason utilization_gpu_percent \
          utilization_gpu_mean_percent utilization_gpu_peak_percent utilization_memory_percent \
          utilization_memory_mean_percent utilization_memory_peak_percent memory_total_bytes \
          memory_used_bytes memory_free_bytes memory_reserved_bytes bar1_total_bytes bar1_used_bytes \
