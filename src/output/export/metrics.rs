@@ -7,7 +7,7 @@ use std::fmt::Write;
 use gputop::format::sanitize;
 use gputop::model::{
     CLOCK_EVENT_REASONS, Container, Device, DeviceStatus, GpuProcess, PodContainer, Reading, Runtime,
-    Snapshot,
+    Snapshot, catalogue,
 };
 use gputop::monitor::clock_events::ClockEvents;
 use gputop::monitor::usage::{Accounting, Usage};
@@ -95,11 +95,6 @@ fn get<T: Copy + Into<f64>>(reading: &Reading<T>) -> Option<f64> {
     reading.get().map(Into::into)
 }
 
-/// A count of bytes as a sample value (exact up to 2^53 bytes, 8 PiB).
-fn bytes(reading: &Reading<u64>) -> Option<f64> {
-    reading.get().map(|b| b as f64)
-}
-
 /// A GPU's labels: `gpu`, `uuid`, `name`, `vendor` (`nvidia`, `amd`, `intel`) and `driver`
 /// (`nvidia`, `amdgpu`, `i915`, `xe`), and `pod`, `namespace` and `container` while one pod's
 /// container holds it (as dcgm-exporter labels them).
@@ -136,106 +131,6 @@ fn pod_labels(holder: &PodContainer) -> String {
     )
 }
 
-/// `(name, help, reading)` of each device gauge.
-type DeviceGauge = (&'static str, &'static str, fn(&Device) -> Option<f64>);
-
-const DEVICE_GAUGES: &[DeviceGauge] = &[
-    (
-        "gputop_gpu_utilization_ratio",
-        "GPU utilization over the last interval, from the driver's sample buffer (0 to 1).",
-        |d| d.utilization_percent().map(|p| p / 100.0),
-    ),
-    (
-        "gputop_gpu_utilization_peak_ratio",
-        "Highest GPU utilization sample in the last interval (0 to 1).",
-        |d| d.utilization_gpu_peak_percent.get().map(|p| p / 100.0),
-    ),
-    (
-        "gputop_gpu_memory_utilization_ratio",
-        "Memory-bandwidth utilization over the last interval (0 to 1).",
-        |d| {
-            d.utilization_memory_mean_percent
-                .get()
-                .or_else(|| get(&d.utilization_memory_percent))
-                .map(|p| p / 100.0)
-        },
-    ),
-    ("gputop_gpu_memory_used_bytes", "GPU memory in use.", |d| {
-        bytes(&d.memory_used_bytes)
-    }),
-    ("gputop_gpu_memory_total_bytes", "GPU memory in all.", |d| {
-        bytes(&d.memory_total_bytes)
-    }),
-    ("gputop_gpu_memory_free_bytes", "GPU memory free.", |d| {
-        bytes(&d.memory_free_bytes)
-    }),
-    (
-        "gputop_gpu_gtt_used_bytes",
-        "AMD: system memory the GPU maps (GTT) in use.",
-        |d| bytes(&d.gtt_used_bytes),
-    ),
-    (
-        "gputop_gpu_gtt_total_bytes",
-        "AMD: system memory the GPU maps (GTT) in all.",
-        |d| bytes(&d.gtt_total_bytes),
-    ),
-    (
-        "gputop_gpu_memory_reserved_bytes",
-        "GPU memory reserved by the driver and firmware.",
-        |d| bytes(&d.memory_reserved_bytes),
-    ),
-    ("gputop_gpu_temperature_celsius", "GPU core temperature.", |d| {
-        get(&d.temperature_celsius)
-    }),
-    (
-        "gputop_gpu_slowdown_temperature_celsius",
-        "Temperature at which the GPU slows down.",
-        |d| get(&d.temperature_slowdown_celsius),
-    ),
-    (
-        "gputop_gpu_fan_speed_ratio",
-        "Speed of the first fan (0 to 1).",
-        |d| get(&d.fan_speed_percent).map(|p| p / 100.0),
-    ),
-    (
-        "gputop_gpu_power_watts",
-        "Power draw over the last interval (the sample buffer's mean, else the current reading).",
-        |d| {
-            d.power_usage_mean_watts
-                .get()
-                .or_else(|| d.power_usage_watts.get())
-        },
-    ),
-    ("gputop_gpu_power_limit_watts", "Power management limit.", |d| {
-        d.power_limit_watts.get()
-    }),
-    (
-        "gputop_gpu_performance_state",
-        "Performance state, 0 (highest) to 15.",
-        |d| get(&d.performance_state),
-    ),
-    (
-        "gputop_gpu_pcie_transmit_bytes_per_second",
-        "PCIe transmit throughput.",
-        |d| bytes(&d.pcie_tx_bytes_per_second),
-    ),
-    (
-        "gputop_gpu_pcie_receive_bytes_per_second",
-        "PCIe receive throughput.",
-        |d| bytes(&d.pcie_rx_bytes_per_second),
-    ),
-    (
-        "gputop_gpu_encoder_utilization_ratio",
-        "Video encoder utilization (0 to 1).",
-        |d| get(&d.encoder_utilization_percent).map(|p| p / 100.0),
-    ),
-    (
-        "gputop_gpu_decoder_utilization_ratio",
-        "Video decoder utilization (0 to 1).",
-        |d| get(&d.decoder_utilization_percent).map(|p| p / 100.0),
-    ),
-];
-
 /// The exposition of `snapshot`; `None` before the first collection (`gputop_up 0`).
 pub fn exposition(snapshot: Option<(&Snapshot, &Accounting, &ClockEvents)>, options: Options) -> String {
     let mut out = String::with_capacity(16 * 1024);
@@ -262,7 +157,7 @@ pub fn exposition(snapshot: Option<(&Snapshot, &Accounting, &ClockEvents)>, opti
     collected.write(&mut out);
 
     let mut info = Family::new(
-        "gputop_gpu_info",
+        catalogue::GPU_INFO,
         "gauge",
         "Identity of each GPU, as labels; the value is always 1.",
     );
@@ -294,10 +189,10 @@ pub fn exposition(snapshot: Option<(&Snapshot, &Accounting, &ClockEvents)>, opti
         .iter()
         .filter(|d| d.status == DeviceStatus::Ok)
         .collect();
-    for (name, help, read) in DEVICE_GAUGES {
-        let mut family = Family::new(name, "gauge", help);
+    for gauge in catalogue::DEVICE_GAUGES {
+        let mut family = Family::new(gauge.name, "gauge", gauge.help);
         for d in &ok {
-            family.add(&device_labels(d), read(d));
+            family.add(&device_labels(d), gauge.exported(d));
         }
         family.write(&mut out);
     }
@@ -331,7 +226,7 @@ pub fn exposition(snapshot: Option<(&Snapshot, &Accounting, &ClockEvents)>, opti
         "counter",
         "Uncorrected ECC errors since the driver loaded.",
     );
-    let mut count = Family::new("gputop_gpu_processes", "gauge", "Processes holding the GPU.");
+    let mut count = Family::new(catalogue::GPU_PROCESSES, "gauge", "Processes holding the GPU.");
     for d in &ok {
         let labels = device_labels(d);
         energy.add(&labels, d.energy_joules.get());
@@ -661,12 +556,12 @@ fn process_families(snapshot: &Snapshot, options: Options, out: &mut String) {
         text
     };
     let mut memory = Family::new(
-        "gputop_process_gpu_memory_bytes",
+        catalogue::PROCESS_GPU_MEMORY,
         "gauge",
         "GPU memory a process holds on a GPU.",
     );
     let mut sm = Family::new(
-        "gputop_process_sm_utilization_ratio",
+        catalogue::PROCESS_SM_UTILIZATION,
         "gauge",
         "Share of the GPU's SM time a process used in the last sample (AMD and Intel: its \
          engines' busy time summed, at most 1).",
@@ -682,7 +577,7 @@ fn process_families(snapshot: &Snapshot, options: Options, out: &mut String) {
         "AMD and Intel: system memory the GPU maps that a process holds (GTT, system region).",
     );
     let mut cpu = Family::new(
-        "gputop_process_cpu_ratio",
+        catalogue::PROCESS_CPU,
         "gauge",
         "CPU time a process used over the last interval, in CPUs (1 = one full core).",
     );

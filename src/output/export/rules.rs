@@ -10,6 +10,7 @@
 use std::fmt::Write;
 
 use gputop::format::{seconds_text, trim_number};
+use gputop::model::catalogue;
 use gputop::monitor::alerts::rules::{Function, Holders, Metric, Rule};
 use gputop::monitor::history::{DeviceMetric, ProcessMetric};
 
@@ -17,22 +18,22 @@ use gputop::monitor::history::{DeviceMetric, ProcessMetric};
 /// `(selector, suffix)`, the value being `f(selector[window]) suffix`.
 fn series(metric: Metric) -> Option<(&'static str, &'static str)> {
     Some(match metric {
-        Metric::Device(DeviceMetric::Utilization) => ("gputop_gpu_utilization_ratio", " * 100"),
-        Metric::Device(DeviceMetric::MemoryBandwidth) => ("gputop_gpu_memory_utilization_ratio", " * 100"),
+        Metric::Device(DeviceMetric::Utilization) => (catalogue::UTILIZATION.name, " * 100"),
+        Metric::Device(DeviceMetric::MemoryBandwidth) => (catalogue::MEMORY_UTILIZATION.name, " * 100"),
         // Matched on every label: both series carry the same ones (the scrape's job and
         // instance, the exporter's gpu, uuid and name), and the result keeps them all for
         // the `and` clauses after it. `on(...)` would keep only the labels it names.
         Metric::Device(DeviceMetric::MemoryPercent) => (
-            "gputop_gpu_memory_used_bytes",
+            catalogue::MEMORY_USED.name,
             " / gputop_gpu_memory_total_bytes * 100",
         ),
-        Metric::Device(DeviceMetric::MemoryMib) => ("gputop_gpu_memory_used_bytes", " / 1048576"),
-        Metric::Device(DeviceMetric::Temperature) => ("gputop_gpu_temperature_celsius", ""),
-        Metric::Device(DeviceMetric::Power) => ("gputop_gpu_power_watts", ""),
+        Metric::Device(DeviceMetric::MemoryMib) => (catalogue::MEMORY_USED.name, " / 1048576"),
+        Metric::Device(DeviceMetric::Temperature) => (catalogue::TEMPERATURE.name, ""),
+        Metric::Device(DeviceMetric::Power) => (catalogue::POWER.name, ""),
         Metric::Device(DeviceMetric::CriticalXids) => ("gputop_gpu_critical_xid_errors_total", ""),
-        Metric::Process(ProcessMetric::GpuMemoryMib) => ("gputop_process_gpu_memory_bytes", " / 1048576"),
-        Metric::Process(ProcessMetric::Sm) => ("gputop_process_sm_utilization_ratio", " * 100"),
-        Metric::Process(ProcessMetric::Cpu) => ("gputop_process_cpu_ratio", " * 100"),
+        Metric::Process(ProcessMetric::GpuMemoryMib) => (catalogue::PROCESS_GPU_MEMORY, " / 1048576"),
+        Metric::Process(ProcessMetric::Sm) => (catalogue::PROCESS_SM_UTILIZATION, " * 100"),
+        Metric::Process(ProcessMetric::Cpu) => (catalogue::PROCESS_CPU, " * 100"),
         Metric::Host(_) => return None,
     })
 }

@@ -6,6 +6,7 @@
 //! units as the keys are, and figures the driver gives in one call (memory, BAR1, row
 //! remapping) are separate fields with a setter and a getter for the group.
 
+pub mod catalogue;
 pub mod fleet;
 pub mod order;
 pub mod recording;

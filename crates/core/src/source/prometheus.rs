@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 
 use super::http::{Client, Credentials, Endpoint, FeedThread, HttpError, SetupError, TlsFiles};
 use crate::model::fleet::{self, Fleet, FleetGpu, FleetNode, FleetProcess, IdleGpu, NodeState, Share};
-use crate::model::{Device, GpuProcess, Memory, ProcessType, Reading, Snapshot, Vendor, wire};
+use crate::model::{Device, GpuProcess, ProcessType, Reading, Snapshot, Vendor, catalogue, wire};
 
 /// Largest answer read.
 pub const BODY_MAX: usize = 32 << 20;
@@ -320,25 +320,27 @@ enum Ask {
 
 impl Ask {
     /// The series it reads, as a problem names them.
-    fn series(self) -> &'static str {
-        match self {
-            Self::Up => "up",
-            Self::Info | Self::NodeGpus => "gputop_gpu_info",
-            Self::Utilization | Self::NodeIdle | Self::NodeUtilization => "gputop_gpu_utilization_ratio",
-            Self::MemoryUsed | Self::NodeMemoryUsed | Self::IdleMemory => "gputop_gpu_memory_used_bytes",
-            Self::MemoryTotal | Self::NodeMemoryTotal => "gputop_gpu_memory_total_bytes",
-            Self::Processes | Self::NamespaceProcesses => "gputop_gpu_processes",
-            Self::NodeUsers | Self::UserProcesses | Self::UserNodes => "gputop_user_processes",
-            Self::Alerts => "ALERTS",
-            Self::Top => "gputop_process_gpu_memory_bytes",
-            Self::TopSm => "gputop_process_sm_utilization_ratio",
-            Self::UserMemory => "gputop_user_gpu_memory_bytes",
-            Self::UserGpus => "gputop_user_gpus",
-            Self::NamespaceMemory | Self::NamespaceGpus | Self::NamespaceNodes => {
-                "gputop_gpu_memory_used_bytes"
-            }
-            Self::Idle => "gputop_gpu_utilization_ratio (idle times)",
+    fn series(self) -> String {
+        if self == Self::Idle {
+            return format!("{} (idle times)", catalogue::UTILIZATION.name);
         }
+        let name = match self {
+            Self::Up => "up",
+            Self::Info | Self::NodeGpus => catalogue::GPU_INFO,
+            Self::Utilization | Self::NodeIdle | Self::NodeUtilization => catalogue::UTILIZATION.name,
+            Self::MemoryUsed | Self::NodeMemoryUsed | Self::IdleMemory => catalogue::MEMORY_USED.name,
+            Self::MemoryTotal | Self::NodeMemoryTotal => catalogue::MEMORY_TOTAL.name,
+            Self::Processes | Self::NamespaceProcesses => catalogue::GPU_PROCESSES,
+            Self::NodeUsers | Self::UserProcesses | Self::UserNodes => catalogue::USER_PROCESSES,
+            Self::Alerts => "ALERTS",
+            Self::Top => catalogue::PROCESS_GPU_MEMORY,
+            Self::TopSm => catalogue::PROCESS_SM_UTILIZATION,
+            Self::UserMemory => catalogue::USER_GPU_MEMORY,
+            Self::UserGpus => catalogue::USER_GPUS,
+            Self::NamespaceMemory | Self::NamespaceGpus | Self::NamespaceNodes => catalogue::MEMORY_USED.name,
+            Self::Idle => catalogue::UTILIZATION.name,
+        };
+        name.to_string()
     }
 
     /// Whether an empty answer while nodes are up means the exporters lack the series.
@@ -372,15 +374,15 @@ fn queries(selector: &str, with_idle: bool, each_gpu: bool) -> Vec<(Ask, String)
     let top = format!(
         "topk({}, {})",
         fleet::TOP_PROCESSES,
-        s("gputop_process_gpu_memory_bytes")
+        s(catalogue::PROCESS_GPU_MEMORY)
     );
-    let utilization = format!("max by (instance, gpu) ({})", s("gputop_gpu_utilization_ratio"));
+    let utilization = format!("max by (instance, gpu) ({})", s(catalogue::UTILIZATION.name));
     let busy = fleet::IDLE_BELOW_PERCENT / 100.0;
     let mut asks = vec![
         (Ask::Up, s("up")),
         (
             Ask::NodeGpus,
-            format!("count by (instance) ({})", s("gputop_gpu_info")),
+            format!("count by (instance) ({})", s(catalogue::GPU_INFO)),
         ),
         (
             Ask::NodeIdle,
@@ -388,30 +390,30 @@ fn queries(selector: &str, with_idle: bool, each_gpu: bool) -> Vec<(Ask, String)
         ),
         (
             Ask::NodeMemoryUsed,
-            format!("sum by (instance) ({})", s("gputop_gpu_memory_used_bytes")),
+            format!("sum by (instance) ({})", s(catalogue::MEMORY_USED.name)),
         ),
         (
             Ask::NodeMemoryTotal,
-            format!("sum by (instance) ({})", s("gputop_gpu_memory_total_bytes")),
+            format!("sum by (instance) ({})", s(catalogue::MEMORY_TOTAL.name)),
         ),
         (Ask::NodeUtilization, format!("avg by (instance) ({utilization})")),
         (
             Ask::IdleMemory,
             format!(
                 "max by (instance, gpu) ({}) and on (instance, gpu) ({utilization} < {busy})",
-                s("gputop_gpu_memory_used_bytes")
+                s(catalogue::MEMORY_USED.name)
             ),
         ),
         (
             Ask::Processes,
-            format!("sum by (instance) ({})", s("gputop_gpu_processes")),
+            format!("sum by (instance) ({})", s(catalogue::GPU_PROCESSES)),
         ),
         (
             Ask::NodeUsers,
             format!(
                 "topk by (instance) ({}, max by (instance, user) ({}))",
                 fleet::TOP_SHARES,
-                s("gputop_user_processes")
+                s(catalogue::USER_PROCESSES)
             ),
         ),
         (
@@ -426,19 +428,19 @@ fn queries(selector: &str, with_idle: bool, each_gpu: bool) -> Vec<(Ask, String)
     for (ask, aggregate) in [
         (
             Ask::UserMemory,
-            format!("sum by (user) ({})", s("gputop_user_gpu_memory_bytes")),
+            format!("sum by (user) ({})", s(catalogue::USER_GPU_MEMORY)),
         ),
         (
             Ask::UserGpus,
-            format!("sum by (user) ({})", s("gputop_user_gpus")),
+            format!("sum by (user) ({})", s(catalogue::USER_GPUS)),
         ),
         (
             Ask::UserProcesses,
-            format!("sum by (user) ({})", s("gputop_user_processes")),
+            format!("sum by (user) ({})", s(catalogue::USER_PROCESSES)),
         ),
         (
             Ask::UserNodes,
-            format!("count by (user) ({})", s("gputop_user_processes")),
+            format!("count by (user) ({})", s(catalogue::USER_PROCESSES)),
         ),
     ] {
         asks.push((ask, format!("topk({}, {aggregate})", fleet::TOP_SHARES * 4)));
@@ -447,21 +449,21 @@ fn queries(selector: &str, with_idle: bool, each_gpu: bool) -> Vec<(Ask, String)
     for (ask, aggregate) in [
         (
             Ask::NamespaceMemory,
-            format!("sum by (namespace) ({})", held("gputop_gpu_memory_used_bytes")),
+            format!("sum by (namespace) ({})", held(catalogue::MEMORY_USED.name)),
         ),
         (
             Ask::NamespaceGpus,
-            format!("count by (namespace) ({})", held("gputop_gpu_memory_used_bytes")),
+            format!("count by (namespace) ({})", held(catalogue::MEMORY_USED.name)),
         ),
         (
             Ask::NamespaceProcesses,
-            format!("sum by (namespace) ({})", held("gputop_gpu_processes")),
+            format!("sum by (namespace) ({})", held(catalogue::GPU_PROCESSES)),
         ),
         (
             Ask::NamespaceNodes,
             format!(
                 "count by (namespace) (count by (namespace, instance) ({}))",
-                held("gputop_gpu_memory_used_bytes")
+                held(catalogue::MEMORY_USED.name)
             ),
         ),
     ] {
@@ -471,16 +473,16 @@ fn queries(selector: &str, with_idle: bool, each_gpu: bool) -> Vec<(Ask, String)
         asks.extend([
             (
                 Ask::Info,
-                format!("max by (instance, gpu, name) ({})", s("gputop_gpu_info")),
+                format!("max by (instance, gpu, name) ({})", s(catalogue::GPU_INFO)),
             ),
             (Ask::Utilization, utilization.clone()),
             (
                 Ask::MemoryUsed,
-                format!("max by (instance, gpu) ({})", s("gputop_gpu_memory_used_bytes")),
+                format!("max by (instance, gpu) ({})", s(catalogue::MEMORY_USED.name)),
             ),
             (
                 Ask::MemoryTotal,
-                format!("max by (instance, gpu) ({})", s("gputop_gpu_memory_total_bytes")),
+                format!("max by (instance, gpu) ({})", s(catalogue::MEMORY_TOTAL.name)),
             ),
         ]);
     }
@@ -526,7 +528,8 @@ fn sm_of_top(selector: &str, top: &[Sample]) -> Option<String> {
         .filter(|m| !m.is_empty())
         .collect();
     Some(format!(
-        "gputop_process_sm_utilization_ratio{{{}}}",
+        "{}{{{}}}",
+        catalogue::PROCESS_SM_UTILIZATION,
         matchers.join(",")
     ))
 }
@@ -677,19 +680,7 @@ impl Prometheus {
         } else {
             format!("{},instance={}", self.selector, quoted(instance))
         };
-        let names = [
-            "gputop_gpu_info",
-            "gputop_gpu_utilization_ratio",
-            "gputop_gpu_memory_used_bytes",
-            "gputop_gpu_memory_total_bytes",
-            "gputop_gpu_temperature_celsius",
-            "gputop_gpu_power_watts",
-            "gputop_gpu_power_limit_watts",
-            "gputop_gpu_fan_speed_ratio",
-            "gputop_process_gpu_memory_bytes",
-            "gputop_process_sm_utilization_ratio",
-            "gputop_process_cpu_ratio",
-        ];
+        let names = node_series();
         let tasks: Vec<_> = names
             .iter()
             .map(|name| {
@@ -940,13 +931,26 @@ fn build(
     fleet
 }
 
-/// A node's snapshot from its series, in the order [`Prometheus::node`] asks them.
+/// The series a node's drill-down asks, in the order [`node_snapshot`] reads them: the
+/// GPUs' identities, every device gauge, then the processes' figures.
+fn node_series() -> Vec<&'static str> {
+    std::iter::once(catalogue::GPU_INFO)
+        .chain(catalogue::DEVICE_GAUGES.iter().map(|g| g.name))
+        .chain([
+            catalogue::PROCESS_GPU_MEMORY,
+            catalogue::PROCESS_SM_UTILIZATION,
+            catalogue::PROCESS_CPU,
+        ])
+        .collect()
+}
+
+/// A node's snapshot from its series, in the order [`node_series`] lists them.
 fn node_snapshot(instance: &str, answers: &[Vec<Sample>]) -> Snapshot {
     let none = Vec::new();
     let answer = |i: usize| answers.get(i).unwrap_or(&none);
-    let (info, util, used, total) = (answer(0), answer(1), answer(2), answer(3));
-    let (temperature, power, limit, fan) = (answer(4), answer(5), answer(6), answer(7));
-    let (memory, sm, cpu) = (answer(8), answer(9), answer(10));
+    let gauges = catalogue::DEVICE_GAUGES.len();
+    let info = answer(0);
+    let (memory, sm, cpu) = (answer(gauges + 1), answer(gauges + 2), answer(gauges + 3));
     let mut devices: BTreeMap<u32, Device> = BTreeMap::new();
     for s in info {
         let Some(index) = gpu_of(s) else { continue };
@@ -967,56 +971,28 @@ fn node_snapshot(instance: &str, answers: &[Vec<Sample>]) -> Snapshot {
         d.driver_version = text("driver_version");
         devices.insert(index, d);
     }
-    // A GPU without an info series (an older exporter) is still shown.
-    for index in util.iter().chain(used).filter_map(gpu_of) {
-        devices
-            .entry(index)
-            .or_insert_with(|| Device::new(index, Vendor::Nvidia));
+    for (i, gauge) in catalogue::DEVICE_GAUGES.iter().enumerate() {
+        for s in answer(i + 1) {
+            let Some(index) = gpu_of(s) else { continue };
+            // A GPU without an info series (an older exporter) is still shown.
+            let d = devices
+                .entry(index)
+                .or_insert_with(|| Device::new(index, Vendor::Nvidia));
+            gauge.import(d, s.value);
+        }
+    }
+    for d in devices.values_mut() {
+        // Free is what is neither used nor reserved, where the exporter left it out.
+        if let (None, Some(total), Some(used)) = (
+            d.memory_free_bytes.get(),
+            d.memory_total_bytes.get(),
+            d.memory_used_bytes.get(),
+        ) {
+            let reserved = d.memory_reserved_bytes.get().unwrap_or(0);
+            d.memory_free_bytes = Reading::Value(total.saturating_sub(used).saturating_sub(reserved));
+        }
     }
     let finite = |s: &Sample| s.value.is_finite().then_some(s.value);
-    let set = |answer: &[Sample], devices: &mut BTreeMap<u32, Device>, apply: &dyn Fn(&mut Device, f64)| {
-        for s in answer {
-            if let (Some(index), Some(value)) = (gpu_of(s), finite(s))
-                && let Some(d) = devices.get_mut(&index)
-            {
-                apply(d, value);
-            }
-        }
-    };
-    set(util, &mut devices, &|d, v| {
-        d.utilization_gpu_percent = Reading::Value((v * 100.0).round().clamp(0.0, 100.0) as u32)
-    });
-    set(temperature, &mut devices, &|d, v| {
-        d.temperature_celsius = Reading::Value(v.max(0.0) as u32)
-    });
-    set(power, &mut devices, &|d, v| {
-        d.power_usage_watts = Reading::Value(v.max(0.0))
-    });
-    set(limit, &mut devices, &|d, v| {
-        d.power_limit_watts = Reading::Value(v.max(0.0))
-    });
-    set(fan, &mut devices, &|d, v| {
-        d.fan_speed_percent = Reading::Value((v * 100.0).round().clamp(0.0, 100.0) as u32)
-    });
-    let totals: BTreeMap<u32, u64> = total
-        .iter()
-        .filter_map(|s| Some((gpu_of(s)?, bytes(s.value)?)))
-        .collect();
-    for s in used {
-        let (Some(index), Some(used)) = (gpu_of(s), bytes(s.value)) else {
-            continue;
-        };
-        if let (Some(d), Some(&total)) = (devices.get_mut(&index), totals.get(&index)) {
-            d.set_memory(Reading::Value(Memory {
-                total,
-                used,
-                free: total.saturating_sub(used),
-                reserved: 0,
-            }));
-            // Not asked: not shown as 0.
-            d.memory_reserved_bytes = Reading::NotSupported;
-        }
-    }
     let mut processes: BTreeMap<(u32, u32), GpuProcess> = BTreeMap::new();
     let key = |s: &Sample| Some((s.label("pid")?.parse::<u32>().ok()?, gpu_of(s)?));
     for s in memory {
@@ -1415,31 +1391,35 @@ mod tests {
     #[test]
     fn a_node_snapshot_is_made_of_its_series() {
         let gpu = |value: f64| vec![sample(&[("gpu", "0")], value)];
-        let answers = vec![
-            vec![sample(
-                &[
-                    ("gpu", "0"),
-                    ("name", "NVIDIA H100"),
-                    ("vendor", "nvidia"),
-                    ("uuid", "GPU-1"),
-                    ("driver_version", "550.54.15"),
-                ],
-                1.0,
-            )],
-            gpu(0.75),
-            gpu(2e9),
-            gpu(8e9),
-            gpu(61.0),
-            gpu(300.0),
-            gpu(700.0),
-            gpu(f64::NAN),
-            vec![sample(
-                &[("gpu", "0"), ("pid", "7"), ("type", "C+G"), ("user", "bob")],
-                1e9,
-            )],
-            vec![sample(&[("gpu", "0"), ("pid", "7")], 0.5)],
-            vec![sample(&[("gpu", "0"), ("pid", "7")], 1.5)],
-        ];
+        let answers: Vec<Vec<Sample>> = node_series()
+            .into_iter()
+            .map(|name| match name {
+                catalogue::GPU_INFO => vec![sample(
+                    &[
+                        ("gpu", "0"),
+                        ("name", "NVIDIA H100"),
+                        ("vendor", "nvidia"),
+                        ("uuid", "GPU-1"),
+                        ("driver_version", "550.54.15"),
+                    ],
+                    1.0,
+                )],
+                "gputop_gpu_utilization_ratio" => gpu(0.75),
+                "gputop_gpu_memory_used_bytes" => gpu(2e9),
+                "gputop_gpu_memory_total_bytes" => gpu(8e9),
+                "gputop_gpu_temperature_celsius" => gpu(61.0),
+                "gputop_gpu_power_watts" => gpu(300.0),
+                "gputop_gpu_power_limit_watts" => gpu(700.0),
+                "gputop_gpu_fan_speed_ratio" => gpu(f64::NAN),
+                catalogue::PROCESS_GPU_MEMORY => vec![sample(
+                    &[("gpu", "0"), ("pid", "7"), ("type", "C+G"), ("user", "bob")],
+                    1e9,
+                )],
+                catalogue::PROCESS_SM_UTILIZATION => vec![sample(&[("gpu", "0"), ("pid", "7")], 0.5)],
+                catalogue::PROCESS_CPU => vec![sample(&[("gpu", "0"), ("pid", "7")], 1.5)],
+                _ => Vec::new(),
+            })
+            .collect();
         let snapshot = node_snapshot("a:9835", &answers);
         let d = &snapshot.devices[0];
         assert_eq!(d.utilization_gpu_percent, Reading::Value(75));
