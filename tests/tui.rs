@@ -1939,3 +1939,113 @@ fn a_user_filter_leaves_the_alert_screen_judging_the_whole_machine() {
     pty.keys("q");
     assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
 }
+
+/// `--once` on an 80-column terminal: no line wider than the terminal, and the processes
+/// with the live view's columns and cell texts (the command cut at the same place). In a
+/// pipe it keeps every column and the whole command.
+#[test]
+fn once_in_an_80_column_terminal_fits_it_with_the_live_views_cells() {
+    let home = tempfile::tempdir().unwrap();
+    let long = "--data /datasets/imagenet/train --epochs 90 --batch-size 256 --lr 0.1";
+    let jobs: Vec<common::Killed> = (0..3)
+        .map(|_| {
+            common::Killed(
+                Command::new("sh")
+                    .args(["-c", "sleep 600; :", "train.py"])
+                    .args(long.split(' '))
+                    .stdin(Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    let pids = jobs
+        .iter()
+        .map(|j| j.0.id().to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let scenario = scenario(home.path());
+
+    let mut once = Pty::spawn(gputop_command(home.path(), &scenario, &pids, &["--once"]), 80, 40);
+    assert!(
+        once.wait_exit(15).is_some_and(|s| s.success()),
+        "{}",
+        once.screen()
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let raw = String::from_utf8_lossy(&once.raw.lock().unwrap()).into_owned();
+    let printed: Vec<&str> = raw.split("\r\n").collect();
+    for line in &printed {
+        assert!(
+            line.chars().count() <= 80,
+            "{} columns: {line:?}\n{raw}",
+            line.chars().count()
+        );
+    }
+    let header = printed
+        .iter()
+        .position(|l| l.trim_start().starts_with("GPU") && l.contains(" PID "))
+        .unwrap_or_else(|| panic!("no process table: {raw}"));
+    let once_rows: Vec<&str> = printed[header + 1..]
+        .iter()
+        .take_while(|l| !l.trim().is_empty())
+        .copied()
+        .collect();
+    assert_eq!(once_rows.len(), 3, "{raw}");
+
+    let live = Pty::spawn(gputop_command(home.path(), &scenario, &pids, &[]), 80, 24);
+    let screen = live.wait_until("three process rows", 15, |s| {
+        s.lines().filter(|l| l.contains("sh -c sleep 600")).count() == 3
+    });
+    let live_rows: Vec<&str> = screen.lines().filter(|l| l.contains("sh -c sleep 600")).collect();
+    // The same cells, TIME aside (the two runs are a moment apart): the live header names
+    // the columns and where each starts.
+    let live_header = screen
+        .lines()
+        .find(|l| l.contains(" PID ") && l.contains("COMMAND"))
+        .unwrap();
+    assert_eq!(
+        printed[header].split_whitespace().collect::<Vec<_>>(),
+        live_header
+            .replace(['▼', 'v'], "")
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        "the live view's columns"
+    );
+    // TIME's 9 columns start under its header (counted in characters: the sort arrow is one).
+    let time = live_header
+        .char_indices()
+        .position(|(at, _)| live_header[at..].starts_with("TIME"))
+        .unwrap();
+    let without_time = |row: &str| {
+        let mut row: Vec<char> = row.chars().collect();
+        row.drain(time..time + 9);
+        row.into_iter().collect::<String>().trim_end().to_string()
+    };
+    let mut once_cells: Vec<String> = once_rows.iter().map(|r| without_time(r)).collect();
+    let mut live_cells: Vec<String> = live_rows.iter().map(|r| without_time(r)).collect();
+    once_cells.sort();
+    live_cells.sort();
+    assert_eq!(once_cells, live_cells, "\n{raw}\n{screen}");
+    assert!(
+        once_cells
+            .iter()
+            .all(|c| c.ends_with(" sh -c sleep 600; : train.p")),
+        "the command cut where the live view cuts it: {once_cells:?}"
+    );
+
+    // In a pipe: every column and the whole command.
+    let output = Command::new(env!("CARGO_BIN_EXE_gputop"))
+        .env("HOME", home.path())
+        .env("GPUTOP_SIM_SCENARIO", &scenario)
+        .env("GPUTOP_SIM_PIDS", &pids)
+        .args(["--nvml-lib", common::sim_lib().to_str().unwrap(), "--once"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains(&format!("train.py {long}")), "{text}");
+    assert!(
+        text.contains(" TYPE ") && text.contains(" %GMBW ") && text.contains(" %MEM "),
+        "{text}"
+    );
+}

@@ -4,6 +4,7 @@
 //! of the alerts ([`alert_marks`]), and the cluster screen's order and filter ([`fleet`]).
 
 pub mod alert_marks;
+pub mod columns;
 pub mod filter;
 pub mod fleet;
 pub mod keymap;

@@ -4,9 +4,13 @@
 //! Pure functions from a snapshot to text. Unknown values print as `N/A` (text) or `null`
 //! (JSON); text from processes is escaped so it can never drive the terminal.
 
-use gputop::format::{human_bytes, human_duration, rfc3339, sanitize, table};
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+
+use crate::app::columns::{self, Column};
+use gputop::format::{human_bytes, rfc3339, sanitize, table};
+use gputop::model::order::SortKey;
 use gputop::model::wire::WireReport;
-use gputop::model::{Device, DeviceStatus, GpuProcess, Reading, Snapshot, Vendor};
+use gputop::model::{Device, DeviceStatus, Reading, Snapshot, Vendor};
 use gputop::monitor::alerts::Active;
 
 const NA: &str = "N/A";
@@ -69,8 +73,10 @@ fn metric_cells(metric: &str, device: &Device) -> Vec<(&'static str, String)> {
     }
 }
 
-/// The readable `--once` report: a header, the devices, then the processes.
-pub fn text_report(snapshot: &Snapshot, metrics: &[String], alerts: &[Active]) -> String {
+/// The readable `--once` report: a header, the devices, then the processes. On a terminal
+/// `width` columns wide, the processes are laid out as the live view lays them out and no
+/// line is longer; without a width (a pipe, a file), every column is printed whole.
+pub fn text_report(snapshot: &Snapshot, metrics: &[String], alerts: &[Active], width: Option<u16>) -> String {
     let mut out = format!(
         "{}  {}  driver {}  CUDA {}\n\n",
         sanitize(&snapshot.hostname),
@@ -113,8 +119,8 @@ pub fn text_report(snapshot: &Snapshot, metrics: &[String], alerts: &[Active]) -
         rows.push(row);
     }
     let right: Vec<bool> = rows[0].iter().enumerate().map(|(i, _)| i == 0).collect();
-    out.push_str(&table(&rows, &right));
-    out.push_str(&mig_table(snapshot));
+    out.push_str(&fitted_table(rows, right, width, &DEVICE_COLUMNS_DROPPED_FIRST));
+    out.push_str(&mig_table(snapshot, width));
 
     out.push('\n');
     for (index, reason) in snapshot.unlisted() {
@@ -125,35 +131,162 @@ pub fn text_report(snapshot: &Snapshot, metrics: &[String], alerts: &[Active]) -
     }
     if snapshot.processes.is_empty() {
         out.push_str("No GPU processes.\n");
-        out.push_str(&alert_lines(alerts));
-        return out;
+    } else {
+        out.push_str(&process_table(snapshot, width));
     }
-    let containers = snapshot.processes.iter().any(|p| p.host.container.is_some());
-    let mut header = [
-        "GPU", "PID", "TYPE", "USER", "GPU-MEM", "%SM", "%CPU", "HOST-MEM", "TIME", "COMMAND",
-    ]
-    .map(String::from)
-    .to_vec();
-    let mut right = vec![true, true, false, false, true, true, true, true, true, false];
-    if containers {
-        header.insert(header.len() - 1, "CONTAINER".into());
-        right.insert(right.len() - 1, false);
-    }
-    let mut rows = vec![header];
-    rows.extend(snapshot.processes.iter().map(|p| {
-        let mut row = process_row(p);
-        if containers {
-            row.insert(row.len() - 1, sanitize(p.container_label()));
-        }
-        row
-    }));
-    out.push_str(&table(&rows, &right));
     out.push_str(&alert_lines(alerts));
+    match width {
+        Some(width) => wrap_long_lines(&out, usize::from(width)),
+        None => out,
+    }
+}
+
+/// The device table's columns a narrow terminal gives up, in order, before its lines are
+/// cut: where a GPU sits, then what the live view shows on its second line.
+const DEVICE_COLUMNS_DROPPED_FIRST: [&str; 9] = [
+    "BUS",
+    "MEAN/PEAK",
+    "SM/MEM CLOCK",
+    "PCIE RX/TX",
+    "ENC",
+    "DEC",
+    "FAN",
+    "VENDOR",
+    "UUID",
+];
+
+/// `rows` (the first the header) as a table; in `width` columns, without the columns named
+/// in `dropped_first`, in that order, until its lines fit, and then each line cut there.
+fn fitted_table(
+    mut rows: Vec<Vec<String>>,
+    mut right: Vec<bool>,
+    width: Option<u16>,
+    dropped_first: &[&str],
+) -> String {
+    let Some(width) = width.map(usize::from) else {
+        return table(&rows, &right);
+    };
+    let fits = |text: &str| text.lines().all(|l| l.width() <= width);
+    let mut text = table(&rows, &right);
+    for name in dropped_first {
+        if fits(&text) {
+            break;
+        }
+        let Some(at) = rows[0].iter().position(|h| h == name) else {
+            continue;
+        };
+        for row in &mut rows {
+            if at < row.len() {
+                row.remove(at);
+            }
+        }
+        right.remove(at);
+        text = table(&rows, &right);
+    }
+    text.lines()
+        .map(|line| format!("{}\n", cut(line, width).trim_end()))
+        .collect()
+}
+
+/// The processes in the live view's columns, with its cell texts. In `width` columns as the
+/// live view lays them out (columns dropped, fixed widths, the command cut at the edge);
+/// without a width, every column, each as wide as its widest cell.
+fn process_table(snapshot: &Snapshot, width: Option<u16>) -> String {
+    let host_memory_total = snapshot.host.memory_total_bytes.get().unwrap_or(0);
+    let mig = snapshot.processes.iter().any(|p| p.mig().is_some());
+    let Some(width) = width else {
+        let shown = columns::every(snapshot);
+        let mut rows = vec![shown.iter().map(|c| c.header(mig).to_string()).collect()];
+        rows.extend(
+            snapshot
+                .processes
+                .iter()
+                .map(|p| shown.iter().map(|c| c.cell(p, host_memory_total)).collect()),
+        );
+        let right: Vec<bool> = shown.iter().map(|c| c.right_aligned()).collect();
+        return table(&rows, &right);
+    };
+    let placed = columns::fitted(snapshot, width, SortKey::GpuMemory);
+    // Headers left-aligned, numbers right-aligned, as the live view shows them.
+    let line = |cell: &dyn Fn(Column) -> String, header: bool| {
+        let mut line = String::new();
+        for (i, column) in placed.iter().enumerate() {
+            if i > 0 {
+                line.push(' ');
+            }
+            let text = cell(column.column);
+            if column.width == 0 {
+                line.push_str(&text);
+                continue;
+            }
+            let room = usize::from(column.width);
+            let text = cut(&text, room);
+            let pad = " ".repeat(room - text.width());
+            if column.column.right_aligned() && !header {
+                line.push_str(&pad);
+                line.push_str(&text);
+            } else {
+                line.push_str(&text);
+                line.push_str(&pad);
+            }
+        }
+        let mut line = cut(&line, usize::from(width)).trim_end().to_string();
+        line.push('\n');
+        line
+    };
+    let mut out = line(&|c| c.header(mig).to_string(), true);
+    for p in &snapshot.processes {
+        out.push_str(&line(&|c| c.cell(p, host_memory_total), false));
+    }
+    out
+}
+
+/// `text` cut to at most `width` terminal columns.
+fn cut(text: &str, width: usize) -> String {
+    let mut used = 0;
+    text.chars()
+        .take_while(|c| {
+            used += c.width().unwrap_or(0);
+            used <= width
+        })
+        .collect()
+}
+
+/// `text` with each line longer than `width` columns wrapped at spaces, its continuation
+/// indented as its first words were; a word longer than the line is cut.
+fn wrap_long_lines(text: &str, width: usize) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        if line.width() <= width {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        let body = line.trim_start();
+        let indent = " ".repeat((line.len() - body.len() + 2).min(width / 2));
+        let mut current = line[..line.len() - body.len()].to_string();
+        let mut fresh = true;
+        for word in body.split(' ') {
+            if !fresh && current.width() + 1 + word.width() > width {
+                out.push_str(&cut(&current, width));
+                out.push('\n');
+                current = indent.clone();
+                fresh = true;
+            }
+            if !fresh {
+                current.push(' ');
+            }
+            current.push_str(word);
+            fresh = false;
+        }
+        out.push_str(&cut(&current, width));
+        out.push('\n');
+    }
     out
 }
 
 /// The MIG devices, one row each as GPU/GPU instance/compute instance; nothing without MIG.
-fn mig_table(snapshot: &Snapshot) -> String {
+fn mig_table(snapshot: &Snapshot, width: Option<u16>) -> String {
     let mut rows = vec![
         ["MIG", "PROFILE", "MEMORY", "PROCS", "UUID"]
             .map(String::from)
@@ -185,7 +318,11 @@ fn mig_table(snapshot: &Snapshot) -> String {
     if rows.len() == 1 {
         return String::new();
     }
-    format!("\n{}", table(&rows, &[true, false, false, true, false]))
+    let right = vec![true, false, false, true, false];
+    format!(
+        "\n{}",
+        fitted_table(rows, right, width, &DEVICE_COLUMNS_DROPPED_FIRST)
+    )
 }
 
 /// "Alerts:" and one line per alert, or nothing.
@@ -202,30 +339,6 @@ fn alert_lines(alerts: &[Active]) -> String {
         ));
     }
     out
-}
-
-fn process_row(p: &GpuProcess) -> Vec<String> {
-    let host = &p.host;
-    let command = match &host.command {
-        Reading::Value(command) => sanitize(command),
-        Reading::NotSupported => NA.to_string(),
-        Reading::Failed(reason) => format!("({})", sanitize(reason)),
-    };
-    vec![
-        match p.mig() {
-            Some(id) => format!("{}/{}/{}", p.gpu_index, id.gpu_instance, id.compute_instance),
-            None => p.gpu_index.to_string(),
-        },
-        p.local_pid().unwrap_or(p.pid).to_string(),
-        p.kind.label().to_string(),
-        text(&host.user, |u| sanitize(u)),
-        text(&p.gpu_memory_bytes, |b| human_bytes(*b)),
-        text(&p.sm_percent, u32::to_string),
-        text(&host.cpu_percent, |c| format!("{c:.1}")),
-        text(&host.memory_bytes, |b| human_bytes(*b)),
-        text(&host.running_seconds, |s| human_duration(*s)),
-        command,
-    ]
 }
 
 /// `--list`: one line per GPU, like `nvidia-smi -L`.

@@ -603,10 +603,18 @@ fn once_report(
         text.push('\n');
         Ok(text)
     } else {
+        // On a terminal, fitted to its width as the live view is; in a pipe, whole.
+        let width = std::io::stdout()
+            .is_terminal()
+            .then(|| ratatui_crossterm::crossterm::terminal::size().ok())
+            .flatten()
+            .map(|(columns, _)| columns)
+            .filter(|columns| *columns > 0);
         Ok(report::text_report(
             snapshot,
             &effective.settings.display.default_metrics,
             alerts,
+            width,
         ))
     }
 }

@@ -241,7 +241,17 @@ fn fuzz_the_snapshot_reader() {
             return;
         };
         let snapshot = Arc::new(snapshot);
-        let _ = crate::output::report::text_report(&snapshot, &settings.display.default_metrics, &[]);
+        for width in [None, Some(1), Some(80)] {
+            let report =
+                crate::output::report::text_report(&snapshot, &settings.display.default_metrics, &[], width);
+            if let Some(width) = width {
+                assert!(
+                    report
+                        .lines()
+                        .all(|l| unicode_width::UnicodeWidthStr::width(l) <= usize::from(width))
+                );
+            }
+        }
         let mut monitor = Monitor::new(&settings.history, &settings.alert, 1.0);
         monitor.ingest(&snapshot);
         let mut app = App::new(settings.clone(), Selection::default(), true, None);

@@ -17,12 +17,13 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 
+use crate::app::columns::{self, Column};
 use crate::app::state::{App, ProcessKey};
 use crate::app::view::{LayoutMode, Screen};
 use gputop::format::trim_number;
 use gputop::format::{age, human_bytes, human_duration, sanitize};
 use gputop::model::order::SortKey;
-use gputop::model::{Device, DeviceStatus, GpuProcess, PidNamespace, Reading, Snapshot, Vendor};
+use gputop::model::{Device, DeviceStatus, PidNamespace, Reading, Snapshot, Vendor};
 use gputop::monitor::alerts::rules::Severity;
 use gputop::monitor::alerts::{Active, Phase, Subject};
 use theme::{Load, Theme};
@@ -566,105 +567,6 @@ fn namespace_banner(snapshot: &Snapshot) -> Option<String> {
     })
 }
 
-/// A column of the process table: header, width, sort key, right-aligned.
-type Column = (&'static str, u16, Option<SortKey>, bool);
-
-/// Columns of the process table. A sortable column is wide enough for its name and the
-/// sort arrow.
-const COLUMNS: [Column; 11] = [
-    ("GPU", 4, Some(SortKey::Natural), true),
-    ("PID", 7, Some(SortKey::Pid), true),
-    ("TYPE", 4, None, false),
-    ("USER", 8, Some(SortKey::User), false),
-    ("GPU-MEM", 9, Some(SortKey::GpuMemory), true),
-    ("%SM", 4, Some(SortKey::Sm), true),
-    ("%GMBW", 6, Some(SortKey::MemoryBandwidth), true),
-    ("%CPU", 6, Some(SortKey::Cpu), true),
-    ("%MEM", 5, Some(SortKey::HostMemory), true),
-    ("TIME", 9, Some(SortKey::Time), true),
-    ("COMMAND", 0, None, false),
-];
-
-/// Shown, before COMMAND, when any process runs in a container and the terminal is wide:
-/// as wide as the longest label, from 9 to 40 columns.
-const CONTAINER_COLUMN: Column = ("CONTAINER", 19, Some(SortKey::Container), false);
-
-/// Narrower terminals keep their width for COMMAND.
-const CONTAINER_MIN_WIDTH: u16 = 140;
-
-/// The command line is what tells one job from another: narrow terminals drop columns, the
-/// least useful first ([`DROPPED_FIRST`]), until COMMAND has this many columns.
-const COMMAND_MIN_WIDTH: u16 = 24;
-
-/// The columns a narrow terminal gives up, in order (never the one sorted by).
-const DROPPED_FIRST: [&str; 4] = ["%GMBW", "TYPE", "%MEM", "TIME"];
-
-/// The table's columns for this snapshot, width and sort key.
-fn table_columns(snapshot: &Snapshot, width: u16, sort: SortKey) -> Vec<Column> {
-    let mut columns = COLUMNS.to_vec();
-    if snapshot.processes.iter().any(|p| p.mig().is_some()) {
-        // GPU/GPU instance/compute instance, as nvidia-smi's GPU GI CI.
-        columns[0] = ("GPU/MIG", 8, Some(SortKey::Natural), true);
-    }
-    let fixed = |columns: &[Column]| columns.iter().map(|c| c.1 + 1).sum::<u16>();
-    let labels = snapshot.processes.iter().filter(|p| p.host.container.is_some());
-    if width >= CONTAINER_MIN_WIDTH && labels.clone().next().is_some() {
-        let longest = labels
-            .map(|p| p.container_label().chars().count())
-            .max()
-            .unwrap_or(0);
-        // Widest where the command keeps 60 columns, else the usual width.
-        let room = width.saturating_sub(fixed(&columns) + 60 + 1);
-        let fitted = u16::try_from(longest)
-            .unwrap_or(u16::MAX)
-            .clamp(9, 40)
-            .min(room.max(CONTAINER_COLUMN.1));
-        columns.insert(
-            columns.len() - 1,
-            (CONTAINER_COLUMN.0, fitted, CONTAINER_COLUMN.2, false),
-        );
-    }
-    for name in DROPPED_FIRST {
-        if width.saturating_sub(fixed(&columns)) >= COMMAND_MIN_WIDTH {
-            break;
-        }
-        columns.retain(|c| c.0 != name || c.2 == Some(sort));
-    }
-    columns
-}
-
-/// One process's cell in the column named `column`.
-fn process_cell(p: &GpuProcess, snapshot: &Snapshot, command_offset: usize, column: &str) -> String {
-    match column {
-        "GPU" => p.gpu_index.to_string(),
-        "GPU/MIG" => match p.mig() {
-            Some(id) => format!("{}/{}/{}", p.gpu_index, id.gpu_instance, id.compute_instance),
-            None => p.gpu_index.to_string(),
-        },
-        // The number gputop's namespace knows it by.
-        "PID" => p.local_pid().unwrap_or(p.pid).to_string(),
-        "TYPE" => p.kind.label().to_string(),
-        "USER" => na(&p.host.user, |u| sanitize(u)),
-        "GPU-MEM" => na(&p.gpu_memory_bytes, |b| human_bytes(*b)),
-        "%SM" => na(&p.sm_percent, u32::to_string),
-        "%GMBW" => na(&p.memory_bandwidth_percent, u32::to_string),
-        "%CPU" => na(&p.host.cpu_percent, |c| format!("{c:.1}")),
-        "%MEM" => {
-            let host_total = snapshot.host.memory_total_bytes.get().unwrap_or(0);
-            na(&p.host.memory_bytes, |b| {
-                format!("{:.1}", percent_of(*b, host_total))
-            })
-        }
-        "TIME" => na(&p.host.running_seconds, |s| human_duration(*s)),
-        "CONTAINER" => sanitize(p.container_label()),
-        _ => match &p.host.command {
-            Reading::Value(c) => sanitize(c).chars().skip(command_offset).collect(),
-            Reading::NotSupported => "N/A".into(),
-            Reading::Failed(reason) => format!("({})", sanitize(reason)),
-        },
-    }
-}
-
 fn main_screen(
     buffer: &mut Buffer,
     area: Rect,
@@ -743,20 +645,26 @@ fn main_screen(
     let selected = app.selected_index(&rows);
     let (up, down) = theme.sort_marks();
     let descending = app.view.sort.descending_by_default() != app.view.reverse;
-    let table_columns = table_columns(snapshot, table_area.width, app.view.sort);
+    let table_columns = columns::fitted(snapshot, table_area.width, app.view.sort);
     // Columns left to right with one space between; COMMAND takes the rest, and whatever
     // does not fit is cut at the right edge.
     let edge = table_area.right();
     let mut x = table_area.x;
     let mut columns = Vec::new();
     let mut placed = Vec::with_capacity(table_columns.len());
-    for (name, width, key, right) in &table_columns {
+    for columns::Placed {
+        column,
+        header: name,
+        width,
+    } in &table_columns
+    {
         let width = if *width == 0 {
             edge.saturating_sub(x)
         } else {
             *width
         };
-        let sorted = *key == Some(app.view.sort);
+        let key = column.sort_key();
+        let sorted = key == Some(app.view.sort);
         let label = if sorted {
             format!("{name}{}", if descending { down } else { up })
         } else {
@@ -770,11 +678,12 @@ fn main_screen(
         let end = x.saturating_add(width);
         paint::text(buffer, x, table_area.y, end, &label, style);
         if let Some(key) = key {
-            columns.push((x, end, *key));
+            columns.push((x, end, key));
         }
-        placed.push((x, end, *right, *name));
+        placed.push((x, end, *column));
         x = end.saturating_add(1);
     }
+    let host_memory_total = snapshot.host.memory_total_bytes.get().unwrap_or(0);
     let my_uid = app.view.my_uid;
     let shown = rows.iter().enumerate().skip(app.view.scroll).take(visible);
     for (y, (i, p)) in (table_area.y + 1..table_area.bottom()).zip(shown) {
@@ -805,10 +714,13 @@ fn main_screen(
                 style,
             );
         }
-        for &(x, end, right, column) in &placed {
-            let cell = process_cell(p, snapshot, app.view.command_offset, column);
+        for &(x, end, column) in &placed {
+            let mut cell = column.cell(p, host_memory_total);
+            if column == Column::Command {
+                cell = cell.chars().skip(app.view.command_offset).collect();
+            }
             // Right-aligned as `format!("{cell:>width$}")` would: padded by characters.
-            let pad = if right {
+            let pad = if column.right_aligned() {
                 (end - x).saturating_sub(u16::try_from(cell.chars().count()).unwrap_or(u16::MAX))
             } else {
                 0

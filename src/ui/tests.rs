@@ -685,7 +685,8 @@ fn processes_that_could_not_be_read_are_counted_on_the_status_line_and_in_once()
     let mut snap = snapshot();
     snap.hidden_processes = 2;
     let note = "2 processes hidden: another user's GPU use needs root or CAP_SYS_PTRACE";
-    let report = crate::output::report::text_report(&snap, &Settings::default().display.default_metrics, &[]);
+    let report =
+        crate::output::report::text_report(&snap, &Settings::default().display.default_metrics, &[], None);
     assert!(report.contains(note), "{report}");
     let mut app = App::new(Settings::default(), Selection::default(), false, Some(1000));
     app.update(Action::Received(Received::Snapshot(Arc::new(snap))));
