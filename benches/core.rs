@@ -7,10 +7,10 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use gputop::config::Settings;
-use gputop::model::order::SortKey;
-use gputop::model::*;
-use gputop::source::nvml::NvmlSource;
+use gputop_core::config::Settings;
+use gputop_core::model::order::SortKey;
+use gputop_core::model::*;
+use gputop_core::source::nvml::NvmlSource;
 use gputop_program::app::filter::Selection;
 use gputop_program::app::state::{Action, App, Arrange, Received};
 use gputop_program::term::Screen;
@@ -104,8 +104,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(at) = args.iter().position(|a| a == "--write-drm-machine") {
         let dir = std::path::Path::new(&args[at + 1]);
-        gputop::source::drm::fixture::sysfs(&dir.join("sys"), 0.0);
-        gputop::source::drm::fixture::crowd(&dir.join("proc"), 1000, 50);
+        gputop_core::source::drm::fixture::sysfs(&dir.join("sys"), 0.0);
+        gputop_core::source::drm::fixture::crowd(&dir.join("proc"), 1000, 50);
         return;
     }
     let snapshot = Arc::new(snapshot(10_000));
@@ -186,11 +186,11 @@ fn main() {
     );
 
     // History memory for one GPU: a day of readings every second.
-    let settings = gputop::config::HistorySettings {
+    let settings = gputop_core::config::HistorySettings {
         retention_time: 86_400,
         sample_interval: 1,
     };
-    let mut history = gputop::monitor::history::History::new(&settings, 1.0);
+    let mut history = gputop_core::monitor::history::History::new(&settings, 1.0);
     let mut one_gpu = crate::snapshot(1);
     one_gpu.devices.truncate(1);
     for i in 0..86_400u64 {
@@ -250,7 +250,7 @@ fn main() {
 /// beside NVML's read of 4 GPUs with the same 50 processes on the simulator: the first read
 /// opens every fd directory, a steady one the GPU holders' and a tenth of the others'.
 fn drm_refresh(nvml_lib: Option<&std::path::Path>) {
-    use gputop::source::drm::{DrmReader, fixture};
+    use gputop_core::source::drm::{DrmReader, fixture};
     let dir = std::env::temp_dir().join(format!("gputop-bench-drm-{}", std::process::id()));
     let (proc, sys) = (dir.join("proc"), dir.join("sys"));
     fixture::sysfs(&sys, 0.0);

@@ -9,11 +9,11 @@
 use std::error::Error;
 use std::time::Duration;
 
-use gputop::collector::Collector;
-use gputop::config::Settings;
-use gputop::monitor::Monitor;
-use gputop::monitor::history::DeviceMetric;
-use gputop::source::Source;
+use gputop_core::collector::Collector;
+use gputop_core::config::Settings;
+use gputop_core::monitor::Monitor;
+use gputop_core::monitor::history::DeviceMetric;
+use gputop_core::source::Source;
 
 fn main() -> Result<(), Box<dyn Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::app::filter::{DeviceSpec, Selection, parse_device_list};
-use gputop::config::CliOverrides;
+use gputop_core::config::CliOverrides;
 
 /// An interactive viewer for NVIDIA GPUs and the processes using them.
 ///
@@ -109,7 +109,7 @@ pub struct Cli {
     #[arg(
         long,
         value_name = "SELECTOR",
-        default_value = gputop::source::prometheus::DEFAULT_SELECTOR,
+        default_value = gputop_core::source::prometheus::DEFAULT_SELECTOR,
         requires = "prometheus"
     )]
     pub prometheus_selector: String,
@@ -280,7 +280,7 @@ fn timeout(text: &str) -> Result<f64, String> {
 /// `--interval`: the range `display.refresh_interval` allows, checked where the flag is read
 /// so that a bad value is a usage error like any other.
 fn interval(text: &str) -> Result<f64, String> {
-    let key = gputop::config::schema::find("display", "refresh_interval").expect("a key of the schema");
+    let key = gputop_core::config::schema::find("display", "refresh_interval").expect("a key of the schema");
     let number: f64 = text
         .parse()
         .map_err(|_| "expected a number of seconds from 0.1 to 3600")?;
@@ -322,9 +322,9 @@ fn listen_address(text: &str) -> Result<String, String> {
     }
 }
 
-/// A size as [`gputop::format::parse_size`] reads it: "64M", "512K", "1GiB", "2GB" or bytes.
+/// A size as [`gputop_core::format::parse_size`] reads it: "64M", "512K", "1GiB", "2GB" or bytes.
 fn size(text: &str) -> Result<u64, String> {
-    let bytes = gputop::format::parse_size(text).ok_or_else(|| {
+    let bytes = gputop_core::format::parse_size(text).ok_or_else(|| {
         "expected a size in bytes, or with K, M or G (binary) or KB, MB or GB (decimal), such as 64M"
             .to_string()
     })?;

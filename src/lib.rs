@@ -1,4 +1,4 @@
-//! The `gputop` program on the `gputop` library: the interactive viewer (its view, drawing
+//! The `gputop` program on the `gputop_core` library: the interactive viewer (its view, drawing
 //! and terminal), the exporter, the one-shot reports and the other commands. Public for the
 //! program's binary and its benchmarks only: not a stable API.
 
@@ -25,7 +25,7 @@ pub fn program_main() {
     if let Err(failure) = run::run(&cli, &|name| std::env::var(name).ok()) {
         // Messages quote what they were given (config keys and values, paths, answers of
         // remote nodes): never raw on the terminal.
-        eprintln!("gputop: {}", gputop::format::sanitize(&failure.to_string()));
+        eprintln!("gputop: {}", gputop_core::format::sanitize(&failure.to_string()));
         std::process::exit(failure.exit_code());
     }
 }

@@ -1,10 +1,10 @@
 //! Safe process signalling: pin the process with a pidfd, check it is still the one the user
 //! confirmed (start time in clock ticks, and owner), then signal through the pidfd. On kernels without pidfd,
 //! the same checks and then `kill(2)`. Never PID 0, 1 or gputop itself. What it knows of
-//! a process it asks of [`gputop::host`].
+//! a process it asks of [`gputop_core::host`].
 
 use crate::app::state::{Signal, Target};
-use gputop::host::{owner_uid, start_ticks};
+use gputop_core::host::{owner_uid, start_ticks};
 
 /// What happened to one target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,7 +41,7 @@ fn errno() -> i32 {
 }
 
 fn owner_name(uid: u32) -> String {
-    gputop::host::user_name_of(uid).unwrap_or_else(|| format!("uid {uid}"))
+    gputop_core::host::user_name_of(uid).unwrap_or_else(|| format!("uid {uid}"))
 }
 
 /// Whether the process now at `target.pid` is the one the user confirmed.
@@ -208,14 +208,14 @@ mod tests {
         for _ in 0..5 {
             let mut first = Command::new("sleep").arg("600").spawn().unwrap();
             let target = target_of(&first);
-            let started = gputop::host::start_time_seconds(first.id());
+            let started = gputop_core::host::start_time_seconds(first.id());
             // Past the clock tick it started in (10 ms at the usual 100 a second): within one
             // tick, a reused PID is the residual risk.
             std::thread::sleep(std::time::Duration::from_millis(30));
             first.kill().unwrap();
             first.wait().unwrap();
             let mut second = sleeper_under(target.pid).expect("the PID was handed out again");
-            let same_second = gputop::host::start_time_seconds(second.id()) == started;
+            let same_second = gputop_core::host::start_time_seconds(second.id()) == started;
             let outcome = send(&target, Signal::Kill);
             let lives = second.try_wait().unwrap().is_none();
             second.kill().unwrap();

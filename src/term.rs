@@ -95,8 +95,8 @@ pub fn end_on_panic() {
         let thread = std::thread::current();
         let line = format!(
             "gputop: internal error in thread '{}': {}{place}; please report it\n",
-            gputop::format::sanitize(thread.name().unwrap_or("unnamed")),
-            gputop::format::sanitize(first_line),
+            gputop_core::format::sanitize(thread.name().unwrap_or("unnamed")),
+            gputop_core::format::sanitize(first_line),
         );
         // One write, so nothing else on the terminal lands inside the line.
         let _ = io::stderr().write_all(line.as_bytes());

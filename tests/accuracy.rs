@@ -4,7 +4,7 @@
 
 mod common;
 
-use gputop::source::nvml::{NvmlSource, SampledMetric};
+use gputop_core::source::nvml::{NvmlSource, SampledMetric};
 
 /// Refreshes of one second, read half a second after each whole second.
 const INTERVALS: u64 = 40;

@@ -7,11 +7,11 @@ mod common;
 use std::time::{Duration, UNIX_EPOCH};
 
 use common::fixtures::{GIB, device, process, snapshot};
-use gputop::config::{HistorySettings, Settings};
-use gputop::model::{Memory, Reading, Snapshot};
-use gputop::monitor::alerts::rules::{Comparison, Function, Holders, Metric, Rule, Severity, builtin};
-use gputop::monitor::alerts::{Engine, Phase, Subject, Transition};
-use gputop::monitor::history::{DeviceMetric, History};
+use gputop_core::config::{HistorySettings, Settings};
+use gputop_core::model::{Memory, Reading, Snapshot};
+use gputop_core::monitor::alerts::rules::{Comparison, Function, Holders, Metric, Rule, Severity, builtin};
+use gputop_core::monitor::alerts::{Engine, Phase, Subject, Transition};
+use gputop_core::monitor::history::{DeviceMetric, History};
 
 const T0: u64 = 1_800_000_000;
 
@@ -284,7 +284,7 @@ fn reserved_and_idle_is_a_warning_idle_and_free_only_a_note() {
 
 #[test]
 fn an_ended_process_resolves_its_alerts_and_the_log_is_bounded() {
-    let metric = Metric::Process(gputop::monitor::history::ProcessMetric::GpuMemoryMib);
+    let metric = Metric::Process(gputop_core::monitor::history::ProcessMetric::GpuMemoryMib);
     let mut run = Run::new(vec![rule(metric, Function::Last, 1000.0, 1000.0, 5.0, 0.0)]);
     run.feed(10, |s| machine(s, Some(40), 50, 30.0, Some(2000.0)));
     assert_eq!(run.fired("test_rule").len(), 1);
@@ -294,13 +294,13 @@ fn an_ended_process_resolves_its_alerts_and_the_log_is_bounded() {
     run.feed(3000, |s| {
         machine(s, Some(40), 50, 30.0, (s % 2 == 0).then_some(2000.0))
     });
-    assert_eq!(run.engine.log().len(), gputop::monitor::alerts::LOG_LENGTH);
+    assert_eq!(run.engine.log().len(), gputop_core::monitor::alerts::LOG_LENGTH);
 }
 
 mod sink {
     use super::*;
-    use gputop::config::AlertSettings;
-    use gputop::monitor::alerts::sink::Sink;
+    use gputop_core::config::AlertSettings;
+    use gputop_core::monitor::alerts::sink::Sink;
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
 
@@ -447,7 +447,7 @@ fn history_memory_stays_bounded_over_hours_with_processes_coming_and_going() {
     // Past the retention time the history no longer grows.
     assert_eq!(sizes[1], sizes[3], "{sizes:?}");
     assert!(sizes[3] < 1 << 20, "{sizes:?}");
-    assert!(engine.log().len() <= gputop::monitor::alerts::LOG_LENGTH);
+    assert!(engine.log().len() <= gputop_core::monitor::alerts::LOG_LENGTH);
 }
 
 /// A one-shot's snapshot goes through the same engine: a mean is taken as the one reading

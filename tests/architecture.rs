@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The two source trees: the library's (`crates/core/src`, imported as `gputop`) and the
+/// The two source trees: the library's (`crates/core/src`, imported as `gputop_core`) and the
 /// program's (`src`). Their top-level modules have distinct names.
 fn roots() -> [PathBuf; 2] {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -78,11 +78,11 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
         }
         let text = code(&path);
         let named = graph.entry(module.clone()).or_default();
-        // `crate::NAME` within a tree; `gputop::NAME`, the program naming the library's.
+        // `crate::NAME` within a tree; `gputop_core::NAME`, the program naming the library's.
         let named_at = text
             .match_indices("crate::")
             .map(|(at, _)| at + 7)
-            .chain(text.match_indices("gputop::").map(|(at, _)| at + 8));
+            .chain(text.match_indices("gputop_core::").map(|(at, _)| at + 13));
         for at in named_at {
             let name: String = text[at..]
                 .chars()

@@ -7,10 +7,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use gputop::collector::Collector;
-use gputop::model::DeviceStatus;
-use gputop::source::nvml::NvmlSource;
-use gputop::source::{Gauge, Source};
+use gputop_core::collector::Collector;
+use gputop_core::model::DeviceStatus;
+use gputop_core::source::nvml::NvmlSource;
+use gputop_core::source::{Gauge, Source};
 
 const SCENARIO: &str = r#"
 [meta]
@@ -257,7 +257,7 @@ fn process_lists_read_into_kept_buffers_grow_once_and_shrink_with_the_gpu() {
     let sim = Simulated::new(&hundred_processes_then_seventy());
     let source = NvmlSource::open(Some(&sim.lib)).expect("the simulator initialises");
     let collector = Collector::on_demand(Source::from(source), Duration::from_secs(1)).unwrap();
-    let pids = |snapshot: &gputop::model::Snapshot| {
+    let pids = |snapshot: &gputop_core::model::Snapshot| {
         let mut pids: Vec<u32> = snapshot.processes.iter().map(|p| p.pid).collect();
         pids.sort_unstable();
         pids
@@ -283,7 +283,7 @@ fn process_lists_read_into_kept_buffers_grow_once_and_shrink_with_the_gpu() {
 /// A recording of `frames` whole frames `gap` seconds apart, each GPU 0 at a temperature of
 /// 40 plus its number.
 fn recording(dir: &std::path::Path, frames: u32, gap: f64) -> std::path::PathBuf {
-    use gputop::model::recording::{FORMAT_VERSION, to_stored};
+    use gputop_core::model::recording::{FORMAT_VERSION, to_stored};
     let path = dir.join("frames.jsonl");
     let mut text = serde_json::json!({
         "gputop_recording": FORMAT_VERSION,
@@ -296,7 +296,7 @@ fn recording(dir: &std::path::Path, frames: u32, gap: f64) -> std::path::PathBuf
     text.push('\n');
     for frame in 0..frames {
         let mut snapshot = common::fixtures::snapshot();
-        snapshot.devices[0].temperature_celsius = gputop::model::Reading::Value(40 + frame);
+        snapshot.devices[0].temperature_celsius = gputop_core::model::Reading::Value(40 + frame);
         let t = 1_795_966_801.0 + f64::from(frame) * gap;
         text.push_str(&serde_json::json!({ "t": t, "k": to_stored(&snapshot) }).to_string());
         text.push('\n');
@@ -310,7 +310,7 @@ fn recording(dir: &std::path::Path, frames: u32, gap: f64) -> std::path::PathBuf
 /// speed publishes the frame at once with where playback stands.
 #[test]
 fn a_replay_is_read_through_the_collector_at_its_own_pace() {
-    use gputop::source::replay::{PlayerCommand, Recording};
+    use gputop_core::source::replay::{PlayerCommand, Recording};
     let dir = tempfile::tempdir().unwrap();
     let recording = Recording::open(&recording(dir.path(), 4, 0.05)).unwrap();
     let source = Source::replay(recording, 1.0).unwrap();
@@ -375,6 +375,6 @@ fn a_live_collector_ignores_replay_controls() {
     published
         .recv_timeout(Duration::from_secs(5))
         .expect("the first reading");
-    collector.control(gputop::source::replay::PlayerCommand::Seek(-10.0));
+    collector.control(gputop_core::source::replay::PlayerCommand::Seek(-10.0));
     assert!(published.recv_timeout(Duration::from_millis(300)).is_err());
 }

@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::{gputop, json, stderr, stdout};
-use gputop::source::demo::DemoSource;
+use gputop_core::source::demo::DemoSource;
 
 #[test]
 fn demo_once_and_json_show_the_simulated_machine() {
@@ -60,7 +60,7 @@ fn demo_values_change_over_time_and_the_bursty_gpu_shows_its_peak() {
     let first = demo.read(Duration::from_secs(2));
     std::thread::sleep(Duration::from_millis(1300));
     let second = demo.read(Duration::from_secs(2));
-    let power = |r: &gputop::source::Readout| -> Vec<Option<f64>> {
+    let power = |r: &gputop_core::source::Readout| -> Vec<Option<f64>> {
         r.devices.iter().map(|d| d.power_usage_watts.get()).collect()
     };
     assert_ne!(

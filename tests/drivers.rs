@@ -138,7 +138,8 @@ fn dirty_answers_over_many_refreshes_neither_skew_nor_stall_the_per_process_sm()
     let control = unsafe { libloading::Library::new(&lib) }.unwrap();
     // SAFETY: the simulator exports this symbol with this signature.
     let set_time = unsafe { control.get::<unsafe extern "C" fn(u64)>(b"gputop_sim_set_time_ms") }.unwrap();
-    let mut source = gputop::source::nvml::NvmlSource::open(Some(&lib)).expect("the simulator initialises");
+    let mut source =
+        gputop_core::source::nvml::NvmlSource::open(Some(&lib)).expect("the simulator initialises");
     for second in 5..12 {
         // SAFETY: a plain function call into the simulator.
         unsafe { set_time(second * 1000) };
@@ -187,7 +188,8 @@ fn the_newest_sample_stays_the_reading_until_newer_ones_come_or_the_buffer_runs_
     .unwrap();
     // SAFETY: a NUL-terminated symbol name.
     let direct_calls = || unsafe { calls(c"nvmlDeviceGetUtilizationRates".as_ptr()) };
-    let mut source = gputop::source::nvml::NvmlSource::open(Some(&lib)).expect("the simulator initialises");
+    let mut source =
+        gputop_core::source::nvml::NvmlSource::open(Some(&lib)).expect("the simulator initialises");
     let mut utilization = || {
         source.read(std::time::Duration::from_secs(1)).devices[0]
             .utilization_gpu_percent

@@ -1,5 +1,5 @@
 //! AMD and Intel GPUs through the real binary, on fake `/sys` and `/proc` trees laid out as
-//! the kernel lays them out (`gputop::source::drm::fixture`: two AMD GPUs, an xe and an
+//! the kernel lays them out (`gputop_core::source::drm::fixture`: two AMD GPUs, an xe and an
 //! i915 GPU, six processes), read through `--path.sysfs` and `--path.procfs`. A thread
 //! advances the counters with the wall clock as gputop reads them, so every rate gputop
 //! reports is the one the counters imply.
@@ -7,7 +7,7 @@
 mod common;
 
 use common::drm::Machine;
-use gputop::source::drm::fixture;
+use gputop_core::source::drm::fixture;
 
 fn near(value: &serde_json::Value, expected: f64, what: &str) {
     let got = value.as_f64().unwrap_or_else(|| panic!("{what}: {value}"));
@@ -180,8 +180,8 @@ fn promtool_passes_the_exposition_of_amd_and_intel_gpus() {
 
 #[test]
 fn a_capture_keeps_the_files_read_and_replays_as_a_test_scenario() {
-    use gputop::source::drm::DrmReader;
-    use gputop::source::drm::captured::Captured;
+    use gputop_core::source::drm::DrmReader;
+    use gputop_core::source::drm::captured::Captured;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     let machine = Machine::start();

@@ -568,8 +568,8 @@ fn bad_addresses_and_selectors_are_refused_in_one_line() {
 #[test]
 #[ignore = "needs Prometheus: a real prometheus server scrapes an exporter"]
 fn the_drill_down_from_a_real_prometheus_has_the_nodes_process_types_and_driver_versions() {
-    use gputop::source::http::{Endpoint, TlsFiles};
-    use gputop::source::prometheus::{self, Prometheus};
+    use gputop_core::source::http::{Endpoint, TlsFiles};
+    use gputop_core::source::prometheus::{self, Prometheus};
 
     let home = tempfile::tempdir().unwrap();
     let (_exporter, port) = demo_exporter(home.path());

@@ -787,9 +787,9 @@ fn record_fixture_with(
     file: &Path,
     hostname: &str,
     seconds: u64,
-    edit: impl Fn(&mut gputop::model::Snapshot),
+    edit: impl Fn(&mut gputop_core::model::Snapshot),
 ) {
-    use gputop::model::recording::{FORMAT_VERSION, to_stored};
+    use gputop_core::model::recording::{FORMAT_VERSION, to_stored};
     let header = serde_json::json!({
         "gputop_recording": FORMAT_VERSION,
         "id": "fixture",

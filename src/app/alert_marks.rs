@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use gputop::monitor::alerts::rules::{Comparison, Metric, Severity};
-use gputop::monitor::alerts::{Active, Engine, Subject};
-use gputop::monitor::history::DeviceMetric;
+use gputop_core::monitor::alerts::rules::{Comparison, Metric, Severity};
+use gputop_core::monitor::alerts::{Active, Engine, Subject};
+use gputop_core::monitor::history::DeviceMetric;
 
 /// The alerts as the screen marks them.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -2,9 +2,9 @@
 //! alike: which columns a width holds (the least useful dropped first), their widths, and
 //! one formatter per value, so the two never show a process differently.
 
-use gputop::format::{human_bytes, human_duration, sanitize};
-use gputop::model::order::SortKey;
-use gputop::model::{GpuProcess, Reading, Snapshot};
+use gputop_core::format::{human_bytes, human_duration, sanitize};
+use gputop_core::model::order::SortKey;
+use gputop_core::model::{GpuProcess, Reading, Snapshot};
 
 const NA: &str = "N/A";
 

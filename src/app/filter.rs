@@ -6,7 +6,7 @@
 //! `MIG-GPU-<uuid>/<gpu instance>/<compute instance>`. As CUDA does, the list ends at the
 //! first entry that names no device (or more than one).
 
-use gputop::model::{Device, GpuProcess, MigId, Snapshot};
+use gputop_core::model::{Device, GpuProcess, MigId, Snapshot};
 
 /// One entry of a device list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,7 +192,7 @@ impl Shown<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gputop::model::{DeviceStatus, MigDevice, ProcessType, Reading, testing};
+    use gputop_core::model::{DeviceStatus, MigDevice, ProcessType, Reading, testing};
 
     fn process(pid: u32, gpu: u32, kind: ProcessType, user: &str) -> GpuProcess {
         GpuProcess {

@@ -5,8 +5,8 @@
 
 use std::cmp::Ordering;
 
-use gputop::format::{human_bytes, sanitize};
-use gputop::model::fleet::{Fleet, FleetNode, FleetProcess, IdleGpu, NodeState, Share, Summary};
+use gputop_core::format::{human_bytes, sanitize};
+use gputop_core::model::fleet::{Fleet, FleetNode, FleetProcess, IdleGpu, NodeState, Share, Summary};
 
 /// The node table's columns, in the order `,` and `.` step through them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -314,7 +314,7 @@ pub fn share_cells(share: &Share) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gputop::model::fleet::FleetGpu;
+    use gputop_core::model::fleet::FleetGpu;
     use std::time::SystemTime;
 
     fn node(name: &str, utils: &[f64], labels: &[(&str, &str)], users: &[&str]) -> FleetNode {
@@ -388,9 +388,9 @@ mod opening {
     use std::sync::Arc;
     use std::time::SystemTime;
 
-    use gputop::config::Settings;
-    use gputop::model::Snapshot;
-    use gputop::model::fleet::{Fleet, FleetNode, NodeState};
+    use gputop_core::config::Settings;
+    use gputop_core::model::Snapshot;
+    use gputop_core::model::fleet::{Fleet, FleetNode, NodeState};
 
     use crate::app::filter::Selection;
     use crate::app::state::{Action, App, Effect, Go, Received};

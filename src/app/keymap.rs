@@ -5,8 +5,8 @@ use ratatui_crossterm::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::app::state::{Action, App, Arrange, Go, Move, Signal, Signalling};
 use crate::app::view::{LayoutMode, Screen};
-use gputop::model::order::SortKey;
-use gputop::source::replay::PlayerCommand;
+use gputop_core::model::order::SortKey;
+use gputop_core::source::replay::PlayerCommand;
 
 /// A key as the tables name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -559,7 +559,7 @@ pub fn decode(app: &App, event: &KeyEvent) -> Option<Action> {
 mod tests {
     use super::*;
     use crate::app::filter::Selection;
-    use gputop::config::Settings;
+    use gputop_core::config::Settings;
 
     fn key(code: KeyCode) -> KeyEvent {
         KeyEvent::new(code, KeyModifiers::NONE)

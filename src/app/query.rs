@@ -3,7 +3,7 @@
 //! Terms: `user:alice`, `container:docker` (`container:-`: on the host), `gpu:1`, `pid:4242`, `type:G`, `cmd:train`, and comparisons
 //! `mem>4G`, `mem<512M` (GPU memory), `sm>50`, `cpu>=10`, `hostmem>2G`. All terms must match.
 
-use gputop::model::GpuProcess;
+use gputop_core::model::GpuProcess;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Compare {
@@ -66,7 +66,7 @@ fn parse_term(word: &str) -> Result<Term, String> {
             };
             let value = match field {
                 NumberField::GpuMemory | NumberField::HostMemory => {
-                    gputop::format::parse_size(value).map(|b| b as f64)
+                    gputop_core::format::parse_size(value).map(|b| b as f64)
                 }
                 _ => value.parse().ok(),
             }
@@ -161,7 +161,7 @@ fn term_matches(term: &Term, p: &GpuProcess) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gputop::model::{HostFacts, ProcessType, Reading};
+    use gputop_core::model::{HostFacts, ProcessType, Reading};
 
     fn process(pid: u32, gpu: u32, user: &str, command: &str, mem_gib: u64, sm: u32) -> GpuProcess {
         let mut host = HostFacts::gone(pid, "test");
@@ -213,8 +213,9 @@ mod tests {
     #[test]
     fn containers_are_matched_by_label_and_dash_means_the_host() {
         let mut a = process(100, 0, "alice", "python3 train.py", 8, 90);
-        a.host.container =
-            Some(gputop::model::Container::new(gputop::model::Runtime::Docker, "3f2a1b9c0d12").into());
+        a.host.container = Some(
+            gputop_core::model::Container::new(gputop_core::model::Runtime::Docker, "3f2a1b9c0d12").into(),
+        );
         let b = process(200, 1, "bob", "jupyter-lab", 2, 5);
         let check = |text: &str| matching(&[&a, &b], text);
         assert_eq!(check("container:docker"), vec![100]);

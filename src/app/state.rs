@@ -9,16 +9,16 @@ use std::sync::Arc;
 use crate::app::alert_marks::AlertMarks;
 use crate::app::filter::Selection;
 use crate::app::query::Query;
-use gputop::config::Settings;
-use gputop::model::fleet::Fleet;
-use gputop::model::order::{self, SortKey};
-use gputop::model::{GpuProcess, Snapshot};
-use gputop::monitor::Monitor;
-use gputop::monitor::alerts::Transition;
-use gputop::source::replay::{PlayerCommand, ReplayStatus};
+use gputop_core::config::Settings;
+use gputop_core::model::fleet::Fleet;
+use gputop_core::model::order::{self, SortKey};
+use gputop_core::model::{GpuProcess, Snapshot};
+use gputop_core::monitor::Monitor;
+use gputop_core::monitor::alerts::Transition;
+use gputop_core::source::replay::{PlayerCommand, ReplayStatus};
 
 use crate::app::view::{CHART_SPANS, Confirmation, LayoutMode, Screen, View};
-pub use gputop::model::ProcessKey;
+pub use gputop_core::model::ProcessKey;
 
 /// Where the rows come from. Only this machine's live processes are read from /proc (their
 /// environment) or signalled; the others say why not.
@@ -195,7 +195,7 @@ pub enum Received {
         last_top: usize,
     },
     EnvironmentRead(Result<Vec<String>, String>),
-    ProcessTableRead(Vec<gputop::host::ProcessEntry>),
+    ProcessTableRead(Vec<gputop_core::host::ProcessEntry>),
     SignalsSent(Vec<String>),
     /// Replay: where playback stands.
     ReplayStatus(ReplayStatus),
@@ -253,7 +253,7 @@ pub struct Observed {
     /// Set in the fleet view: every node's latest state.
     pub fleet: Option<Arc<Fleet>>,
     /// Every process's parent and name, read for the tree view.
-    pub process_table: Vec<gputop::host::ProcessEntry>,
+    pub process_table: Vec<gputop_core::host::ProcessEntry>,
     /// Set while the live data is older than two refreshes, or not there yet.
     pub stale: Option<Stale>,
     /// Whose processes the rows are.
@@ -378,7 +378,7 @@ impl App {
         Some(format!(
             "Signals disabled: PID {} is {}",
             p.pid,
-            gputop::format::sanitize(reason)
+            gputop_core::format::sanitize(reason)
         ))
     }
 

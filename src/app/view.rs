@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use crate::app::filter::Selection;
 use crate::app::fleet::FleetView;
 use crate::app::state::{Signal, Target};
-use gputop::model::ProcessKey;
-use gputop::model::order::SortKey;
+use gputop_core::model::ProcessKey;
+use gputop_core::model::order::SortKey;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Screen {

@@ -13,9 +13,9 @@ use std::collections::BTreeMap;
 
 use toml::{Table, Value};
 
-use gputop::model::{Device, DeviceStatus, Reading};
-use gputop::source::Readout;
-use gputop::source::nvml::{DriverExports, RawSample, SampledMetric};
+use gputop_core::model::{Device, DeviceStatus, Reading};
+use gputop_core::source::Readout;
+use gputop_core::source::nvml::{DriverExports, RawSample, SampledMetric};
 
 /// One refresh of a capture: its second since the capture began, what it read, and the
 /// device samples the driver gave it.
@@ -49,7 +49,7 @@ pub fn no_exports() -> DriverExports {
 }
 
 /// The `[drm]` table of a capture: the AMD and Intel GPUs' files as read.
-pub fn drm_section(files: &gputop::source::drm::captured::Captured) -> String {
+pub fn drm_section(files: &gputop_core::source::drm::captured::Captured) -> String {
     let mut root = Table::new();
     if let Ok(value) = Value::try_from(files) {
         root.insert("drm".into(), value);
@@ -393,7 +393,7 @@ fn gpu(d: &Device, capture: &Captured, period_ms: u64) -> Table {
         let mut nvlink = Table::new();
         int(&mut nvlink, "links", Some(links.len() as u64));
         // The simulator keeps every counter: one the driver did not give is captured as 0.
-        let list = |f: fn(&gputop::model::NvLink) -> Option<u64>| {
+        let list = |f: fn(&gputop_core::model::NvLink) -> Option<u64>| {
             let counts = links
                 .iter()
                 .map(|l| f(l).unwrap_or(0).min(i64::MAX as u64) as i64);
@@ -543,7 +543,7 @@ fn processes(d: &Device, capture: &Captured) -> Vec<Value> {
     }
     pids.into_iter()
         .map(|pid| {
-            let seen: Vec<(f64, &gputop::model::GpuProcess)> = capture
+            let seen: Vec<(f64, &gputop_core::model::GpuProcess)> = capture
                 .reads
                 .iter()
                 .filter_map(|r| {
@@ -566,7 +566,7 @@ fn processes(d: &Device, capture: &Captured) -> Vec<Value> {
                 Some(keys) => t.insert("used_memory".into(), keys),
                 None => t.insert("used_memory".into(), Value::String("unavailable".into())),
             };
-            let percent = |f: fn(&gputop::model::GpuProcess) -> &Reading<u32>| {
+            let percent = |f: fn(&gputop_core::model::GpuProcess) -> &Reading<u32>| {
                 keyframes(
                     seen.iter()
                         .filter_map(|(at, p)| Some((*at, f64::from(f(p).get()?)))),
@@ -575,7 +575,7 @@ fn processes(d: &Device, capture: &Captured) -> Vec<Value> {
             for (key, f) in [
                 (
                     "sm",
-                    (|p| &p.sm_percent) as fn(&gputop::model::GpuProcess) -> &Reading<u32>,
+                    (|p| &p.sm_percent) as fn(&gputop_core::model::GpuProcess) -> &Reading<u32>,
                 ),
                 ("mem", |p| &p.memory_bandwidth_percent),
                 ("enc", |p| &p.encoder_percent),

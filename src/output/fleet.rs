@@ -2,8 +2,8 @@
 //! summary, every node, the idle GPUs, the top processes, users and namespaces, as text in
 //! the cluster screen's words, or as the fleet's JSON (`config/fleet.schema.json`).
 
-use gputop::format::{rfc3339, sanitize, table};
-use gputop::model::fleet::Fleet;
+use gputop_core::format::{rfc3339, sanitize, table};
+use gputop_core::model::fleet::Fleet;
 
 use crate::app::fleet::{self as cells, FleetView};
 

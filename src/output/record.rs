@@ -1,5 +1,5 @@
 //! `gputop record`: writes snapshots into a recording (the format is
-//! [`gputop::model::recording`]'s).
+//! [`gputop_core::model::recording`]'s).
 //!
 //! Files are created with mode 0600, never through a symbolic link, never over an existing
 //! file. Every string is sanitized before it is written. Each frame is written with one
@@ -16,9 +16,9 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use gputop::format::sanitize;
-use gputop::model::Snapshot;
-use gputop::model::recording::{FORMAT_VERSION, diff, previous_segment, to_stored};
+use gputop_core::format::sanitize;
+use gputop_core::model::Snapshot;
+use gputop_core::model::recording::{FORMAT_VERSION, diff, previous_segment, to_stored};
 
 /// Frames between key frames.
 pub const KEY_EVERY: usize = 60;
@@ -31,11 +31,11 @@ pub struct Limits {
 }
 
 /// Creates `path` for a recording: mode 0600, never over an existing file, never through
-/// a symbolic link (see [`gputop::files`]).
+/// a symbolic link (see [`gputop_core::files`]).
 fn create(path: &Path) -> anyhow::Result<File> {
-    Ok(gputop::files::open_for_writing(
+    Ok(gputop_core::files::open_for_writing(
         path,
-        gputop::files::Write::CreateNew,
+        gputop_core::files::Write::CreateNew,
     )?)
 }
 
@@ -118,7 +118,7 @@ impl Recorder {
         let half_bytes = self.limits.max_bytes / 2;
         let half_age = self.limits.max_age_seconds / 2.0;
         let stored = to_stored(snapshot);
-        let t = gputop::monitor::history::timestamp(snapshot);
+        let t = gputop_core::monitor::history::timestamp(snapshot);
         let (mut line, mut key) = self.frame_line(t, &stored);
         let has_frames = self.since_key > 0;
         if has_frames

@@ -7,11 +7,11 @@
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use crate::app::columns::{self, Column};
-use gputop::format::{human_bytes, rfc3339, sanitize, table};
-use gputop::model::order::SortKey;
-use gputop::model::wire::WireReport;
-use gputop::model::{Device, DeviceStatus, Reading, Snapshot, Vendor};
-use gputop::monitor::alerts::Active;
+use gputop_core::format::{human_bytes, rfc3339, sanitize, table};
+use gputop_core::model::order::SortKey;
+use gputop_core::model::wire::WireReport;
+use gputop_core::model::{Device, DeviceStatus, Reading, Snapshot, Vendor};
+use gputop_core::monitor::alerts::Active;
 
 const NA: &str = "N/A";
 
@@ -364,7 +364,7 @@ pub fn list(snapshot: &Snapshot) -> String {
 pub fn json_report(
     snapshot: &Snapshot,
     alerts: &[Active],
-    usage: &gputop::monitor::usage::Accounting,
+    usage: &gputop_core::monitor::usage::Accounting,
 ) -> WireReport {
     WireReport::new(
         snapshot.clone(),

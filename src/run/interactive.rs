@@ -20,18 +20,18 @@ use crate::app::view::Screen;
 use crate::signal;
 use crate::term::Term;
 use crate::ui::{self, TableGeometry, theme::Theme};
-use gputop::collector::Collector;
-use gputop::config::Settings;
-use gputop::host::HostCollector;
-use gputop::model::Snapshot;
-use gputop::model::fleet::Fleet;
-use gputop::monitor::alerts::sink::Sink;
-use gputop::source::http::Endpoint;
-use gputop::source::nvml::NvmlUnusable;
-use gputop::source::prometheus::{self, Prometheus};
-use gputop::source::remote;
-use gputop::source::replay::{Playback, ReplayStatus};
-use gputop::source::{Opening, Source};
+use gputop_core::collector::Collector;
+use gputop_core::config::Settings;
+use gputop_core::host::HostCollector;
+use gputop_core::model::Snapshot;
+use gputop_core::model::fleet::Fleet;
+use gputop_core::monitor::alerts::sink::Sink;
+use gputop_core::source::http::Endpoint;
+use gputop_core::source::nvml::NvmlUnusable;
+use gputop_core::source::prometheus::{self, Prometheus};
+use gputop_core::source::remote;
+use gputop_core::source::replay::{Playback, ReplayStatus};
+use gputop_core::source::{Opening, Source};
 
 /// Where the snapshots come from.
 #[derive(Debug)]
@@ -346,17 +346,17 @@ pub fn run(
                     }
                     Effect::ReadEnvironment { pid } => {
                         app.update(Action::Received(Received::EnvironmentRead(
-                            gputop::host::environment(pid).map_err(|e| e.to_string()),
+                            gputop_core::host::environment(pid).map_err(|e| e.to_string()),
                         )));
                     }
                     Effect::ReadProcessTable => {
                         let table = if real_host {
-                            gputop::host::process_table()
+                            gputop_core::host::process_table()
                         } else {
                             app.data
                                 .snapshot
                                 .as_deref()
-                                .map(gputop::host::table_of)
+                                .map(gputop_core::host::table_of)
                                 .unwrap_or_default()
                         };
                         app.update(Action::Received(Received::ProcessTableRead(table)));

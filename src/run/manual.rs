@@ -118,7 +118,7 @@ mod tests {
     /// Moved from the library's config module with the file it checks; assertions unchanged.
     #[test]
     fn default_toml_is_complete_and_equal_to_the_built_in_defaults() {
-        use gputop::config::{CliOverrides, Origin, Settings, load};
+        use gputop_core::config::{CliOverrides, Origin, Settings, load};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("default.toml");
         std::fs::write(&path, DEFAULT_TOML).unwrap();

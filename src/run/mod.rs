@@ -20,18 +20,18 @@ use crate::cli::{CaptureArgs, Cli, Command, RecordArgs, ReplayArgs, ValidateArgs
 use crate::output::record::{Limits, Recorder};
 use crate::output::report;
 use crate::ui::theme::Theme;
-use gputop::collector::{Collector, collect_once};
-use gputop::config::Origin;
-use gputop::config::{self, ConfigError, Effective, Settings};
-use gputop::format::sanitize;
-use gputop::monitor::Monitor;
-use gputop::monitor::alerts::{self, sink::Sink};
-use gputop::source::http::{Credentials, Endpoint, TlsFiles};
-use gputop::source::nvml::{NvmlSource, NvmlUnusable};
-use gputop::source::prometheus::{self, Prometheus};
-use gputop::source::remote::{self, MAX_NODES, parse_hosts_file};
-use gputop::source::replay::Recording;
-use gputop::source::{Opening, Source};
+use gputop_core::collector::{Collector, collect_once};
+use gputop_core::config::Origin;
+use gputop_core::config::{self, ConfigError, Effective, Settings};
+use gputop_core::format::sanitize;
+use gputop_core::monitor::Monitor;
+use gputop_core::monitor::alerts::{self, sink::Sink};
+use gputop_core::source::http::{Credentials, Endpoint, TlsFiles};
+use gputop_core::source::nvml::{NvmlSource, NvmlUnusable};
+use gputop_core::source::prometheus::{self, Prometheus};
+use gputop_core::source::remote::{self, MAX_NODES, parse_hosts_file};
+use gputop_core::source::replay::Recording;
+use gputop_core::source::{Opening, Source};
 use interactive::{Ending, Feed};
 use validate::SmiFailure;
 
@@ -120,8 +120,8 @@ const OPEN_BEFORE_VIEW: Duration = Duration::from_millis(500);
 /// Runs gputop with parsed arguments; `env` reads the environment.
 pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failure> {
     refuse_borrowed_privileges()?;
-    let standard = gputop::host::roots::Roots::default();
-    gputop::host::roots::set(gputop::host::roots::Roots {
+    let standard = gputop_core::host::roots::Roots::default();
+    gputop_core::host::roots::set(gputop_core::host::roots::Roots {
         procfs: cli.procfs.clone().unwrap_or(standard.procfs),
         sysfs: cli.sysfs.clone().unwrap_or(standard.sysfs),
     });
@@ -200,7 +200,7 @@ pub fn run(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failur
 /// exporter's, on its one reading of the whole machine: `--user`, `--pid`, `--only`,
 /// `--compute` and `--graphics` choose what is shown, never what is judged (a GPU that a
 /// filter leaves empty is not idle).
-fn one_shot_alerts(settings: &Settings, snapshot: &gputop::model::Snapshot) -> Vec<alerts::Active> {
+fn one_shot_alerts(settings: &Settings, snapshot: &gputop_core::model::Snapshot) -> Vec<alerts::Active> {
     Monitor::new(
         &settings.history,
         &settings.alert,
@@ -215,7 +215,7 @@ const ONE_SHOT_LIMIT: Duration = Duration::from_secs(15);
 
 /// Opens the source and takes one snapshot on a thread of its own, so that a driver whose
 /// calls never return ends gputop with an error after [`ONE_SHOT_LIMIT`] instead of a hang.
-fn one_snapshot(cli: &Cli, window: Duration) -> Result<gputop::model::Snapshot, Failure> {
+fn one_snapshot(cli: &Cli, window: Duration) -> Result<gputop_core::model::Snapshot, Failure> {
     let (done, result) = std::sync::mpsc::channel();
     let cli = cli.clone();
     std::thread::Builder::new()
@@ -292,19 +292,19 @@ fn run_capture(cli: &Cli, args: &CaptureArgs) -> Result<(), Failure> {
     if cli.demo {
         return Err(anyhow!("gputop capture records a machine's GPUs; the demo has none to capture").into());
     }
-    let roots = gputop::host::roots::get();
-    let (mut drm, drm_files) = gputop::source::drm::DrmReader::recording(&roots.procfs, &roots.sysfs);
+    let roots = gputop_core::host::roots::get();
+    let (mut drm, drm_files) = gputop_core::source::drm::DrmReader::recording(&roots.procfs, &roots.sysfs);
     let mut nvml = match NvmlSource::open(cli.nvml_lib.as_deref()) {
         Ok(nvml) => Some(nvml),
         Err(why) if drm.devices().is_empty() => return Err(Failure::Nvml(why)),
         Err(_) => None,
     };
-    let mut file = gputop::files::open_for_writing(&args.file, gputop::files::Write::CreateNew)
+    let mut file = gputop_core::files::open_for_writing(&args.file, gputop_core::files::Write::CreateNew)
         .map_err(anyhow::Error::from)?;
     if let Some(nvml) = &mut nvml {
         nvml.log_samples();
     }
-    let hostname = gputop::host::HostCollector::new().hostname().to_string();
+    let hostname = gputop_core::host::HostCollector::new().hostname().to_string();
     let started = Instant::now();
     let mut reads = Vec::new();
     let mut drm_seconds = 0.0;
@@ -312,7 +312,7 @@ fn run_capture(cli: &Cli, args: &CaptureArgs) -> Result<(), Failure> {
         let at = started.elapsed().as_secs_f64();
         let (readout, samples) = match &mut nvml {
             Some(nvml) => (nvml.read(Duration::from_secs(1)), nvml.take_samples()),
-            None => (gputop::source::Readout::empty(), Vec::new()),
+            None => (gputop_core::source::Readout::empty(), Vec::new()),
         };
         reads.push(crate::output::capture::CapturedRead { at, readout, samples });
         if !drm.devices().is_empty() {
@@ -358,7 +358,7 @@ fn run_record(cli: &Cli, args: &RecordArgs, effective: &Effective) -> Result<(),
         max_age_seconds: args.max_age,
     };
     let interval = settings.display.refresh_interval;
-    let hostname = gputop::host::HostCollector::new().hostname().to_string();
+    let hostname = gputop_core::host::HostCollector::new().hostname().to_string();
     let mut recorder = Recorder::create(&args.file, limits, interval, &hostname)?;
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [SIGINT, SIGTERM, SIGHUP] {
@@ -496,7 +496,7 @@ fn run_remote(cli: &Cli, effective: &Effective, env: &dyn Fn(&str) -> Option<Str
         nodes.push(remote::parse_node(address).map_err(|e| anyhow!("--remote {e}"))?);
     }
     if let Some(path) = &cli.hosts_file {
-        let text = gputop::files::read_text(path, 1 << 20)
+        let text = gputop_core::files::read_text(path, 1 << 20)
             .with_context(|| format!("{}: cannot read the hosts file", path.display()))?;
         let listed = parse_hosts_file(&text).with_context(|| path.display().to_string())?;
         nodes.extend(listed);
@@ -578,7 +578,7 @@ fn run_prometheus(
 }
 
 /// A fleet's `--once` report, as text or JSON.
-fn emit_fleet(fleet: &gputop::model::fleet::Fleet, json: bool) -> Result<(), Failure> {
+fn emit_fleet(fleet: &gputop_core::model::fleet::Fleet, json: bool) -> Result<(), Failure> {
     let text = if json {
         crate::output::fleet::json(fleet).map_err(|e| Failure::Output(e.into()))?
     } else {
@@ -589,14 +589,14 @@ fn emit_fleet(fleet: &gputop::model::fleet::Fleet, json: bool) -> Result<(), Fai
 
 /// The `--once` report, as text or JSON.
 fn once_report(
-    snapshot: &gputop::model::Snapshot,
+    snapshot: &gputop_core::model::Snapshot,
     alerts: &[alerts::Active],
     json: bool,
     effective: &Effective,
 ) -> Result<String, Failure> {
     if json {
         // One snapshot: who holds what now; nothing has accumulated yet.
-        let mut usage = gputop::monitor::usage::Accounting::new(std::time::Duration::from_secs(1));
+        let mut usage = gputop_core::monitor::usage::Accounting::new(std::time::Duration::from_secs(1));
         usage.record(snapshot);
         let mut text = serde_json::to_string_pretty(&report::json_report(snapshot, alerts, &usage))
             .map_err(|e| Failure::Output(e.into()))?;

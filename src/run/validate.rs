@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use gputop::model::{Device, ProcessType};
-use gputop::source::Readout;
+use gputop_core::model::{Device, ProcessType};
+use gputop_core::source::Readout;
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -552,8 +552,8 @@ pub fn text(report: &Report) -> String {
         out.push_str(&format!(
             "\nGPU {}  {}  {}\n",
             gpu.index,
-            gputop::format::sanitize(gpu.name.as_deref().unwrap_or("N/A")),
-            gputop::format::sanitize(&gpu.uuid)
+            gputop_core::format::sanitize(gpu.name.as_deref().unwrap_or("N/A")),
+            gputop_core::format::sanitize(&gpu.uuid)
         ));
         let mut rows = vec![
             ["METRIC", "GPUTOP", "NVIDIA-SMI", "DIFF", "AGREE", "LIKELY CAUSE"]
@@ -570,7 +570,7 @@ pub fn text(report: &Report) -> String {
                 m.likely_cause.clone().unwrap_or_default(),
             ]);
         }
-        out.push_str(&gputop::format::table(&rows, &[]));
+        out.push_str(&gputop_core::format::table(&rows, &[]));
     }
     if !report.processes.is_empty() {
         out.push_str("\nProcesses (GPU memory)\n");
@@ -581,7 +581,7 @@ pub fn text(report: &Report) -> String {
         ];
         for p in &report.processes {
             rows.push(vec![
-                gputop::format::sanitize(&p.gpu_uuid),
+                gputop_core::format::sanitize(&p.gpu_uuid),
                 p.pid.to_string(),
                 number(p.gputop_mib, "MiB"),
                 number(p.nvidia_smi_mib, "MiB"),
@@ -589,7 +589,7 @@ pub fn text(report: &Report) -> String {
                 p.likely_cause.clone().unwrap_or_default(),
             ]);
         }
-        out.push_str(&gputop::format::table(&rows, &[]));
+        out.push_str(&gputop_core::format::table(&rows, &[]));
     }
     let differ = report.disagreements();
     out.push_str(&format!(

@@ -22,10 +22,10 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use crate::app::filter::Selection;
 use crate::app::state::{Action, App, Received};
-use gputop::config::{CliOverrides, Settings};
-use gputop::model::Snapshot;
-use gputop::monitor::Monitor;
-use gputop::source::replay::Recording;
+use gputop_core::config::{CliOverrides, Settings};
+use gputop_core::model::Snapshot;
+use gputop_core::monitor::Monitor;
+use gputop_core::source::replay::Recording;
 
 /// Tokens inserted whole: the values and shapes that break readers.
 const TOKENS: &[&[u8]] = &[
@@ -224,8 +224,8 @@ fn fuzz_the_config_parser() {
     let path = dir.path().join("config.toml");
     fuzz("config", &[repo("config/default.toml")], |input| {
         std::fs::write(&path, input).unwrap();
-        if let Ok(effective) = gputop::config::load(Some(&path), &|_| None, &CliOverrides::default()) {
-            let _ = gputop::config::dump(&effective);
+        if let Ok(effective) = gputop_core::config::load(Some(&path), &|_| None, &CliOverrides::default()) {
+            let _ = gputop_core::config::dump(&effective);
         }
     });
 }
@@ -262,10 +262,10 @@ fn fuzz_the_snapshot_reader() {
 
 #[test]
 fn fuzz_the_prometheus_answer_parser() {
-    use gputop::model::fleet::{Fleet, FleetGpu, FleetNode, NodeState};
+    use gputop_core::model::fleet::{Fleet, FleetGpu, FleetNode, NodeState};
     let settings = Settings::default();
     fuzz("prometheus", &[], |input| {
-        let Ok(samples) = gputop::source::prometheus::parse_answer(input) else {
+        let Ok(samples) = gputop_core::source::prometheus::parse_answer(input) else {
             return;
         };
         // What an answer lets through is drawn and reported: its labels as node names,
@@ -330,7 +330,7 @@ fn fuzz_the_scenario_parser() {
 /// fdinfo of a process holding both, are the fuzzed input; read twice, as refreshes do.
 #[test]
 fn fuzz_the_drm_readers() {
-    use gputop::source::drm::{DrmReader, fdinfo::Fdinfo};
+    use gputop_core::source::drm::{DrmReader, fdinfo::Fdinfo};
     use std::os::unix::fs::symlink;
     let dir = tempfile::tempdir().unwrap();
     let (proc, sys) = (dir.path().join("proc"), dir.path().join("sys"));

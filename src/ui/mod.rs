@@ -20,12 +20,12 @@ use ratatui::widgets::{Paragraph, Widget};
 use crate::app::columns::{self, Column};
 use crate::app::state::{App, ProcessKey};
 use crate::app::view::{LayoutMode, Screen};
-use gputop::format::trim_number;
-use gputop::format::{age, human_bytes, human_duration, sanitize};
-use gputop::model::order::SortKey;
-use gputop::model::{Device, DeviceStatus, PidNamespace, Reading, Snapshot, Vendor};
-use gputop::monitor::alerts::rules::Severity;
-use gputop::monitor::alerts::{Active, Phase, Subject};
+use gputop_core::format::trim_number;
+use gputop_core::format::{age, human_bytes, human_duration, sanitize};
+use gputop_core::model::order::SortKey;
+use gputop_core::model::{Device, DeviceStatus, PidNamespace, Reading, Snapshot, Vendor};
+use gputop_core::monitor::alerts::rules::Severity;
+use gputop_core::monitor::alerts::{Active, Phase, Subject};
 use theme::{Load, Theme};
 
 /// Below this the screen shows a notice instead of the panels.
@@ -381,7 +381,9 @@ fn device_lines(
         offers(&d.energy_joules).then(|| {
             format!(
                 "ENERGY {}",
-                na(&d.energy_joules, |joules| gputop::format::human_energy(*joules))
+                na(&d.energy_joules, |joules| gputop_core::format::human_energy(
+                    *joules
+                ))
             )
         }),
     ];

@@ -13,11 +13,11 @@ use crate::app::fleet as fleet_cells;
 use crate::app::keymap::{self, Binding};
 use crate::app::state::{App, ProcessKey};
 use crate::app::view::{CHART_SPANS, Confirmation};
-use gputop::format::seconds_text;
-use gputop::format::{human_bytes, human_duration, sanitize};
-use gputop::model::fleet::{NodeState, Summary};
-use gputop::model::{GpuProcess, PidMapping};
-use gputop::monitor::history::{DeviceMetric, ProcessMetric};
+use gputop_core::format::seconds_text;
+use gputop_core::format::{human_bytes, human_duration, sanitize};
+use gputop_core::model::fleet::{NodeState, Summary};
+use gputop_core::model::{GpuProcess, PidMapping};
+use gputop_core::monitor::history::{DeviceMetric, ProcessMetric};
 
 fn block<'a>(title: &str, theme: &Theme) -> Block<'a> {
     let block = Block::default()
@@ -514,7 +514,7 @@ pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextG
         }
         Line::from(Span::styled(text, theme.header()))
     };
-    let row = |owner: &str, u: &gputop::monitor::usage::Usage| {
+    let row = |owner: &str, u: &gputop_core::monitor::usage::Usage| {
         let gpus: Vec<String> = u.gpus.iter().map(u32::to_string).collect();
         let gpus = if gpus.is_empty() {
             "-".to_string()
@@ -527,14 +527,14 @@ pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextG
             gpus.chars().take(8).collect::<String>(),
             human_bytes(u.memory_bytes),
             u.processes,
-            gputop::format::human_duration(u.gpu_seconds.max(0.0).round() as u64),
+            gputop_core::format::human_duration(u.gpu_seconds.max(0.0).round() as u64),
             format!(
                 "{:.2} GiB·h",
                 u.memory_byte_seconds / (1u64 << 30) as f64 / 3600.0
             ),
         );
         if energy {
-            let joules = gputop::format::human_energy(u.energy_joules);
+            let joules = gputop_core::format::human_energy(u.energy_joules);
             text.push_str(&format!(" {joules:>7}"));
         }
         let line = Line::from(text);
@@ -558,12 +558,12 @@ pub fn users(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) -> TextG
     if usage.users.is_empty() {
         lines.push(Line::from("  nobody yet"));
     }
-    for (user, u) in gputop::monitor::usage::Accounting::ranked(&usage.users) {
+    for (user, u) in gputop_core::monitor::usage::Accounting::ranked(&usage.users) {
         lines.push(row(user, u));
     }
     lines.push(Line::from(""));
     lines.push(header("CONTAINER (-: host)"));
-    for (container, u) in gputop::monitor::usage::Accounting::ranked(&usage.containers) {
+    for (container, u) in gputop_core::monitor::usage::Accounting::ranked(&usage.containers) {
         lines.push(row(container, u));
     }
     text_screen(
@@ -589,7 +589,8 @@ pub fn cluster(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
         return;
     };
     let view = &app.view.fleet;
-    let shown: Vec<&gputop::model::fleet::FleetNode> = view.rows.iter().map(|&i| &fleet.nodes[i]).collect();
+    let shown: Vec<&gputop_core::model::fleet::FleetNode> =
+        view.rows.iter().map(|&i| &fleet.nodes[i]).collect();
     let summary = Summary::of(shown.iter().copied());
     let mut head = vec![Line::from(vec![
         Span::styled("gputop fleet ", theme.title()),
@@ -617,7 +618,7 @@ pub fn cluster(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
     if !notes.is_empty() {
         head.push(Line::from(Span::styled(
             notes.join("; "),
-            theme.severity(gputop::monitor::alerts::rules::Severity::Warning),
+            theme.severity(gputop_core::monitor::alerts::rules::Severity::Warning),
         )));
     }
     let arrow = if view.reversed { "reversed" } else { "" };
@@ -654,7 +655,7 @@ pub fn cluster(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
             .collect::<Vec<_>>(),
     ];
     rows.extend(shown.iter().map(|n| fleet_cells::node_cells(n)));
-    let text = gputop::format::table(&rows, &fleet_cells::NODE_FIGURES);
+    let text = gputop_core::format::table(&rows, &fleet_cells::NODE_FIGURES);
     let mut lines = text.lines();
     let width = usize::from(nodes_area.width);
     let mut out = vec![Line::from(Span::styled(
@@ -668,7 +669,9 @@ pub fn cluster(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
         let mut style = match (&node.state, node.stale_seconds) {
             (NodeState::Waiting, _) => theme.dim(),
             (NodeState::Up, None) => theme.ok(),
-            (NodeState::Up, Some(_)) => theme.severity(gputop::monitor::alerts::rules::Severity::Warning),
+            (NodeState::Up, Some(_)) => {
+                theme.severity(gputop_core::monitor::alerts::rules::Severity::Warning)
+            }
             (NodeState::Down { .. }, _) => theme.error(),
         };
         if i == view.selected {
@@ -718,7 +721,7 @@ pub fn cluster(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
         .filter(|g| on_shown(&g.instance))
         .map(|g| fleet_cells::idle_cells(g, fleet.idle_lookback_seconds))
         .collect();
-    let share_rows = |shares: &[gputop::model::fleet::Share]| -> Vec<Vec<String>> {
+    let share_rows = |shares: &[gputop_core::model::fleet::Share]| -> Vec<Vec<String>> {
         shares.iter().map(fleet_cells::share_cells).collect()
     };
     let third = usize::from(right.height) / 3;
@@ -784,7 +787,7 @@ fn section<'a>(
     }
     let mut all = vec![headings.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
     all.extend(rows);
-    for (i, line) in gputop::format::table(&all, right).lines().enumerate() {
+    for (i, line) in gputop_core::format::table(&all, right).lines().enumerate() {
         let style = if i == 0 {
             theme.header()
         } else {

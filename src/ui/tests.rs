@@ -6,8 +6,8 @@ use std::sync::Arc;
 use crate::app::filter::Selection;
 use crate::app::state::{Action, App, Arrange, Go, Move, Received, Signal, Signalling};
 use crate::ui::{self, theme::Theme};
-use gputop::config::Settings;
-use gputop::model::*;
+use gputop_core::config::Settings;
+use gputop_core::model::*;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
@@ -16,7 +16,7 @@ mod fixtures;
 
 use fixtures::{GIB, snapshot};
 
-fn process_table() -> Vec<gputop::host::ProcessEntry> {
+fn process_table() -> Vec<gputop_core::host::ProcessEntry> {
     [
         (1, 0, "systemd"),
         (900, 1, "sshd"),
@@ -28,7 +28,7 @@ fn process_table() -> Vec<gputop::host::ProcessEntry> {
         (777, 1, "cron"),
     ]
     .into_iter()
-    .map(|(pid, parent_pid, name)| gputop::host::ProcessEntry {
+    .map(|(pid, parent_pid, name)| gputop_core::host::ProcessEntry {
         pid,
         parent_pid,
         name: name.into(),
@@ -370,7 +370,7 @@ fn the_selection_follows_its_process_across_refreshes_and_re_sorts() {
     assert_eq!(app.rows()[0].pid, 4102);
     assert_eq!(app.selected_process().map(|p| p.pid), Some(4102));
     app.update(Action::Arrange(Arrange::SortBy {
-        key: gputop::model::order::SortKey::Pid,
+        key: gputop_core::model::order::SortKey::Pid,
         reverse: true,
     }));
     assert_eq!(app.selected_process().map(|p| p.pid), Some(4102));
@@ -398,7 +398,7 @@ fn long_command_lines_scroll_sideways() {
 
 #[test]
 fn a_snapshot_makes_its_own_process_table_for_the_demo() {
-    let table = gputop::host::table_of(&snapshot());
+    let table = gputop_core::host::table_of(&snapshot());
     let rows: Vec<(u32, u32, &str)> = table
         .iter()
         .map(|e| (e.pid, e.parent_pid, e.name.as_str()))
@@ -615,7 +615,7 @@ fn a_gpu_whose_process_list_was_refused_says_why() {
 
 #[test]
 fn every_sortable_column_shows_its_arrow_when_sorted() {
-    use gputop::model::order::SortKey;
+    use gputop_core::model::order::SortKey;
     let mut app = app();
     for (key, column) in [
         (SortKey::Natural, "GPU"),

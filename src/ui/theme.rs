@@ -96,8 +96,8 @@ impl Theme {
     }
 
     /// An alert of this severity: critical as an alert, warning yellow, info cyan.
-    pub fn severity(&self, severity: gputop::monitor::alerts::rules::Severity) -> Style {
-        use gputop::monitor::alerts::rules::Severity;
+    pub fn severity(&self, severity: gputop_core::monitor::alerts::rules::Severity) -> Style {
+        use gputop_core::monitor::alerts::rules::Severity;
         match severity {
             Severity::Critical => self.alert(),
             Severity::Warning => self.fg(Color::Yellow).add_modifier(Modifier::BOLD),

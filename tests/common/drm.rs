@@ -1,4 +1,4 @@
-//! A fake machine of AMD and Intel GPUs (`gputop::source::drm::fixture`) whose counters
+//! A fake machine of AMD and Intel GPUs (`gputop_core::source::drm::fixture`) whose counters
 //! advance with the wall clock while gputop reads it.
 
 use std::path::{Path, PathBuf};
@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use gputop::source::drm::fixture;
+use gputop_core::source::drm::fixture;
 
 /// One machine at a time in a test binary: two writers and their gputops would share two
 /// cores, and a writer kept waiting leaves its counters behind the clock.

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use gputop::model::*;
+use gputop_core::model::*;
 
 pub const GIB: u64 = 1 << 30;
 

@@ -10,7 +10,7 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use gputop::{collector::Collector, source::Source};
+//! use gputop_core::{collector::Collector, source::Source};
 //!
 //! let collector = Collector::spawn(Source::local(None)?, Duration::from_secs(1))?;
 //! if let Some(snapshot) = collector.next(Duration::from_secs(5)) {

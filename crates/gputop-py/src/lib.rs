@@ -12,9 +12,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use gputop::collector::Collector;
-use gputop::model::{Device as DeviceReading, GpuProcess as ProcessReading, Snapshot};
-use gputop::source::{Gauge, Source};
+use gputop_core::collector::Collector;
+use gputop_core::model::{Device as DeviceReading, GpuProcess as ProcessReading, Snapshot};
+use gputop_core::source::{Gauge, Source};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyIndexError, PyValueError};
 use pyo3::prelude::*;

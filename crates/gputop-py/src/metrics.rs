@@ -1,9 +1,9 @@
 //! `ResourceMetricCollector`: nvitop's collector of resource metrics over tagged spans (a
 //! training run, an epoch in it), of the GPUs, the host and the GPU processes descended from
 //! `root_pids`, sampled on a Rust thread at the interval asked, without the GIL, into the
-//! library's [`gputop::monitor::spans::Spans`]; and, gputop's own, GPU use per user and
-//! container over the same samples, kept by a [`gputop::monitor::Monitor`] as the viewer's
-//! and the exporter's is. Samples come from the module's one [`gputop::collector::Collector`].
+//! library's [`gputop_core::monitor::spans::Spans`]; and, gputop's own, GPU use per user and
+//! container over the same samples, kept by a [`gputop_core::monitor::Monitor`] as the viewer's
+//! and the exporter's is. Samples come from the module's one [`gputop_core::collector::Collector`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
@@ -11,11 +11,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use gputop::config::Settings;
-use gputop::model::GpuProcess;
-use gputop::monitor::Monitor;
-use gputop::monitor::spans::{Spans, metrics};
-use gputop::monitor::usage::Usage as UsageFigures;
+use gputop_core::config::Settings;
+use gputop_core::model::GpuProcess;
+use gputop_core::monitor::Monitor;
+use gputop_core::monitor::spans::{Spans, metrics};
+use gputop_core::monitor::usage::Usage as UsageFigures;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCFunction, PyDict, PyTuple};
@@ -63,7 +63,7 @@ impl Lineage {
                 verdict = true;
                 break;
             }
-            match parent.or_else(|| gputop::host::parent_pid(pid)) {
+            match parent.or_else(|| gputop_core::host::parent_pid(pid)) {
                 Some(next) if next != 0 && next != pid => pid = next,
                 _ => break,
             }

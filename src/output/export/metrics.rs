@@ -4,13 +4,13 @@
 
 use std::fmt::Write;
 
-use gputop::format::sanitize;
-use gputop::model::{
+use gputop_core::format::sanitize;
+use gputop_core::model::{
     CLOCK_EVENT_REASONS, Container, Device, DeviceStatus, GpuProcess, PodContainer, Reading, Runtime,
     Snapshot, catalogue,
 };
-use gputop::monitor::clock_events::ClockEvents;
-use gputop::monitor::usage::{Accounting, Usage};
+use gputop_core::monitor::clock_events::ClockEvents;
+use gputop_core::monitor::usage::{Accounting, Usage};
 
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -153,7 +153,7 @@ pub fn exposition(snapshot: Option<(&Snapshot, &Accounting, &ClockEvents)>, opti
         "gauge",
         "When the snapshot served was taken, in seconds since the Unix epoch.",
     );
-    collected.add("", Some(gputop::monitor::history::timestamp(snapshot)));
+    collected.add("", Some(gputop_core::monitor::history::timestamp(snapshot)));
     collected.write(&mut out);
 
     let mut info = Family::new(
@@ -617,7 +617,7 @@ mod tests {
 
     #[test]
     fn a_slurm_job_without_a_user_in_its_cgroup_is_labelled_with_the_owner() {
-        use gputop::model::testing::{process, snapshot};
+        use gputop_core::model::testing::{process, snapshot};
         use std::time::{Duration, SystemTime};
         let mut named = process(10, 0, "alice", 1 << 30);
         named.host.container = Some(

@@ -19,12 +19,12 @@ use std::time::Duration;
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
-use gputop::collector::Collector;
-use gputop::config::Settings;
-use gputop::host::HostCollector;
-use gputop::monitor::Monitor;
-use gputop::monitor::alerts::sink::Sink;
-use gputop::source::Source;
+use gputop_core::collector::Collector;
+use gputop_core::config::Settings;
+use gputop_core::host::HostCollector;
+use gputop_core::monitor::Monitor;
+use gputop_core::monitor::alerts::sink::Sink;
+use gputop_core::source::Source;
 use metrics::Options;
 use server::{SharedPages, SnapshotPages};
 use web_config::WebConfig;
@@ -55,7 +55,7 @@ fn pod_naming_host(socket: &str) -> HostCollector {
         );
         return host;
     }
-    match gputop::host::pods::ask(&path) {
+    match gputop_core::host::pods::ask(&path) {
         Ok(allocations) => eprintln!(
             "gputop export: pod labels from the kubelet at {} ({} devices allocated now)",
             path.display(),
@@ -63,7 +63,7 @@ fn pod_naming_host(socket: &str) -> HostCollector {
         ),
         Err(why) => eprintln!(
             "gputop export: no pod labels for now: {}",
-            gputop::format::sanitize(&why.to_string())
+            gputop_core::format::sanitize(&why.to_string())
         ),
     }
     if let Err(e) = host.watch_pods(path) {
@@ -157,7 +157,7 @@ pub fn run(
         source,
         pod_naming_host(&settings.collect.pod_resources_socket),
         interval,
-        crate::heap::releasing(move |snapshot: Arc<gputop::model::Snapshot>| {
+        crate::heap::releasing(move |snapshot: Arc<gputop_core::model::Snapshot>| {
             let transitions = monitor.ingest(&snapshot);
             let stop = stopping.load(Ordering::SeqCst);
             if let Some(state) = state.as_mut().filter(|s| stop || s.due())
@@ -165,7 +165,7 @@ pub fn run(
             {
                 eprintln!(
                     "gputop export: {}",
-                    gputop::format::sanitize(&format!("{problem:#}"))
+                    gputop_core::format::sanitize(&format!("{problem:#}"))
                 );
             }
             if stop {
@@ -173,7 +173,7 @@ pub fn run(
                 return false;
             }
             for problem in sink.deliver(&transitions) {
-                eprintln!("gputop export: {}", gputop::format::sanitize(&problem));
+                eprintln!("gputop export: {}", gputop_core::format::sanitize(&problem));
             }
             let page = SnapshotPages::new(Arc::clone(&snapshot), &monitor, options);
             *shared.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(page));

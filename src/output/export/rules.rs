@@ -9,10 +9,10 @@
 
 use std::fmt::Write;
 
-use gputop::format::{seconds_text, trim_number};
-use gputop::model::catalogue;
-use gputop::monitor::alerts::rules::{Function, Holders, Metric, Rule};
-use gputop::monitor::history::{DeviceMetric, ProcessMetric};
+use gputop_core::format::{seconds_text, trim_number};
+use gputop_core::model::catalogue;
+use gputop_core::monitor::alerts::rules::{Function, Holders, Metric, Rule};
+use gputop_core::monitor::history::{DeviceMetric, ProcessMetric};
 
 /// The series and the scaling that turn a rule's metric into Prometheus terms:
 /// `(selector, suffix)`, the value being `f(selector[window]) suffix`.
@@ -83,7 +83,7 @@ fn quote(text: &str) -> String {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
             // YAML also breaks lines at U+2028 and U+2029 and strips a byte-order mark.
-            c if gputop::format::is_hidden_control(c)
+            c if gputop_core::format::is_hidden_control(c)
                 || matches!(c, '\u{2028}' | '\u{2029}' | '\u{FEFF}') =>
             {
                 let _ = write!(out, "\\u{:04X}", u32::from(c));

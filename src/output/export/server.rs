@@ -30,12 +30,12 @@ use tokio::task::AbortHandle;
 use super::metrics::{CONTENT_TYPE, Options, exposition};
 use super::web_config::WebConfig;
 use crate::output::report::json_report;
-use gputop::model::Snapshot;
-use gputop::monitor::Monitor;
-use gputop::monitor::alerts::Active;
-use gputop::monitor::clock_events::ClockEvents;
-use gputop::monitor::usage::Accounting;
-use gputop::source::Activity;
+use gputop_core::model::Snapshot;
+use gputop_core::monitor::Monitor;
+use gputop_core::monitor::alerts::Active;
+use gputop_core::monitor::clock_events::ClockEvents;
+use gputop_core::monitor::usage::Accounting;
+use gputop_core::source::Activity;
 
 const TEXT: &str = "text/plain; charset=utf-8";
 
@@ -268,7 +268,7 @@ pub fn serve(
         web: Arc::new(web),
     });
     let connections = Arc::new(Connections::default());
-    gputop::source::http::runtime()?.block_on(async move {
+    gputop_core::source::http::runtime()?.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         for id in 0u64.. {
             let (stream, peer) = match listener.accept().await {
@@ -312,7 +312,7 @@ async fn connection(stream: tokio::net::TcpStream, peer: SocketAddr, site: Arc<S
                 // A plain HTTP client, an unknown certificate.
                 Ok(Err(e)) => eprintln!(
                     "gputop export: {peer}: TLS: {}",
-                    gputop::format::sanitize(&e.to_string())
+                    gputop_core::format::sanitize(&e.to_string())
                 ),
                 // Nothing whole in time.
                 Err(_) => {}
@@ -342,7 +342,7 @@ where
         Ok(Err(e)) if e.is_parse() || e.is_parse_too_large() => {
             eprintln!(
                 "gputop export: {peer}: {}",
-                gputop::format::sanitize(&e.to_string())
+                gputop_core::format::sanitize(&e.to_string())
             );
         }
         // Answered, gone, silent past the deadline, or not reading its answer.

@@ -15,13 +15,13 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use gputop::monitor::Monitor;
-use gputop::monitor::usage::Accounting;
+use gputop_core::monitor::Monitor;
+use gputop_core::monitor::usage::Accounting;
 
 /// How often the totals are written while the exporter runs.
 pub const SAVE_EVERY: Duration = Duration::from_secs(60);
 
-/// Largest totals file read (two tables of [`gputop::monitor::usage::MAX_OWNERS`] owners fit
+/// Largest totals file read (two tables of [`gputop_core::monitor::usage::MAX_OWNERS`] owners fit
 /// in about 1.5 MiB).
 pub const MAX_BYTES: u64 = 8 << 20;
 
@@ -102,7 +102,7 @@ impl UsageState {
     /// aside.
     pub fn open(path: PathBuf, monitor: &mut Monitor) -> anyhow::Result<(Self, Option<String>)> {
         let lock = lock(&path)?;
-        let problem = match gputop::files::read_text(&path, MAX_BYTES) {
+        let problem = match gputop_core::files::read_text(&path, MAX_BYTES) {
             Err(_) if !path.exists() => None,
             Err(e) => Some(e.to_string()),
             Ok(text) => serde_json::from_str(&text)
@@ -116,7 +116,7 @@ impl UsageState {
                 |e| format!("could not set it aside ({e})"),
                 |()| format!("set aside as {}", aside.display()),
             );
-            gputop::format::sanitize(&format!(
+            gputop_core::format::sanitize(&format!(
                 "usage totals {}: {problem}; {moved}; counting from zero",
                 path.display()
             ))

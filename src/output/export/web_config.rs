@@ -66,7 +66,7 @@ pub struct WebConfig {
 /// hashes. An error names the file (and line and column for the YAML).
 pub fn load(path: &Path) -> anyhow::Result<WebConfig> {
     let shown = path.display();
-    let text = gputop::files::read_text(path, MAX_BYTES).with_context(|| shown.to_string())?;
+    let text = gputop_core::files::read_text(path, MAX_BYTES).with_context(|| shown.to_string())?;
     let file: File = serde_norway::from_str(&text).map_err(|e| {
         let place = e
             .location()
@@ -74,7 +74,9 @@ pub fn load(path: &Path) -> anyhow::Result<WebConfig> {
         // The crate's message repeats the place at its end.
         let message = e.to_string();
         let message = message.split(" at line ").next().unwrap_or(&message).to_string();
-        anyhow!(gputop::format::sanitize(&format!("{shown}{place}: {message}")))
+        anyhow!(gputop_core::format::sanitize(&format!(
+            "{shown}{place}: {message}"
+        )))
     })?;
     if file.http_server_config.and_then(|h| h.http2) == Some(true) {
         bail!("{shown}: http_server_config.http2: gputop serves HTTP/1.1 only; remove it or set false");
@@ -89,7 +91,7 @@ pub fn load(path: &Path) -> anyhow::Result<WebConfig> {
     } else {
         for (user, hash) in &file.basic_auth_users {
             if hash.parse::<bcrypt::HashParts>().is_err() {
-                bail!(gputop::format::sanitize(&format!(
+                bail!(gputop_core::format::sanitize(&format!(
                     "{shown}: basic_auth_users: {user}: not a bcrypt hash (make one with \
                      htpasswd -nBC 10 \"\" | tr -d ':\\n')"
                 )));
@@ -133,7 +135,7 @@ fn tls_config(file: &TlsFile, directory: &Path) -> anyhow::Result<Arc<rustls::Se
     };
     let read_pem = |p: &Path| -> anyhow::Result<Vec<u8>> {
         let full = directory.join(p);
-        gputop::files::read_pem(&full).with_context(|| full.display().to_string())
+        gputop_core::files::read_pem(&full).with_context(|| full.display().to_string())
     };
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&read_pem(&file.cert_file)?)
         .collect::<Result<_, _>>()
