@@ -302,13 +302,13 @@ struct Gpus {
     readings: Arc<Vec<Device>>,
     read_at: Instant,
     /// By position in `readings`, then by [`Gauge`].
-    gauges_at: Vec<[Option<Instant>; Gauge::COUNT]>,
+    gauges_at: Vec<[Option<Instant>; <Gauge as strum::EnumCount>::COUNT]>,
 }
 
 impl Gpus {
     fn new(readings: Vec<Device>, read_at: Instant) -> Self {
         Self {
-            gauges_at: vec![[None; Gauge::COUNT]; readings.len()],
+            gauges_at: vec![[None; <Gauge as strum::EnumCount>::COUNT]; readings.len()],
             readings: Arc::new(readings),
             read_at,
         }

@@ -8,8 +8,7 @@ use toml::Spanned;
 
 use super::schema::suggest;
 use crate::monitor::alerts::rules::{
-    Comparison, DEFAULT_MIN_COVERAGE, DEFAULT_WINDOW, Function, Holders, METRICS, Metric, Rule, RuleEntry,
-    Severity,
+    Comparison, DEFAULT_MIN_COVERAGE, DEFAULT_WINDOW, Function, Holders, Metric, Rule, RuleEntry, Severity,
 };
 use crate::monitor::history::{PROCESS_BUCKET, RAW_SPAN};
 
@@ -163,10 +162,9 @@ fn parse_one(table: &Spanned<SpannedTable>, at: &dyn Fn(usize) -> String) -> Res
         }
     }
     let scope = choice("scope", &["device", "process", "host"])?.unwrap_or_else(|| "device".into());
-    let metric_names: Vec<&str> = METRICS
-        .iter()
-        .filter(|(s, _, _, _)| *s == scope)
-        .map(|(_, n, _, _)| *n)
+    let metric_names: Vec<&str> = Metric::all()
+        .filter(|m| m.scope() == scope)
+        .map(Metric::name)
         .collect();
     let metric_name = choice("metric", &metric_names)?.ok_or_else(|| {
         format!(

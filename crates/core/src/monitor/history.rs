@@ -403,7 +403,7 @@ impl Accumulator {
 }
 
 /// What is recorded per device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, strum::EnumCount)]
 pub enum DeviceMetric {
     /// Percent; the interval mean from the driver's sample buffer where there is one.
     Utilization,
@@ -424,7 +424,7 @@ pub enum DeviceMetric {
 
 impl DeviceMetric {
     /// Every device metric, in the order series are kept.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; <Self as strum::EnumCount>::COUNT] = [
         Self::Utilization,
         Self::MemoryBandwidth,
         Self::MemoryPercent,
@@ -459,7 +459,7 @@ impl DeviceMetric {
 }
 
 /// What is recorded per process (per GPU it uses).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, strum::EnumCount)]
 pub enum ProcessMetric {
     /// GPU memory in MiB.
     GpuMemoryMib,
@@ -471,7 +471,7 @@ pub enum ProcessMetric {
 
 impl ProcessMetric {
     /// Every process metric, in the order series are kept.
-    pub const ALL: [Self; 3] = [Self::GpuMemoryMib, Self::Sm, Self::Cpu];
+    pub const ALL: [Self; <Self as strum::EnumCount>::COUNT] = [Self::GpuMemoryMib, Self::Sm, Self::Cpu];
 
     /// The reading this metric records from a process.
     pub fn read(self, process: &GpuProcess) -> Option<f64> {
@@ -484,7 +484,7 @@ impl ProcessMetric {
 }
 
 /// What is recorded for the host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, strum::EnumCount)]
 pub enum HostMetric {
     /// CPU, percent of all cores.
     Cpu,
@@ -494,7 +494,7 @@ pub enum HostMetric {
 
 impl HostMetric {
     /// Every host metric, in the order series are kept.
-    pub const ALL: [Self; 2] = [Self::Cpu, Self::MemoryPercent];
+    pub const ALL: [Self; <Self as strum::EnumCount>::COUNT] = [Self::Cpu, Self::MemoryPercent];
 
     /// The reading this metric records from a snapshot's host.
     pub fn read(self, snapshot: &Snapshot) -> Option<f64> {
@@ -676,6 +676,21 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each `ALL` is as long as its enum has variants (the compiler checks that); with no
+    /// variant twice, each holds every one.
+    #[test]
+    fn every_metric_list_names_each_metric_once() {
+        fn unique<T: Ord + Copy>(all: &[T]) -> bool {
+            let mut sorted = all.to_vec();
+            sorted.sort_unstable();
+            sorted.dedup();
+            sorted.len() == all.len()
+        }
+        assert!(unique(&DeviceMetric::ALL));
+        assert!(unique(&ProcessMetric::ALL));
+        assert!(unique(&HostMetric::ALL));
+    }
 
     fn feed(series: &mut Series, from: f64, to: f64, step: f64, value: impl Fn(f64) -> Option<f64>) {
         let mut t = from;

@@ -129,7 +129,7 @@ impl Activity {
 
 /// A GPU's readings that change from one moment to the next, each read again alone by
 /// [`Source::refresh`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::EnumCount)]
 #[repr(usize)]
 pub enum Gauge {
     /// Memory used, free and total.
@@ -146,11 +146,6 @@ pub enum Gauge {
     FanSpeeds,
     /// The energy counter: millijoules since the driver loaded.
     Energy,
-}
-
-impl Gauge {
-    /// How many there are (`gauge as usize` is below it).
-    pub const COUNT: usize = 7;
 }
 
 /// How much of the machine a reading reads.

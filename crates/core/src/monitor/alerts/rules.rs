@@ -45,68 +45,51 @@ pub enum Metric {
     Host(HostMetric),
 }
 
-/// `(scope, metric name, metric, unit)`: the names rules are written with.
-pub const METRICS: &[(&str, &str, Metric, &str)] = &[
-    (
-        "device",
-        "utilization",
-        Metric::Device(DeviceMetric::Utilization),
-        "%",
-    ),
-    (
-        "device",
-        "memory_bandwidth",
-        Metric::Device(DeviceMetric::MemoryBandwidth),
-        "%",
-    ),
-    (
-        "device",
-        "memory_percent",
-        Metric::Device(DeviceMetric::MemoryPercent),
-        "%",
-    ),
-    (
-        "device",
-        "memory_mib",
-        Metric::Device(DeviceMetric::MemoryMib),
-        " MiB",
-    ),
-    (
-        "device",
-        "temperature",
-        Metric::Device(DeviceMetric::Temperature),
-        " °C",
-    ),
-    ("device", "power", Metric::Device(DeviceMetric::Power), " W"),
-    (
-        "device",
-        "critical_xids",
-        Metric::Device(DeviceMetric::CriticalXids),
-        "",
-    ),
-    (
-        "process",
-        "gpu_memory_mib",
-        Metric::Process(ProcessMetric::GpuMemoryMib),
-        " MiB",
-    ),
-    ("process", "sm", Metric::Process(ProcessMetric::Sm), "%"),
-    ("process", "cpu", Metric::Process(ProcessMetric::Cpu), "%"),
-    ("host", "cpu", Metric::Host(HostMetric::Cpu), "%"),
-    (
-        "host",
-        "memory_percent",
-        Metric::Host(HostMetric::MemoryPercent),
-        "%",
-    ),
-];
-
 impl Metric {
-    fn entry(self) -> &'static (&'static str, &'static str, Metric, &'static str) {
-        METRICS
-            .iter()
-            .find(|(_, _, m, _)| *m == self)
-            .expect("every metric is in METRICS")
+    /// `(scope, name, unit)`: the names rules are written with and the unit messages write
+    /// after a number. Every metric has them: a new one does not build until it is here.
+    fn entry(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Metric::Device(metric) => (
+                "device",
+                match metric {
+                    DeviceMetric::Utilization => "utilization",
+                    DeviceMetric::MemoryBandwidth => "memory_bandwidth",
+                    DeviceMetric::MemoryPercent => "memory_percent",
+                    DeviceMetric::MemoryMib => "memory_mib",
+                    DeviceMetric::Temperature => "temperature",
+                    DeviceMetric::Power => "power",
+                    DeviceMetric::CriticalXids => "critical_xids",
+                },
+                match metric {
+                    DeviceMetric::Utilization
+                    | DeviceMetric::MemoryBandwidth
+                    | DeviceMetric::MemoryPercent => "%",
+                    DeviceMetric::MemoryMib => " MiB",
+                    DeviceMetric::Temperature => " °C",
+                    DeviceMetric::Power => " W",
+                    DeviceMetric::CriticalXids => "",
+                },
+            ),
+            Metric::Process(metric) => match metric {
+                ProcessMetric::GpuMemoryMib => ("process", "gpu_memory_mib", " MiB"),
+                ProcessMetric::Sm => ("process", "sm", "%"),
+                ProcessMetric::Cpu => ("process", "cpu", "%"),
+            },
+            Metric::Host(metric) => match metric {
+                HostMetric::Cpu => ("host", "cpu", "%"),
+                HostMetric::MemoryPercent => ("host", "memory_percent", "%"),
+            },
+        }
+    }
+
+    /// Every metric: the devices', the processes', then the host's.
+    pub fn all() -> impl Iterator<Item = Metric> {
+        DeviceMetric::ALL
+            .into_iter()
+            .map(Metric::Device)
+            .chain(ProcessMetric::ALL.into_iter().map(Metric::Process))
+            .chain(HostMetric::ALL.into_iter().map(Metric::Host))
     }
 
     /// `device`, `process` or `host`.
@@ -121,15 +104,12 @@ impl Metric {
 
     /// Its unit as messages write it after a number (`%`, ` MiB`); empty for a count.
     pub fn unit(self) -> &'static str {
-        self.entry().3
+        self.entry().2
     }
 
     /// The metric `name` of `scope`, if there is one.
     pub fn parse(scope: &str, name: &str) -> Option<Self> {
-        METRICS
-            .iter()
-            .find(|(s, n, _, _)| *s == scope && *n == name)
-            .map(|(_, _, m, _)| *m)
+        Self::all().find(|m| m.scope() == scope && m.name() == name)
     }
 }
 
