@@ -164,7 +164,7 @@ fn two_gpus_training_text_report_shows_the_same_values() {
         .iter()
         .find(|l| l.trim_start().starts_with("0  NVIDIA"))
         .expect("GPU 0 line");
-    for want in ["95%", "95%/95%", "24.3GiB / 40.0GiB (61%)", "76C", "312W/400W"] {
+    for want in ["95%", "95%/95%", "24.3GiB/40.0GiB (61%)", "76C", "312/400W"] {
         assert!(gpu0.contains(want), "GPU 0 line lacks {want:?}: {gpu0}");
     }
     let gpu1 = lines
@@ -172,7 +172,7 @@ fn two_gpus_training_text_report_shows_the_same_values() {
         .find(|l| l.trim_start().starts_with("1  NVIDIA"))
         .expect("GPU 1 line");
     assert!(
-        gpu1.contains("63%") && gpu1.contains("58C") && gpu1.contains("202W/400W"),
+        gpu1.contains("63%") && gpu1.contains("58C") && gpu1.contains("202/400W"),
         "{gpu1}"
     );
     let header = lines

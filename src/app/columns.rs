@@ -1,6 +1,7 @@
-//! The process table's columns and the text of each cell, for the live view and `--once`
-//! alike: which columns a width holds (the least useful dropped first), their widths, and
-//! one formatter per value, so the two never show a process differently.
+//! The process table's columns and the text of each cell, and the texts of a GPU's figures
+//! ([`device`]), for the live view and `--once` alike: which columns a width holds (the
+//! least useful dropped first), their widths, and one formatter per value, so the two never
+//! show a process or a GPU differently.
 
 use gputop_core::format::{human_bytes, human_duration, sanitize};
 use gputop_core::model::order::SortKey;
@@ -237,5 +238,56 @@ fn percent_of(used: u64, total: u64) -> f64 {
         0.0
     } else {
         used as f64 * 100.0 / total as f64
+    }
+}
+
+/// The texts of a GPU's figures, for the live view's device panel and `--once`'s device
+/// table alike.
+pub mod device {
+    use gputop_core::format::human_bytes;
+    use gputop_core::model::{Device, Reading};
+
+    use super::{NA, text};
+
+    /// A percentage: `83%`.
+    pub fn percent(reading: &Reading<u32>) -> String {
+        text(reading, |p| format!("{p}%"))
+    }
+
+    /// The core's temperature: `64C`.
+    pub fn temperature(d: &Device) -> String {
+        text(&d.temperature_celsius, |t| format!("{t}C"))
+    }
+
+    /// Power draw now of the limit set: `660/700W`.
+    pub fn power(d: &Device) -> String {
+        format!(
+            "{}/{}",
+            text(&d.power_usage_watts, |watts| format!("{watts:.0}")),
+            text(&d.power_limit_watts, |watts| format!("{watts:.0}W"))
+        )
+    }
+
+    /// Memory used of the total: `66.6GiB/80.0GiB`.
+    pub fn memory(d: &Device) -> String {
+        text(&d.memory(), |m| {
+            format!("{}/{}", human_bytes(m.used), human_bytes(m.total))
+        })
+    }
+
+    /// Memory used, in percent of the total: `83%`.
+    pub fn memory_percent(d: &Device) -> String {
+        d.memory_percent()
+            .map_or_else(|| NA.to_string(), |p| format!("{p:.0}%"))
+    }
+
+    /// A clock: `1410MHz`.
+    pub fn clock(reading: &Reading<u32>) -> String {
+        text(reading, |mhz| format!("{mhz}MHz"))
+    }
+
+    /// A transfer rate: `408MiB/s`.
+    pub fn rate(reading: &Reading<u64>) -> String {
+        text(reading, |bytes| format!("{}/s", human_bytes(*bytes)))
     }
 }

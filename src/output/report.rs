@@ -6,7 +6,7 @@
 
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
-use crate::app::columns::{self, Column};
+use crate::app::columns::{self, Column, device as cells};
 use gputop_core::format::{human_bytes, rfc3339, sanitize, table};
 use gputop_core::model::order::SortKey;
 use gputop_core::model::wire::WireReport;
@@ -19,16 +19,13 @@ fn text<T>(reading: &Reading<T>, show: impl FnOnce(&T) -> String) -> String {
     reading.value().map_or_else(|| NA.to_string(), show)
 }
 
-fn pair<T: Copy>(a: &Reading<T>, b: &Reading<T>, show: impl Fn(T) -> String) -> String {
-    format!("{}/{}", text(a, |v| show(*v)), text(b, |v| show(*v)))
-}
-
-/// The header and cell of one device metric (`display.default_metrics`).
+/// The header and cell of one device metric (`display.default_metrics`), in the live
+/// view's texts.
 fn metric_cells(metric: &str, device: &Device) -> Vec<(&'static str, String)> {
-    let percent = |r: &Reading<u32>| text(r, |v| format!("{v}%"));
+    let pair = |a: String, b: String| format!("{a}/{b}");
     match metric {
         "utilization" => vec![
-            ("UTIL", percent(&device.utilization_gpu_percent)),
+            ("UTIL", cells::percent(&device.utilization_gpu_percent)),
             (
                 "MEAN/PEAK",
                 device
@@ -40,35 +37,29 @@ fn metric_cells(metric: &str, device: &Device) -> Vec<(&'static str, String)> {
         ],
         "memory" => vec![(
             "MEMORY",
-            text(&device.memory(), |m| {
-                let pct = device.memory_percent().unwrap_or(0.0);
-                format!("{} / {} ({pct:.0}%)", human_bytes(m.used), human_bytes(m.total))
+            text(&device.memory(), |_| {
+                format!("{} ({})", cells::memory(device), cells::memory_percent(device))
             }),
         )],
-        "temperature" => vec![("TEMP", text(&device.temperature_celsius, |t| format!("{t}C")))],
-        "power" => vec![(
-            "POWER",
-            pair(&device.power_usage_watts, &device.power_limit_watts, |watts| {
-                format!("{:.0}W", watts.round())
-            }),
-        )],
-        "fan" => vec![("FAN", percent(&device.fan_speed_percent))],
+        "temperature" => vec![("TEMP", cells::temperature(device))],
+        "power" => vec![("POWER", cells::power(device))],
+        "fan" => vec![("FAN", cells::percent(&device.fan_speed_percent))],
         "clocks" => vec![(
             "SM/MEM CLOCK",
-            pair(&device.clock_sm_mhz, &device.clock_memory_mhz, |mhz| {
-                format!("{mhz}MHz")
-            }),
+            pair(
+                cells::clock(&device.clock_sm_mhz),
+                cells::clock(&device.clock_memory_mhz),
+            ),
         )],
         "pcie" => vec![(
             "PCIE RX/TX",
             pair(
-                &device.pcie_rx_bytes_per_second,
-                &device.pcie_tx_bytes_per_second,
-                |bytes| format!("{}/s", human_bytes(bytes)),
+                cells::rate(&device.pcie_rx_bytes_per_second),
+                cells::rate(&device.pcie_tx_bytes_per_second),
             ),
         )],
-        "encoder" => vec![("ENC", percent(&device.encoder_utilization_percent))],
-        "decoder" => vec![("DEC", percent(&device.decoder_utilization_percent))],
+        "encoder" => vec![("ENC", cells::percent(&device.encoder_utilization_percent))],
+        "decoder" => vec![("DEC", cells::percent(&device.decoder_utilization_percent))],
         _ => Vec::new(),
     }
 }

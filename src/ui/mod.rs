@@ -17,7 +17,7 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 
-use crate::app::columns::{self, Column};
+use crate::app::columns::{self, Column, device as cells};
 use crate::app::state::{App, ProcessKey};
 use crate::app::view::{LayoutMode, Screen};
 use gputop_core::format::trim_number;
@@ -249,22 +249,16 @@ fn device_lines(
     let util_style = util.map_or(Style::new(), |u| {
         theme.load(Load::of(u, display.utilization_low, display.utilization_high))
     });
-    let memory = na(&d.memory(), |m| {
-        format!("{}/{}", human_bytes(m.used), human_bytes(m.total))
-    });
+    let memory = cells::memory(d);
     let temp_style = if over_temp { theme.error() } else { Style::new() };
-    let fan = format!("FAN {:>4}", na(&d.fan_speed_percent, |f| format!("{f}%")));
+    let fan = format!("FAN {:>4}", cells::percent(&d.fan_speed_percent));
     // Only NVIDIA's driver has performance states: blank where there are none.
     let pstate = match &d.performance_state {
         Reading::NotSupported => "   ".to_string(),
         state => format!("P{:<2}", na(state, u32::to_string)),
     };
-    let now = format!("{} now", na(&d.utilization_gpu_percent, |u| format!("{u}%")));
-    let power = format!(
-        "{}/{}",
-        na(&d.power_usage_watts, |watts| format!("{watts:.0}")),
-        na(&d.power_limit_watts, |watts| format!("{watts:.0}W"))
-    );
+    let now = format!("{} now", cells::percent(&d.utilization_gpu_percent));
+    let power = cells::power(d);
     let mean_peak = match (window, util) {
         (Some((mean, peak)), _) => format!(" {mean:>3.0}% mean {peak:>3.0}% peak"),
         (None, Some(u)) => format!(" {u:>3.0}%"),
@@ -287,20 +281,14 @@ fn device_lines(
         if layout.fan {
             spans.push(Span::raw(format!("{fan} ")));
         }
-        spans.push(Span::styled(
-            format!("{:>4} ", na(&d.temperature_celsius, |t| format!("{t}C"))),
-            temp_style,
-        ));
+        spans.push(Span::styled(format!("{:>4} ", cells::temperature(d)), temp_style));
         if layout.pstate {
             spans.push(Span::raw(format!("{pstate} ")));
         }
         spans.extend([
             Span::raw(format!("{power:>9} MEM ")),
             Span::styled(theme.bar(mem_pct.unwrap_or(0.0), layout.bar_width), mem_style),
-            Span::styled(
-                format!(" {:>4} ", mem_pct.map_or("N/A".into(), |p| format!("{p:.0}%"))),
-                mem_style,
-            ),
+            Span::styled(format!(" {:>4} ", cells::memory_percent(d)), mem_style),
         ]);
         if layout.memory {
             spans.push(Span::raw(format!("{memory:<17} ")));
@@ -333,7 +321,6 @@ fn device_lines(
     if !layout.now {
         items.push(format!("UTIL {now}"));
     }
-    let rate = |bytes: &u64| format!("{}/s", human_bytes(*bytes));
     if d.vendor != Vendor::Nvidia {
         // Two GPUs of one model are told apart by their slot.
         items.insert(
@@ -357,20 +344,19 @@ fn device_lines(
     };
     let candidates = [
         clock,
-        offers(&d.clock_memory_mhz)
-            .then(|| format!("MCLK {}", na(&d.clock_memory_mhz, |c| format!("{c}MHz")))),
+        offers(&d.clock_memory_mhz).then(|| format!("MCLK {}", cells::clock(&d.clock_memory_mhz))),
         (offers(&d.pcie_rx_bytes_per_second) || offers(&d.pcie_tx_bytes_per_second)).then(|| {
             format!(
                 "PCIe RX {} TX {}",
-                na(&d.pcie_rx_bytes_per_second, rate),
-                na(&d.pcie_tx_bytes_per_second, rate)
+                cells::rate(&d.pcie_rx_bytes_per_second),
+                cells::rate(&d.pcie_tx_bytes_per_second)
             )
         }),
         (offers(&d.encoder_utilization_percent) || offers(&d.decoder_utilization_percent)).then(|| {
             format!(
                 "ENC {} DEC {}",
-                na(&d.encoder_utilization_percent, |e| format!("{e}%")),
-                na(&d.decoder_utilization_percent, |e| format!("{e}%"))
+                cells::percent(&d.encoder_utilization_percent),
+                cells::percent(&d.decoder_utilization_percent)
             )
         }),
         offers(&d.ecc_uncorrected_volatile_errors)
