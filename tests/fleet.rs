@@ -563,8 +563,9 @@ fn bad_addresses_and_selectors_are_refused_in_one_line() {
 }
 
 /// The drill-down into one node (Enter on the fleet screen) from a real Prometheus shows
-/// what the node itself serves: each process's type (C, G, C+G) and each GPU's driver
-/// version (NVIDIA's driver; the kernel's release for the demo's amdgpu and xe).
+/// what the node itself serves: each process's type (C, G, C+G), each GPU's driver version
+/// (NVIDIA's driver; the kernel's release for the demo's amdgpu and xe) and its memory's
+/// temperature where it has one.
 #[test]
 #[ignore = "needs Prometheus: a real prometheus server scrapes an exporter"]
 fn the_drill_down_from_a_real_prometheus_has_the_nodes_process_types_and_driver_versions() {
@@ -680,6 +681,22 @@ fn the_drill_down_from_a_real_prometheus_has_the_nodes_process_types_and_driver_
         })
         .collect();
     assert_eq!(drivers, own_drivers);
+    // The memory's temperature where the node has one (the demo's NVIDIA HBM boards and its
+    // AMD GPU's `mem` sensor), none where it has none (its Intel GPU).
+    let has_memory_temperature = |d: &serde_json::Value| d["memory_temperature_celsius"].is_number();
+    let own_memory_temperatures: Vec<bool> = own["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(has_memory_temperature)
+        .collect();
+    assert_eq!(own_memory_temperatures, [true, true, true, true, true, false]);
+    let drilled_memory_temperatures: Vec<bool> = node
+        .devices
+        .iter()
+        .map(|d| d.memory_temperature_celsius.get().is_some())
+        .collect();
+    assert_eq!(drilled_memory_temperatures, own_memory_temperatures);
     assert_eq!(
         node.driver_version.value(),
         own["driver_version"].as_str().map(str::to_owned).as_ref()

@@ -495,7 +495,7 @@ fn json_keys_are_exactly_the_documented_schema() {
          utilization_gpu_mean_percent utilization_gpu_peak_percent utilization_memory_percent \
          utilization_memory_mean_percent utilization_memory_peak_percent memory_total_bytes \
          memory_used_bytes memory_free_bytes memory_reserved_bytes bar1_total_bytes bar1_used_bytes \
-         gtt_total_bytes gtt_used_bytes temperature_celsius temperature_slowdown_celsius temperature_shutdown_celsius fan_speed_percent \
+         gtt_total_bytes gtt_used_bytes temperature_celsius memory_temperature_celsius temperature_slowdown_celsius temperature_shutdown_celsius fan_speed_percent \
          fan_speeds_percent power_usage_watts power_usage_mean_watts power_usage_peak_watts power_limit_watts power_enforced_limit_watts energy_joules \
          performance_state clock_graphics_mhz clock_sm_mhz clock_memory_mhz clock_video_mhz \
          clock_max_graphics_mhz clock_max_sm_mhz clock_max_memory_mhz clock_max_video_mhz \
@@ -639,4 +639,48 @@ fn mig_devices_are_enumerated_and_processes_attributed() {
     let only_mig = run(&["--only", "MIG-33333333"], None);
     assert_eq!(only_mig["devices"].as_array().unwrap().len(), 1);
     assert_eq!(only_mig["devices"][0]["mig_devices"].as_array().unwrap().len(), 1);
+}
+
+/// The memory's temperature through NVML's field values, as the simulator's library serves
+/// them: an HBM board's figure, and `null` (`N/A` in `--once`) for a board whose driver says
+/// the field is not supported.
+#[test]
+fn the_memory_temperature_is_nvmls_field_value_where_the_board_reports_it() {
+    let home = tempfile::tempdir().unwrap();
+    let path = home.path().join("memory-temperature.toml");
+    std::fs::write(
+        &path,
+        "[meta]\nversion = 1\n\n[[gpu]]\nname = \"NVIDIA A100-SXM4-80GB\"\n[gpu.dynamic]\n\
+         temperature = 61\nmemory_temperature = 74\n\n[[gpu]]\nname = \"NVIDIA A40\"\n\
+         [gpu.dynamic]\ntemperature = 55\n",
+    )
+    .unwrap();
+    let doc = json(gputop_on(home.path(), &path, 1_000));
+    assert_eq!(device(&doc, 0)["memory_temperature_celsius"], 74);
+    assert_eq!(device(&doc, 1)["memory_temperature_celsius"], Value::Null);
+    assert_eq!(device(&doc, 1)["temperature_celsius"], 55);
+
+    let config = home.path().join("memtemp.toml");
+    std::fs::write(
+        &config,
+        "[display]\ndefault_metrics = [\"temperature\", \"memory_temperature\"]\n",
+    )
+    .unwrap();
+    let output = gputop_on(home.path(), &path, 1_000)
+        .args(["--once", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.contains(name))
+            .unwrap_or_else(|| panic!("no {name}: {text}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    assert!(text.contains(" MEMTEMP"), "{text}");
+    assert_eq!(row("A100")[row("A100").len() - 2..], ["61C", "74C"], "{text}");
+    assert_eq!(row("A40")[row("A40").len() - 2..], ["55C", "N/A"], "{text}");
 }

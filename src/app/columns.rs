@@ -259,6 +259,11 @@ pub mod device {
         text(&d.temperature_celsius, |t| format!("{t}C"))
     }
 
+    /// The memory's temperature: `72C`.
+    pub fn memory_temperature(d: &Device) -> String {
+        text(&d.memory_temperature_celsius, |t| format!("{t}C"))
+    }
+
     /// Power draw now of the limit set: `660/700W`.
     pub fn power(d: &Device) -> String {
         format!(

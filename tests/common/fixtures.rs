@@ -23,6 +23,12 @@ pub fn device(index: u32, name: &str, used_gib: u64, util: u32, temp: u32) -> De
         reserved: GIB,
     }));
     d.temperature_celsius = Reading::Value(temp);
+    // GPU 0 has HBM, which reports its temperature; the others' memory does not.
+    d.memory_temperature_celsius = if index == 0 {
+        Reading::Value(temp + 8)
+    } else {
+        Reading::NotSupported
+    };
     d.set_fan_speeds(if index == 0 {
         Reading::NotSupported
     } else {

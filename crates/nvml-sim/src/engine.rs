@@ -287,6 +287,14 @@ impl Sim {
             .map(|v| clamp_u32(v, f64::from(u32::MAX)))
     }
 
+    /// The memory's temperature; NOT_SUPPORTED where the scenario gives none (GDDR boards).
+    pub fn memory_temperature(&self, gpu: usize, t: f64) -> Result<u32, Code> {
+        match &self.gpu(gpu).dynamic.memory_temperature {
+            Some(expr) => self.count(gpu, expr, "memory_temperature", t),
+            None => Err(NOT_SUPPORTED),
+        }
+    }
+
     pub fn pstate(&self, gpu: usize, t: f64) -> Result<u32, Code> {
         let p = self.count(gpu, &self.gpu(gpu).dynamic.pstate, "pstate", t)?;
         Ok(if p <= 15 { p } else { 32 })

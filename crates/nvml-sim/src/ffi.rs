@@ -1537,20 +1537,42 @@ pub unsafe extern "C" fn nvmlDeviceGetDriverModel_v2(
     })
 }
 
-/// Overall success; each requested field reports NOT_SUPPORTED.
+/// `NVML_FI_DEV_MEMORY_TEMP` (nvml.h): the memory's temperature, in degrees C.
+const FI_DEV_MEMORY_TEMP: c_uint = 82;
+
+/// Overall success; each field answers on its own, as the real call does: the memory's
+/// temperature where the scenario gives one (through the `temperature` fault), every other
+/// field NOT_SUPPORTED.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
     device: nvmlDevice_t,
     count: c_int,
     values: *mut nvmlFieldValue_t,
 ) -> Ret {
-    with_device("nvmlDeviceGetFieldValues", device, "handle", |_, _, _| {
+    with_device("nvmlDeviceGetFieldValues", device, "handle", |l, gpu, t| {
         if values.is_null() || count < 0 {
             return Err(INVALID_ARGUMENT);
         }
         for i in 0..count as usize {
             // SAFETY: the caller's array holds `count` entries.
-            unsafe { (*values.add(i)).nvmlReturn = NOT_SUPPORTED };
+            let entry = unsafe { &mut *values.add(i) };
+            let answer = match entry.fieldId {
+                FI_DEV_MEMORY_TEMP => match l.sim.fault(gpu, "temperature", t) {
+                    Some(code) => Err(code),
+                    None => l.sim.memory_temperature(gpu, t),
+                },
+                _ => Err(NOT_SUPPORTED),
+            };
+            match answer {
+                Ok(value) => {
+                    // NVML_VALUE_TYPE_UNSIGNED_INT.
+                    entry.valueType = 1;
+                    entry.value.uiVal = value;
+                    entry.timestamp = wall_now_us() as i64;
+                    entry.nvmlReturn = SUCCESS;
+                }
+                Err(code) => entry.nvmlReturn = code,
+            }
         }
         Ok(())
     })

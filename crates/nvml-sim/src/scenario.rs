@@ -792,6 +792,7 @@ pub const DYNAMIC_FIELDS: &[&str] = &[
     "pcie_tx_kbps",
     "pcie_rx_kbps",
     "memory_used",
+    "memory_temperature",
     "throttle_reasons",
 ];
 
@@ -860,6 +861,11 @@ pub struct Dynamic {
     pub pcie_rx_kbps: Expr,
     /// When absent, used memory is the base plus the live processes' memory.
     pub memory_used: Option<Expr>,
+    /// The memory's temperature (NVML's field value `NVML_FI_DEV_MEMORY_TEMP`). Absent: the
+    /// field answers NOT_SUPPORTED, as on GDDR boards; HBM boards report it (V100 and A100
+    /// do, RTX 2080 Ti and A40 do not: jelmd/nvmex issue 1; nor RTX 30 cards: CPU-X issue
+    /// 259 quoting NVIDIA's forum).
+    pub memory_temperature: Option<Expr>,
     pub throttle_reasons: Expr,
 }
 
@@ -1306,6 +1312,10 @@ fn resolve_dynamic(
         memory_used: table
             .get("memory_used")
             .map(|v| Expr::parse(v, &format!("{what}.dynamic.memory_used")))
+            .transpose()?,
+        memory_temperature: table
+            .get("memory_temperature")
+            .map(|v| Expr::parse(v, &format!("{what}.dynamic.memory_temperature")))
             .transpose()?,
         throttle_reasons: get("throttle_reasons", 0.0)?,
     })

@@ -293,6 +293,7 @@ pub const METRICS: &[&str] = &[
     "utilization",
     "memory",
     "temperature",
+    "memory_temperature",
     "power",
     "fan",
     "clocks",

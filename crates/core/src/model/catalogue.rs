@@ -224,6 +224,14 @@ pub const DEVICE_GAUGES: &[DeviceGauge] = &[
     },
     TEMPERATURE,
     DeviceGauge {
+        name: "gputop_gpu_memory_temperature_celsius",
+        help: "GPU memory temperature (NVIDIA HBM boards, amdgpu's mem sensor).",
+        field: "memory_temperature_celsius",
+        unit: Unit::Celsius,
+        read: |d| small(&d.memory_temperature_celsius),
+        write: |d, v| d.memory_temperature_celsius = Reading::Value(whole(v)),
+    },
+    DeviceGauge {
         name: "gputop_gpu_slowdown_temperature_celsius",
         help: "Temperature at which the GPU slows down.",
         field: "temperature_slowdown_celsius",

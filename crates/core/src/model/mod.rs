@@ -415,6 +415,10 @@ pub struct Device {
     pub gtt_used_bytes: Reading<u64>,
     /// The GPU core's temperature.
     pub temperature_celsius: Reading<u32>,
+    /// The GPU memory's temperature: NVIDIA's HBM boards (not GDDR ones), amdgpu's `mem`
+    /// sensor.
+    #[serde(default)]
+    pub memory_temperature_celsius: Reading<u32>,
     /// The temperature at which the GPU slows its clocks.
     pub temperature_slowdown_celsius: Reading<u32>,
     /// The temperature at which the GPU shuts down.
@@ -590,6 +594,7 @@ impl Device {
             gtt_total_bytes: unknown(why),
             gtt_used_bytes: unknown(why),
             temperature_celsius: unknown(why),
+            memory_temperature_celsius: unknown(why),
             temperature_slowdown_celsius: unknown(why),
             temperature_shutdown_celsius: unknown(why),
             fan_speed_percent: unknown(why),

@@ -489,6 +489,11 @@ impl Device {
             ("fan_speed_percent", &self.fan_speed_percent, 200),
             ("temperature_celsius", &self.temperature_celsius, 1000),
             (
+                "memory_temperature_celsius",
+                &self.memory_temperature_celsius,
+                1000,
+            ),
+            (
                 "temperature_slowdown_celsius",
                 &self.temperature_slowdown_celsius,
                 1000,

@@ -296,6 +296,8 @@ fn sys_file(path: &str, t: f64) -> Option<String> {
         ("amd", "mem_info_gtt_used") => (700 * MIB).to_string(),
         ("amd", "hwmon/hwmon2/name") => "amdgpu".into(),
         ("amd", "hwmon/hwmon2/temp1_input") => format!("{}", (52.0 + 22.0 * amd_busy) as u64 * 1000),
+        ("amd", "hwmon/hwmon2/temp3_input") => format!("{}", (58.0 + 26.0 * amd_busy) as u64 * 1000),
+        ("amd", "hwmon/hwmon2/temp3_label") => "mem".into(),
         ("amd", "hwmon/hwmon2/power1_average") => format!("{}", ((70.0 + 250.0 * amd_busy) * 1e6) as u64),
         ("amd", "hwmon/hwmon2/power1_cap") => "339000000".into(),
         ("amd", "hwmon/hwmon2/freq1_input") => format!("{}", ((1200.0 + 1300.0 * amd_busy) * 1e6) as u64),

@@ -186,6 +186,7 @@ impl DemoSource {
             utilization_memory_mean_percent: memory_window.part(|w| w.mean),
             utilization_memory_peak_percent: memory_window.part(|w| w.peak),
             temperature_celsius: count("temperature", &d.temperature, "temperature"),
+            memory_temperature_celsius: self.field(gpu, "temperature", t, || sim.memory_temperature(gpu, t)),
             temperature_slowdown_celsius: self.field(gpu, "temperature_threshold", t, || {
                 g.temperature_thresholds.slowdown.ok_or(codes::NOT_SUPPORTED)
             }),

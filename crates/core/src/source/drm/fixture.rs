@@ -103,6 +103,7 @@ pub fn sysfs(root: &Path, t: f64) {
             ("hwmon/hwmon3/temp2_input", "78000"),
             ("hwmon/hwmon3/temp2_label", "junction"),
             ("hwmon/hwmon3/temp3_input", "70000"),
+            ("hwmon/hwmon3/temp3_label", "mem"),
             ("hwmon/hwmon3/temp1_crit", "100000"),
             ("hwmon/hwmon3/power1_average", "245000000"),
             ("hwmon/hwmon3/power1_cap", "303000000"),

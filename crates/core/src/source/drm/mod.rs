@@ -295,6 +295,7 @@ fn device_of(index: u32, reading: DrmReading, kernel_release: Option<&str>) -> D
     out.gtt_total_bytes = known(figures.gtt_total_bytes);
     out.gtt_used_bytes = known(figures.gtt_used_bytes);
     out.temperature_celsius = small(figures.temperature_celsius);
+    out.memory_temperature_celsius = small(figures.memory_temperature_celsius);
     out.set_fan_speeds(small(figures.fan_percent).map(|f| vec![f]));
     out.power_usage_watts = real(figures.power_watts);
     out.power_usage_mean_watts = out.power_usage_watts.clone();

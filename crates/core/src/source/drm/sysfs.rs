@@ -51,6 +51,8 @@ pub struct DeviceFigures {
     pub gtt_used_bytes: Option<u64>,
     /// Degrees Celsius: amdgpu's edge sensor, xe's package, i915's first.
     pub temperature_celsius: Option<u32>,
+    /// Degrees Celsius: amdgpu's memory sensor (discrete GPUs since Vega).
+    pub memory_temperature_celsius: Option<u32>,
     /// Power draw now (amdgpu's average, else its instantaneous figure), watts.
     pub power_watts: Option<f64>,
     /// The cumulative energy counter (Intel), microjoules: power is its delta over time.
@@ -185,6 +187,16 @@ impl DrmDevice {
                 figures.gtt_total_bytes = number("mem_info_gtt_total");
                 figures.gtt_used_bytes = number("mem_info_gtt_used");
                 figures.temperature_celsius = sensor("temp1_input").and_then(celsius);
+                // temp1 is the edge, temp2 the junction, temp3 the memory, labelled `mem`, on
+                // discrete GPUs since Vega (SOC15) only (the kernel's
+                // Documentation/gpu/amdgpu/thermal.rst).
+                let memory_sensor = hwmon
+                    .as_ref()
+                    .and_then(|h| files.text(&h.join("temp3_label")))
+                    .is_some_and(|label| label.trim() == "mem");
+                if memory_sensor {
+                    figures.memory_temperature_celsius = sensor("temp3_input").and_then(celsius);
+                }
                 figures.power_watts = sensor("power1_average")
                     .or_else(|| sensor("power1_input"))
                     .map(watts);

@@ -376,6 +376,14 @@ fn the_readout_numbers_the_gpus_after_nvidias_and_gives_model_values() {
         ]
     );
     let a = &out.devices[0];
+    assert_eq!(
+        (
+            a.memory_temperature_celsius.get(),
+            out.devices[1].memory_temperature_celsius.get()
+        ),
+        (Some(70), None),
+        "A's hwmon has a `mem` sensor, B's none"
+    );
     assert_eq!(a.name.value().map(String::as_str), Some("AMD GPU 0x744c"));
     assert_eq!(a.utilization_gpu_percent.get(), Some(87));
     assert_eq!(a.memory_used_bytes.get(), Some(8 * GIB));

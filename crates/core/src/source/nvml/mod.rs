@@ -26,6 +26,7 @@ use nvml_wrapper::enum_wrappers::device::{
 use nvml_wrapper::enums::device::{SampleValue, UsedGpuMemory};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::{ProcessInfo, ProcessUtilizationSample, Sample};
+use nvml_wrapper::structs::device::FieldId;
 use nvml_wrapper::{Device as NvmlDevice, cuda_driver_version_major, cuda_driver_version_minor};
 use nvml_wrapper_sys::bindings::nvmlDevice_t;
 
@@ -804,6 +805,25 @@ struct Pass<'a> {
 }
 
 /// A device that does not answer; its identity is kept when it was read before, so the
+/// The memory's temperature: NVML's field value `NVML_FI_DEV_MEMORY_TEMP`, one call (HBM
+/// boards answer; GDDR boards say not supported).
+fn memory_temperature(device: &NvmlDevice<'_>) -> Reading<u32> {
+    let field = FieldId(nvml_wrapper_sys::bindings::field_id::NVML_FI_DEV_MEMORY_TEMP);
+    let sample = match device.field_values_for(&[field]) {
+        Ok(mut samples) => match samples.pop() {
+            Some(sample) => sample.and_then(|s| s.value),
+            None => return Reading::NotSupported,
+        },
+        Err(error) => Err(error),
+    };
+    reading(sample).map(|value| match value {
+        SampleValue::U32(c) => c,
+        SampleValue::U64(c) => u32::try_from(c).unwrap_or(u32::MAX),
+        SampleValue::I64(c) => u32::try_from(c.max(0)).unwrap_or(u32::MAX),
+        SampleValue::F64(c) => c.clamp(0.0, f64::from(u32::MAX)) as u32,
+    })
+}
+
 /// user can tell which GPU is gone.
 fn unavailable(index: u32, error: &NvmlError, known: Option<&StaticFacts>) -> Device {
     let reason = error.to_string();
@@ -1096,6 +1116,7 @@ fn read_device(
         utilization_memory_peak_percent: utilization.memory_window.part(|w| w.peak),
         utilization_memory_percent: utilization.memory,
         temperature_celsius: reading(device.temperature(TemperatureSensor::Gpu)),
+        memory_temperature_celsius: memory_temperature(device),
         temperature_slowdown_celsius: statics.temperature_slowdown.clone(),
         temperature_shutdown_celsius: statics.temperature_shutdown.clone(),
         power_usage_watts: power.part(watts),
