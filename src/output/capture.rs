@@ -490,6 +490,12 @@ fn dynamic(index: u32, capture: &Captured, period_ms: u64) -> Table {
         "temperature",
         per_read(capture, index, |d| value_of(&d.temperature_celsius)),
     );
+    // None where the board does not report it: the simulator's field is then not
+    // supported, as the driver said.
+    put(
+        "memory_temperature",
+        per_read(capture, index, |d| value_of(&d.memory_temperature_celsius)),
+    );
     put(
         "fan_speed",
         per_read(capture, index, |d| value_of(&d.fan_speed_percent)),

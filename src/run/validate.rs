@@ -26,6 +26,7 @@ pub const SMI_GPU_FIELDS: &[&str] = &[
     "memory.total",
     "memory.used",
     "temperature.gpu",
+    "temperature.memory",
     "power.draw",
     "power.limit",
     "pstate",
@@ -90,6 +91,12 @@ pub const METRICS: &[Metric] = &[
         unit: "C",
         scale: Scale::Relative,
         gputop: |d| d.temperature_celsius.get().map(f64::from),
+    },
+    Metric {
+        field: "temperature.memory",
+        unit: "C",
+        scale: Scale::Relative,
+        gputop: |d| d.memory_temperature_celsius.get().map(f64::from),
     },
     Metric {
         field: "power.draw",

@@ -6,7 +6,7 @@
 //! (not nvml-wrapper's), so `gputop validate` is tested against an independent client.
 //! Output formats follow the real tool: `[N/A]`, `[Not Supported]`, MiB, W, MHz, `P0`.
 
-use std::ffi::{CStr, c_char, c_uint, c_ulonglong, c_void};
+use std::ffi::{CStr, c_char, c_int, c_uint, c_ulonglong, c_void};
 use std::process::ExitCode;
 
 use libloading::{Library, Symbol};
@@ -28,6 +28,7 @@ const GPU_FIELDS: &[&str] = &[
     "memory.used",
     "memory.free",
     "temperature.gpu",
+    "temperature.memory",
     "power.draw",
     "power.limit",
     "pstate",
@@ -116,6 +117,39 @@ impl Nvml {
         // SAFETY: device handle from NVML, valid out-pointer.
         match unsafe { f(device, &mut value) } {
             0 => Ok(value),
+            code => Err(code),
+        }
+    }
+
+    /// One field value of `nvmlDeviceGetFieldValues`, read as an unsigned int.
+    fn field_u32(&self, device: Device, field_id: c_uint) -> Result<u32, u32> {
+        /// `nvmlFieldValue_t`: 40 bytes, the value's union last.
+        #[repr(C)]
+        struct FieldValue {
+            field_id: c_uint,
+            scope_id: c_uint,
+            timestamp: i64,
+            latency_usec: i64,
+            value_type: c_uint,
+            nvml_return: c_uint,
+            value: u64,
+        }
+        let f = self
+            .sym::<unsafe extern "C" fn(Device, c_int, *mut FieldValue) -> u32>("nvmlDeviceGetFieldValues")
+            .ok_or(NOT_SUPPORTED)?;
+        let mut value = FieldValue {
+            field_id,
+            scope_id: 0,
+            timestamp: 0,
+            latency_usec: 0,
+            value_type: 0,
+            nvml_return: 0,
+            value: 0,
+        };
+        // SAFETY: device handle from NVML, one entry for a count of one.
+        match unsafe { f(device, 1, &mut value) } {
+            0 if value.nvml_return == 0 => Ok(value.value as u32),
+            0 => Err(value.nvml_return),
             code => Err(code),
         }
     }
@@ -333,6 +367,8 @@ fn gpu_field(nvml: &Nvml, index: u32, device: Result<Device, u32>, field: &str, 
             units,
             |v| v.to_string(),
         ),
+        // NVML_FI_DEV_MEMORY_TEMP.
+        "temperature.memory" => show(nvml.field_u32(device, 82), "", units, |v| v.to_string()),
         "power.draw" => show(nvml.u32_of("nvmlDeviceGetPowerUsage", device), "W", units, |mw| {
             format!("{:.2}", f64::from(mw) / 1000.0)
         }),
