@@ -355,20 +355,24 @@ fn processes_in_pod_and_slurm_cgroups_carry_their_names() {
         .collect();
     let mut expected = vec![
         format!(
-            "container=pytorch gpu=0 namespace=ml pid={} pod=trainer-0",
+            "container=pytorch gpu=0 namespace=ml pid={} pod=trainer-0 type=C",
             pids[0]
         ),
         format!(
-            "container=slurm:77 gpu=0 pid={} slurm_job=77 slurm_user=root",
+            "container=slurm:77 gpu=0 pid={} slurm_job=77 slurm_user=root type=C",
             pids[1]
         ),
         // On the shared GPU, named by its pod UID and container ID.
         format!(
-            "container=pytorch gpu=1 namespace=ml pid={} pod=trainer-0",
+            "container=pytorch gpu=1 namespace=ml pid={} pod=trainer-0 type=C",
             pids[2]
         ),
         // Nothing tells which of the GPU's two pods this one is: its cgroup's label.
-        format!("container=pod:5e1f0000/{} gpu=1 pid={}", &c2[..12], pids[3]),
+        format!(
+            "container=pod:5e1f0000/{} gpu=1 pid={} type=C",
+            &c2[..12],
+            pids[3]
+        ),
     ];
     expected.sort();
     assert_eq!(by_process, expected);
