@@ -650,16 +650,17 @@ mod tests {
 
     #[test]
     fn parses_nvidia_smi_csv_with_notes_and_pstates() {
-        let csv = "0, GPU-a, 95, 40, 40960, 24876, 76, 312.00, 400.00, P2, [N/A], 1410, 1395, 1215\n";
+        let csv = "0, GPU-a, 95, 40, 40960, 24876, 76, [N/A], 312.00, 400.00, P2, [N/A], 1410, 1395, 1215\n";
         let gpus = parse_smi_gpus(csv).unwrap();
         assert_eq!(gpus[0].uuid, "GPU-a");
+        assert_eq!(gpus[0].values["temperature.memory"], None, "a GDDR board's");
         assert_eq!(gpus[0].values["power.draw"], Some(312.0));
         assert_eq!(gpus[0].values["pstate"], Some(2.0));
         assert_eq!(gpus[0].values["fan.speed"], None);
         assert!(
             parse_smi_gpus("0, GPU-a, 95\n")
                 .unwrap_err()
-                .contains("3 fields where 14")
+                .contains("3 fields where 15")
         );
         let apps = parse_smi_apps("GPU-a, 4242, 18432\nGPU-b, 7, [N/A]\n").unwrap();
         assert_eq!(
