@@ -697,6 +697,13 @@ fn the_drill_down_from_a_real_prometheus_has_the_nodes_process_types_and_driver_
         .map(|d| d.memory_temperature_celsius.get().is_some())
         .collect();
     assert_eq!(drilled_memory_temperatures, own_memory_temperatures);
+    // The power draw at this instant: NVML's field value, so NVIDIA's GPUs only.
+    let drilled_instant_power: Vec<bool> = node
+        .devices
+        .iter()
+        .map(|d| d.power_instant_watts.get().is_some())
+        .collect();
+    assert_eq!(drilled_instant_power, [true, true, true, true, false, false]);
     assert_eq!(
         node.driver_version.value(),
         own["driver_version"].as_str().map(str::to_owned).as_ref()

@@ -496,7 +496,7 @@ fn json_keys_are_exactly_the_documented_schema() {
          utilization_memory_mean_percent utilization_memory_peak_percent memory_total_bytes \
          memory_used_bytes memory_free_bytes memory_reserved_bytes bar1_total_bytes bar1_used_bytes \
          gtt_total_bytes gtt_used_bytes temperature_celsius memory_temperature_celsius temperature_slowdown_celsius temperature_shutdown_celsius fan_speed_percent \
-         fan_speeds_percent power_usage_watts power_usage_mean_watts power_usage_peak_watts power_limit_watts power_enforced_limit_watts energy_joules \
+         fan_speeds_percent power_usage_watts power_instant_watts power_usage_mean_watts power_usage_peak_watts power_limit_watts power_enforced_limit_watts energy_joules \
          performance_state clock_graphics_mhz clock_sm_mhz clock_memory_mhz clock_video_mhz \
          clock_max_graphics_mhz clock_max_sm_mhz clock_max_memory_mhz clock_max_video_mhz \
          pcie_link_generation pcie_link_width pcie_link_max_generation pcie_link_max_width \
@@ -641,29 +641,35 @@ fn mig_devices_are_enumerated_and_processes_attributed() {
     assert_eq!(only_mig["devices"][0]["mig_devices"].as_array().unwrap().len(), 1);
 }
 
-/// The memory's temperature through NVML's field values, as the simulator's library serves
-/// them: an HBM board's figure, and `null` (`N/A` in `--once`) for a board whose driver says
-/// the field is not supported.
+/// The memory's temperature and the power draw at this instant through NVML's field values,
+/// as the simulator's library serves them: an HBM board's figures, and `null` (`N/A` in
+/// `--once`) for a board whose driver says the fields are not supported.
 #[test]
-fn the_memory_temperature_is_nvmls_field_value_where_the_board_reports_it() {
+fn memory_temperature_and_instant_power_are_nvmls_field_values_where_the_board_has_them() {
     let home = tempfile::tempdir().unwrap();
     let path = home.path().join("memory-temperature.toml");
     std::fs::write(
         &path,
         "[meta]\nversion = 1\n\n[[gpu]]\nname = \"NVIDIA A100-SXM4-80GB\"\n[gpu.dynamic]\n\
-         temperature = 61\nmemory_temperature = 74\n\n[[gpu]]\nname = \"NVIDIA A40\"\n\
-         [gpu.dynamic]\ntemperature = 55\n",
+         temperature = 61\nmemory_temperature = 74\npower_mw = 250500\n\n[[gpu]]\n\
+         name = \"NVIDIA A40\"\n[gpu.dynamic]\ntemperature = 55\n\n[[gpu.fault]]\n\
+         field = \"power_usage\"\nerror = \"NOT_SUPPORTED\"\n",
     )
     .unwrap();
     let doc = json(gputop_on(home.path(), &path, 1_000));
     assert_eq!(device(&doc, 0)["memory_temperature_celsius"], 74);
     assert_eq!(device(&doc, 1)["memory_temperature_celsius"], Value::Null);
     assert_eq!(device(&doc, 1)["temperature_celsius"], 55);
+    // The power draw at this instant is the field value `NVML_FI_DEV_POWER_INSTANT`; a board
+    // without power readings has neither figure.
+    assert_eq!(device(&doc, 0)["power_instant_watts"], 250.5);
+    assert_eq!(device(&doc, 1)["power_instant_watts"], Value::Null);
+    assert_eq!(device(&doc, 1)["power_usage_watts"], Value::Null);
 
     let config = home.path().join("memtemp.toml");
     std::fs::write(
         &config,
-        "[display]\ndefault_metrics = [\"temperature\", \"memory_temperature\"]\n",
+        "[display]\ndefault_metrics = [\"temperature\", \"memory_temperature\", \"power_instant\"]\n",
     )
     .unwrap();
     let output = gputop_on(home.path(), &path, 1_000)
@@ -681,6 +687,15 @@ fn the_memory_temperature_is_nvmls_field_value_where_the_board_reports_it() {
             .collect::<Vec<_>>()
     };
     assert!(text.contains(" MEMTEMP"), "{text}");
-    assert_eq!(row("A100")[row("A100").len() - 2..], ["61C", "74C"], "{text}");
-    assert_eq!(row("A40")[row("A40").len() - 2..], ["55C", "N/A"], "{text}");
+    assert!(text.contains(" POWER NOW"), "{text}");
+    assert_eq!(
+        row("A100")[row("A100").len() - 3..],
+        ["61C", "74C", "250W"],
+        "{text}"
+    );
+    assert_eq!(
+        row("A40")[row("A40").len() - 3..],
+        ["55C", "N/A", "N/A"],
+        "{text}"
+    );
 }

@@ -921,7 +921,7 @@ fn the_screen_is_laid_out_for_80x24_100x30_160x45_and_240x60() {
         {
             let last = line.trim_end().rsplit("  ").next().unwrap();
             assert!(
-                ["MHz", "/s", "%", "B", "J", "ECC 0"]
+                ["MHz", "/s", "%", "B", "J", "C", "W", "ECC 0"]
                     .iter()
                     .any(|end| last.ends_with(end))
                     || last.starts_with("ECC"),

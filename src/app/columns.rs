@@ -273,6 +273,11 @@ pub mod device {
         )
     }
 
+    /// Power draw at this instant: `702W`.
+    pub fn power_instant(d: &Device) -> String {
+        text(&d.power_instant_watts, |watts| format!("{watts:.0}W"))
+    }
+
     /// Memory used of the total: `66.6GiB/80.0GiB`.
     pub fn memory(d: &Device) -> String {
         text(&d.memory(), |m| {

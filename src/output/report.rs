@@ -44,6 +44,7 @@ fn metric_cells(metric: &str, device: &Device) -> Vec<(&'static str, String)> {
         "temperature" => vec![("TEMP", cells::temperature(device))],
         "memory_temperature" => vec![("MEMTEMP", cells::memory_temperature(device))],
         "power" => vec![("POWER", cells::power(device))],
+        "power_instant" => vec![("POWER NOW", cells::power_instant(device))],
         "fan" => vec![("FAN", cells::percent(&device.fan_speed_percent))],
         "clocks" => vec![(
             "SM/MEM CLOCK",

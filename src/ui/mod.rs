@@ -346,6 +346,7 @@ fn device_lines(
         clock,
         offers(&d.clock_memory_mhz).then(|| format!("MCLK {}", cells::clock(&d.clock_memory_mhz))),
         offers(&d.memory_temperature_celsius).then(|| format!("MEMTEMP {}", cells::memory_temperature(d))),
+        offers(&d.power_instant_watts).then(|| format!("PWR NOW {}", cells::power_instant(d))),
         (offers(&d.pcie_rx_bytes_per_second) || offers(&d.pcie_tx_bytes_per_second)).then(|| {
             format!(
                 "PCIe RX {} TX {}",

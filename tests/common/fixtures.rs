@@ -35,6 +35,7 @@ pub fn device(index: u32, name: &str, used_gib: u64, util: u32, temp: u32) -> De
         Reading::Value(vec![40])
     });
     d.power_usage_watts = Reading::Value(f64::from(300 + index * 50));
+    d.power_instant_watts = Reading::Value(f64::from(320 + index * 50));
     d.power_limit_watts = Reading::Value(700.0);
     // About ten days at 300 W since the driver loaded.
     d.energy_joules = Reading::Value(259_200_000.0 + f64::from(index) * 1_000_000.0);

@@ -1539,10 +1539,15 @@ pub unsafe extern "C" fn nvmlDeviceGetDriverModel_v2(
 
 /// `NVML_FI_DEV_MEMORY_TEMP` (nvml.h): the memory's temperature, in degrees C.
 const FI_DEV_MEMORY_TEMP: c_uint = 82;
+/// `NVML_FI_DEV_POWER_INSTANT` (nvml.h): the power draw at this instant, in milliwatts.
+const FI_DEV_POWER_INSTANT: c_uint = 186;
 
 /// Overall success; each field answers on its own, as the real call does: the memory's
-/// temperature where the scenario gives one (through the `temperature` fault), every other
-/// field NOT_SUPPORTED.
+/// temperature where the scenario gives one (through the `temperature` fault), the power
+/// draw at this instant (the `power_mw` expression at the call's time, where
+/// `nvmlDeviceGetPowerUsage` reads it at the latest sample; through the `power_usage`
+/// fault), every other field NOT_SUPPORTED. Which driver first answered the instant power
+/// is not modelled: every simulated driver does.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
     device: nvmlDevice_t,
@@ -1560,6 +1565,10 @@ pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
                 FI_DEV_MEMORY_TEMP => match l.sim.fault(gpu, "temperature", t) {
                     Some(code) => Err(code),
                     None => l.sim.memory_temperature(gpu, t),
+                },
+                FI_DEV_POWER_INSTANT => match l.sim.fault(gpu, "power_usage", t) {
+                    Some(code) => Err(code),
+                    None => l.sim.count(gpu, &l.sim.gpu(gpu).dynamic.power_mw, "power_mw", t),
                 },
                 _ => Err(NOT_SUPPORTED),
             };

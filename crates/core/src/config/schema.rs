@@ -295,6 +295,7 @@ pub const METRICS: &[&str] = &[
     "temperature",
     "memory_temperature",
     "power",
+    "power_instant",
     "fan",
     "clocks",
     "pcie",

@@ -249,6 +249,14 @@ pub const DEVICE_GAUGES: &[DeviceGauge] = &[
     },
     POWER,
     DeviceGauge {
+        name: "gputop_gpu_power_instant_watts",
+        help: "Power draw at the instant of the last refresh, where the driver gives it apart from the averaged figure.",
+        field: "power_instant_watts",
+        unit: Unit::Watts,
+        read: |d| d.power_instant_watts.get(),
+        write: |d, v| d.power_instant_watts = Reading::Value(v),
+    },
+    DeviceGauge {
         name: "gputop_gpu_power_limit_watts",
         help: "Power management limit.",
         field: "power_limit_watts",

@@ -432,8 +432,13 @@ pub struct Device {
     )]
     #[schemars(length(max = wire::limits::SHORT_LIST))]
     pub fan_speeds_percent: Reading<Vec<u32>>,
-    /// Power draw now.
+    /// Power draw now: NVML's power usage, which Ampere (but GA100) and newer GPUs average
+    /// over a second.
     pub power_usage_watts: Reading<f64>,
+    /// Power draw at this instant, where the driver gives it apart from `power_usage_watts`
+    /// (NVML's field value `NVML_FI_DEV_POWER_INSTANT`).
+    #[serde(default, serialize_with = "wire::two_decimals")]
+    pub power_instant_watts: Reading<f64>,
     /// Power draw's mean over the last interval, from the driver's samples.
     #[serde(serialize_with = "wire::two_decimals")]
     pub power_usage_mean_watts: Reading<f64>,
@@ -600,6 +605,7 @@ impl Device {
             fan_speed_percent: unknown(why),
             fan_speeds_percent: unknown(why),
             power_usage_watts: unknown(why),
+            power_instant_watts: unknown(why),
             power_usage_mean_watts: unknown(why),
             power_usage_peak_watts: unknown(why),
             power_limit_watts: unknown(why),

@@ -531,6 +531,7 @@ impl Device {
                 100.0,
             ),
             ("power_usage_watts", &self.power_usage_watts, f64::MAX),
+            ("power_instant_watts", &self.power_instant_watts, f64::MAX),
             ("power_usage_mean_watts", &self.power_usage_mean_watts, f64::MAX),
             ("power_usage_peak_watts", &self.power_usage_peak_watts, f64::MAX),
             ("power_limit_watts", &self.power_limit_watts, f64::MAX),

@@ -194,6 +194,11 @@ impl DemoSource {
                 g.temperature_thresholds.shutdown.ok_or(codes::NOT_SUPPORTED)
             }),
             power_usage_watts: power_usage_mw.part(watts),
+            power_instant_watts: self
+                .field(gpu, "power_usage", t, || {
+                    sim.count(gpu, &d.power_mw, "power_mw", t)
+                })
+                .part(watts),
             power_usage_mean_watts: power_window.part(|w| w.mean / 1000.0),
             power_usage_peak_watts: power_window.part(|w| w.peak / 1000.0),
             power_limit_watts: fixed("power_limit", g.power_limit_mw).part(watts),

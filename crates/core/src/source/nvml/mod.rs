@@ -805,23 +805,45 @@ struct Pass<'a> {
 }
 
 /// A device that does not answer; its identity is kept when it was read before, so the
-/// The memory's temperature: NVML's field value `NVML_FI_DEV_MEMORY_TEMP`, one call (HBM
-/// boards answer; GDDR boards say not supported).
-fn memory_temperature(device: &NvmlDevice<'_>) -> Reading<u32> {
-    let field = FieldId(nvml_wrapper_sys::bindings::field_id::NVML_FI_DEV_MEMORY_TEMP);
-    let sample = match device.field_values_for(&[field]) {
-        Ok(mut samples) => match samples.pop() {
-            Some(sample) => sample.and_then(|s| s.value),
-            None => return Reading::NotSupported,
-        },
-        Err(error) => Err(error),
+/// What a GPU answers through NVML's field values, in one call: the memory's temperature
+/// (`NVML_FI_DEV_MEMORY_TEMP`: HBM boards answer, GDDR boards say not supported) and the
+/// power draw at this instant (`NVML_FI_DEV_POWER_INSTANT`, milliwatts; the power usage call
+/// averages over a second on Ampere, but GA100, and newer).
+struct FieldValues {
+    memory_temperature: Reading<u32>,
+    power_instant_milliwatts: Reading<f64>,
+}
+
+fn field_values(device: &NvmlDevice<'_>) -> FieldValues {
+    use nvml_wrapper_sys::bindings::field_id::{NVML_FI_DEV_MEMORY_TEMP, NVML_FI_DEV_POWER_INSTANT};
+    let number = |value: SampleValue| match value {
+        SampleValue::U32(v) => f64::from(v),
+        SampleValue::U64(v) => v as f64,
+        SampleValue::I64(v) => v as f64,
+        SampleValue::F64(v) => v,
     };
-    reading(sample).map(|value| match value {
-        SampleValue::U32(c) => c,
-        SampleValue::U64(c) => u32::try_from(c).unwrap_or(u32::MAX),
-        SampleValue::I64(c) => u32::try_from(c.max(0)).unwrap_or(u32::MAX),
-        SampleValue::F64(c) => c.clamp(0.0, f64::from(u32::MAX)) as u32,
-    })
+    let fields = [
+        FieldId(NVML_FI_DEV_MEMORY_TEMP),
+        FieldId(NVML_FI_DEV_POWER_INSTANT),
+    ];
+    let mut answers: Vec<Reading<f64>> = match device.field_values_for(&fields) {
+        Ok(samples) => samples
+            .into_iter()
+            .map(|sample| reading(sample.and_then(|s| s.value)).map(number))
+            .collect(),
+        Err(error) => vec![reading::<f64>(Err(error)); fields.len()],
+    };
+    answers.resize(fields.len(), Reading::NotSupported);
+    let measure = |r: Reading<f64>| match r {
+        Reading::Value(v) if !v.is_finite() || v < 0.0 => Reading::NotSupported,
+        other => other,
+    };
+    let power = measure(answers.pop().unwrap_or_default());
+    let memory = measure(answers.pop().unwrap_or_default());
+    FieldValues {
+        memory_temperature: memory.map(|c| c.min(f64::from(u32::MAX)) as u32),
+        power_instant_milliwatts: power,
+    }
 }
 
 /// user can tell which GPU is gone.
@@ -1101,6 +1123,7 @@ fn read_device(
     let (power, power_window) = read_sampled(device, index, SampledMetric::PowerMilliwatts, marks, pass);
     let watts = |milliwatts: &u32| f64::from(*milliwatts) / 1000.0;
     let kilobytes = |kb: &u32| u64::from(*kb) * 1024;
+    let fields = field_values(device);
     let mut read = Device {
         index,
         driver: Reading::Value("nvidia".into()),
@@ -1116,7 +1139,8 @@ fn read_device(
         utilization_memory_peak_percent: utilization.memory_window.part(|w| w.peak),
         utilization_memory_percent: utilization.memory,
         temperature_celsius: reading(device.temperature(TemperatureSensor::Gpu)),
-        memory_temperature_celsius: memory_temperature(device),
+        memory_temperature_celsius: fields.memory_temperature,
+        power_instant_watts: fields.power_instant_milliwatts.map(|mw| mw / 1000.0),
         temperature_slowdown_celsius: statics.temperature_slowdown.clone(),
         temperature_shutdown_celsius: statics.temperature_shutdown.clone(),
         power_usage_watts: power.part(watts),
