@@ -315,6 +315,16 @@ impl App {
             rows.sort_by(|&a, &b| order::compare(&processes[a], &processes[b], key, reverse));
         }
         self.view.rows = rows;
+        self.prepare_tree();
+    }
+
+    /// The tree screen's lines from the rows and the process table, while it is open.
+    fn prepare_tree(&mut self) {
+        self.view.tree = if self.view.screen == Screen::Tree {
+            self.tree_lines()
+        } else {
+            Vec::new()
+        };
     }
 
     /// The identities of the rows on screen, in order.
@@ -449,7 +459,13 @@ impl App {
             self.view.sort_prefix = None;
         }
         match action {
-            Action::Go(go) => self.go(go),
+            Action::Go(go) => {
+                let effects = self.go(go);
+                // A screen left or returned to (an overlay closed over the tree) changes
+                // what is prepared for it.
+                self.prepare_tree();
+                effects
+            }
             Action::Move(step) => {
                 self.navigate(step);
                 Vec::new()
@@ -791,7 +807,10 @@ impl App {
                 }
                 return effects;
             }
-            Received::ProcessTableRead(table) => self.data.process_table = table,
+            Received::ProcessTableRead(table) => {
+                self.data.process_table = table;
+                self.prepare_tree();
+            }
             Received::SignalsSent(outcomes) => self.view.status = Some(outcomes.join("; ")),
             Received::EnvironmentRead(result) => {
                 if let Some(p) = self.selected_process() {

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use crate::app::filter::Selection;
 use crate::app::fleet::FleetView;
-use crate::app::state::{Signal, Target};
+use crate::app::state::{Signal, Target, TreeLine};
 use gputop_core::model::ProcessKey;
 use gputop_core::model::order::SortKey;
 
@@ -73,6 +73,9 @@ pub struct View {
     /// The process rows on screen, filtered and sorted: positions in the snapshot's process
     /// list, arranged again only when the snapshot, the sort or the filter changes.
     pub(super) rows: Vec<usize>,
+    /// The tree screen's lines, prepared while it is open: again for each new snapshot,
+    /// process table, sort or filter, never while drawing; empty on the other screens.
+    pub tree: Vec<TreeLine>,
     pub filter_editing: bool,
     pub filter_error: Option<String>,
     pub selected: Option<ProcessKey>,
@@ -118,6 +121,7 @@ impl View {
             sort_prefix: None,
             filter: String::new(),
             rows: Vec::new(),
+            tree: Vec::new(),
             filter_editing: false,
             filter_error: None,
             selected: None,

@@ -835,7 +835,7 @@ pub fn tree(buffer: &mut Buffer, area: Rect, app: &App, theme: &Theme) {
         ("├─ ", "└─ ", "│  ")
     };
     let rows = app.rows();
-    let nodes = app.tree_lines();
+    let nodes = &app.view.tree;
     // The GPU figures in one column, after the widest branch and PID.
     let branch_width = |node: &crate::app::state::TreeLine| 3 * node.depth + node.pid.to_string().len();
     let left = nodes.iter().map(branch_width).max().unwrap_or(0);

@@ -55,6 +55,27 @@ fn the_tree_shows_ancestors_to_init_and_children_but_not_strangers() {
     );
 }
 
+/// The tree is prepared by `update`, not while drawing: on opening its screen, and again
+/// after a process table or a snapshot; closing help over it brings it back as it was.
+#[test]
+fn the_tree_is_prepared_while_its_screen_is_open_and_kept_across_an_overlay() {
+    let mut app = app();
+    app.update(Action::Received(Received::ProcessTableRead(process_table())));
+    assert!(
+        app.view.tree.is_empty(),
+        "nothing is prepared for the main screen"
+    );
+    app.update(Action::Go(Go::Tree));
+    assert!(!app.view.tree.is_empty());
+    assert_eq!(app.view.tree, app.tree_lines());
+    app.update(Action::Go(Go::Help));
+    app.update(Action::Go(Go::Back));
+    assert_eq!(app.view.screen, crate::app::view::Screen::Tree);
+    assert_eq!(app.view.tree, app.tree_lines(), "back from help");
+    app.update(Action::Go(Go::Tree));
+    assert!(app.view.tree.is_empty(), "the tree closed");
+}
+
 /// The view after 30 s of the fixture's snapshot at the default 2 s refresh: a full window
 /// for the alert rules, so the engine's alerts are on screen.
 fn app() -> App {
