@@ -355,7 +355,7 @@ impl Write for Gathered {
 }
 
 /// The terminal's size as the kernel reports it now.
-fn terminal_size() -> io::Result<Rect> {
+pub(crate) fn terminal_size() -> io::Result<Rect> {
     let (cols, rows) = ratatui_crossterm::crossterm::terminal::size()?;
     Ok(Rect::new(0, 0, cols, rows))
 }

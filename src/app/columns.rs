@@ -7,7 +7,8 @@ use gputop_core::format::{human_bytes, human_duration, sanitize};
 use gputop_core::model::order::SortKey;
 use gputop_core::model::{GpuProcess, Reading, Snapshot};
 
-const NA: &str = "N/A";
+/// What an unknown value shows.
+pub const NA: &str = "N/A";
 
 /// A column of the process table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,15 +136,15 @@ impl Column {
             // The number gputop's namespace knows it by.
             Column::Pid => p.local_pid().unwrap_or(p.pid).to_string(),
             Column::Type => p.kind.label().to_string(),
-            Column::User => text(&host.user, |u| sanitize(u)),
-            Column::GpuMemory => text(&p.gpu_memory_bytes, |b| human_bytes(*b)),
-            Column::Sm => text(&p.sm_percent, u32::to_string),
-            Column::MemoryBandwidth => text(&p.memory_bandwidth_percent, u32::to_string),
-            Column::Cpu => text(&host.cpu_percent, |c| format!("{c:.1}")),
-            Column::HostMemory => text(&host.memory_bytes, |b| {
+            Column::User => na(&host.user, |u| sanitize(u)),
+            Column::GpuMemory => na(&p.gpu_memory_bytes, |b| human_bytes(*b)),
+            Column::Sm => na(&p.sm_percent, u32::to_string),
+            Column::MemoryBandwidth => na(&p.memory_bandwidth_percent, u32::to_string),
+            Column::Cpu => na(&host.cpu_percent, |c| format!("{c:.1}")),
+            Column::HostMemory => na(&host.memory_bytes, |b| {
                 format!("{:.1}", percent_of(*b, host_memory_total))
             }),
-            Column::Time => text(&host.running_seconds, |s| human_duration(*s)),
+            Column::Time => na(&host.running_seconds, |s| human_duration(*s)),
             Column::Container => sanitize(p.container_label()),
             Column::Command => match &host.command {
                 Reading::Value(command) => sanitize(command),
@@ -228,12 +229,13 @@ pub fn every(snapshot: &Snapshot) -> Vec<Column> {
         .collect()
 }
 
-fn text<T>(reading: &Reading<T>, show: impl FnOnce(&T) -> String) -> String {
+/// A reading's text, or `N/A`.
+pub fn na<T>(reading: &Reading<T>, show: impl FnOnce(&T) -> String) -> String {
     reading.value().map_or_else(|| NA.to_string(), show)
 }
 
 /// `used` in percent of `total` (0 when the total is unknown).
-fn percent_of(used: u64, total: u64) -> f64 {
+pub fn percent_of(used: u64, total: u64) -> f64 {
     if total == 0 {
         0.0
     } else {
@@ -247,40 +249,40 @@ pub mod device {
     use gputop_core::format::human_bytes;
     use gputop_core::model::{Device, Reading};
 
-    use super::{NA, text};
+    use super::{NA, na};
 
     /// A percentage: `83%`.
     pub fn percent(reading: &Reading<u32>) -> String {
-        text(reading, |p| format!("{p}%"))
+        na(reading, |p| format!("{p}%"))
     }
 
     /// The core's temperature: `64C`.
     pub fn temperature(d: &Device) -> String {
-        text(&d.temperature_celsius, |t| format!("{t}C"))
+        na(&d.temperature_celsius, |t| format!("{t}C"))
     }
 
     /// The memory's temperature: `72C`.
     pub fn memory_temperature(d: &Device) -> String {
-        text(&d.memory_temperature_celsius, |t| format!("{t}C"))
+        na(&d.memory_temperature_celsius, |t| format!("{t}C"))
     }
 
     /// Power draw now of the limit set: `660/700W`.
     pub fn power(d: &Device) -> String {
         format!(
             "{}/{}",
-            text(&d.power_usage_watts, |watts| format!("{watts:.0}")),
-            text(&d.power_limit_watts, |watts| format!("{watts:.0}W"))
+            na(&d.power_usage_watts, |watts| format!("{watts:.0}")),
+            na(&d.power_limit_watts, |watts| format!("{watts:.0}W"))
         )
     }
 
     /// Power draw at this instant: `702W`.
     pub fn power_instant(d: &Device) -> String {
-        text(&d.power_instant_watts, |watts| format!("{watts:.0}W"))
+        na(&d.power_instant_watts, |watts| format!("{watts:.0}W"))
     }
 
     /// Memory used of the total: `66.6GiB/80.0GiB`.
     pub fn memory(d: &Device) -> String {
-        text(&d.memory(), |m| {
+        na(&d.memory(), |m| {
             format!("{}/{}", human_bytes(m.used), human_bytes(m.total))
         })
     }
@@ -293,11 +295,11 @@ pub mod device {
 
     /// A clock: `1410MHz`.
     pub fn clock(reading: &Reading<u32>) -> String {
-        text(reading, |mhz| format!("{mhz}MHz"))
+        na(reading, |mhz| format!("{mhz}MHz"))
     }
 
     /// A transfer rate: `408MiB/s`.
     pub fn rate(reading: &Reading<u64>) -> String {
-        text(reading, |bytes| format!("{}/s", human_bytes(*bytes)))
+        na(reading, |bytes| format!("{}/s", human_bytes(*bytes)))
     }
 }

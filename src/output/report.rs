@@ -6,18 +6,12 @@
 
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
-use crate::app::columns::{self, Column, device as cells};
+use crate::app::columns::{self, Column, NA, device as cells, na};
 use gputop_core::format::{human_bytes, rfc3339, sanitize, table};
 use gputop_core::model::order::SortKey;
 use gputop_core::model::wire::WireReport;
-use gputop_core::model::{Device, DeviceStatus, Reading, Snapshot, Vendor};
+use gputop_core::model::{Device, DeviceStatus, Snapshot, Vendor};
 use gputop_core::monitor::alerts::Active;
-
-const NA: &str = "N/A";
-
-fn text<T>(reading: &Reading<T>, show: impl FnOnce(&T) -> String) -> String {
-    reading.value().map_or_else(|| NA.to_string(), show)
-}
 
 /// The header and cell of one device metric (`display.default_metrics`), in the live
 /// view's texts.
@@ -37,7 +31,7 @@ fn metric_cells(metric: &str, device: &Device) -> Vec<(&'static str, String)> {
         ],
         "memory" => vec![(
             "MEMORY",
-            text(&device.memory(), |_| {
+            na(&device.memory(), |_| {
                 format!("{} ({})", cells::memory(device), cells::memory_percent(device))
             }),
         )],
@@ -74,8 +68,8 @@ pub fn text_report(snapshot: &Snapshot, metrics: &[String], alerts: &[Active], w
         "{}  {}  driver {}  CUDA {}\n\n",
         sanitize(&snapshot.hostname),
         rfc3339(snapshot.taken_at).replace('T', " ").replace('Z', " UTC"),
-        text(&snapshot.driver_version, |v| sanitize(v)),
-        text(&snapshot.cuda_driver_version, |v| sanitize(v)),
+        na(&snapshot.driver_version, |v| sanitize(v)),
+        na(&snapshot.cuda_driver_version, |v| sanitize(v)),
     );
     // Where a GPU is not NVIDIA's, each says whose and where it sits.
     let makers = snapshot.devices.iter().any(|d| d.vendor != Vendor::Nvidia);
@@ -98,9 +92,9 @@ pub fn text_report(snapshot: &Snapshot, metrics: &[String], alerts: &[Active], w
         let mut row = vec![device.index.to_string()];
         if makers {
             row.push(device.vendor.name().to_string());
-            row.push(text(&device.pci_bus_id, |b| sanitize(b)));
+            row.push(na(&device.pci_bus_id, |b| sanitize(b)));
         }
-        row.push(text(&device.name, |n| sanitize(n)));
+        row.push(na(&device.name, |n| sanitize(n)));
         match fault(device) {
             None => {
                 for metric in metrics {
@@ -294,8 +288,8 @@ fn mig_table(snapshot: &Snapshot, width: Option<u16>) -> String {
                 .count();
             rows.push(vec![
                 format!("{}/{}/{}", d.index, m.gpu_instance_id, m.compute_instance_id),
-                text(&m.profile, |p| sanitize(p)),
-                text(&m.memory(), |mem| {
+                na(&m.profile, |p| sanitize(p)),
+                na(&m.memory(), |mem| {
                     format!(
                         "{} / {} ({:.0}%)",
                         human_bytes(mem.used),
@@ -304,7 +298,7 @@ fn mig_table(snapshot: &Snapshot, width: Option<u16>) -> String {
                     )
                 }),
                 processes.to_string(),
-                text(&m.uuid, |u| sanitize(u)),
+                na(&m.uuid, |u| sanitize(u)),
             ]);
         }
     }
@@ -344,9 +338,9 @@ pub fn list(snapshot: &Snapshot) -> String {
             format!(
                 "GPU {}: {} (UUID: {}, PCI: {}){status}\n",
                 d.index,
-                text(&d.name, |n| sanitize(n)),
-                text(&d.uuid, |u| sanitize(u)),
-                text(&d.pci_bus_id, |b| sanitize(b)),
+                na(&d.name, |n| sanitize(n)),
+                na(&d.uuid, |u| sanitize(u)),
+                na(&d.pci_bus_id, |b| sanitize(b)),
             )
         })
         .collect()

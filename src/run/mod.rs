@@ -606,9 +606,9 @@ fn once_report(
         // On a terminal, fitted to its width as the live view is; in a pipe, whole.
         let width = std::io::stdout()
             .is_terminal()
-            .then(|| ratatui_crossterm::crossterm::terminal::size().ok())
+            .then(|| crate::term::terminal_size().ok())
             .flatten()
-            .map(|(columns, _)| columns)
+            .map(|size| size.width)
             .filter(|columns| *columns > 0);
         Ok(report::text_report(
             snapshot,

@@ -17,7 +17,7 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 
-use crate::app::columns::{self, Column, device as cells};
+use crate::app::columns::{self, Column, device as cells, na, percent_of};
 use crate::app::state::{App, ProcessKey};
 use crate::app::view::{LayoutMode, Screen};
 use gputop_core::format::trim_number;
@@ -107,18 +107,6 @@ pub fn draw(buffer: &mut Buffer, app: &App, theme: &Theme) -> TableGeometry {
         screens::confirmation(buffer, area, confirmation, theme);
     }
     geometry
-}
-
-fn percent_of(used: u64, total: u64) -> f64 {
-    if total == 0 {
-        0.0
-    } else {
-        used as f64 * 100.0 / total as f64
-    }
-}
-
-fn na<T>(reading: &Reading<T>, show: impl FnOnce(&T) -> String) -> String {
-    reading.value().map_or_else(|| "N/A".to_string(), show)
 }
 
 /// Whether the device panel uses two lines per GPU.
