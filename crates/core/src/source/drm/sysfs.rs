@@ -32,6 +32,11 @@ pub struct DrmDevice {
     pub name: String,
     /// `class/drm/cardN/device`, relative to the sysfs root.
     device_dir: PathBuf,
+    /// Whether its hwmon has a memory sensor: amdgpu's temp1 is the edge, temp2 the
+    /// junction, temp3 the memory, labelled `mem`, on discrete GPUs since Vega (SOC15) only
+    /// (the kernel's Documentation/gpu/amdgpu/thermal.rst). A label does not change: read
+    /// once, when the device is found.
+    memory_sensor: bool,
 }
 
 /// What one read of a device's sysfs and hwmon files gives.
@@ -111,6 +116,10 @@ pub fn find_devices(files: &dyn Files) -> Vec<DrmDevice> {
         }
         let name = product_name(files, &device_dir, vendor);
         let module_version = printable_line(files, &Path::new("module").join(&driver).join("version"));
+        let memory_sensor = vendor == Vendor::Amd
+            && hwmon_dir(files, &device_dir)
+                .and_then(|hwmon| files.text(&hwmon.join("temp3_label")))
+                .is_some_and(|label| label.trim() == "mem");
         devices.push(DrmDevice {
             card,
             pci_slot,
@@ -119,6 +128,7 @@ pub fn find_devices(files: &dyn Files) -> Vec<DrmDevice> {
             module_version,
             name,
             device_dir,
+            memory_sensor,
         });
     }
     devices
@@ -167,7 +177,7 @@ impl DrmDevice {
         if asleep {
             return figures;
         }
-        let hwmon = self.hwmon(files);
+        let hwmon = hwmon_dir(files, dir);
         let sensor = |name: &str| -> Option<u64> {
             let hwmon = hwmon.as_ref()?;
             files.text(&hwmon.join(name))?.trim().parse().ok()
@@ -187,14 +197,7 @@ impl DrmDevice {
                 figures.gtt_total_bytes = number("mem_info_gtt_total");
                 figures.gtt_used_bytes = number("mem_info_gtt_used");
                 figures.temperature_celsius = sensor("temp1_input").and_then(celsius);
-                // temp1 is the edge, temp2 the junction, temp3 the memory, labelled `mem`, on
-                // discrete GPUs since Vega (SOC15) only (the kernel's
-                // Documentation/gpu/amdgpu/thermal.rst).
-                let memory_sensor = hwmon
-                    .as_ref()
-                    .and_then(|h| files.text(&h.join("temp3_label")))
-                    .is_some_and(|label| label.trim() == "mem");
-                if memory_sensor {
+                if self.memory_sensor {
                     figures.memory_temperature_celsius = sensor("temp3_input").and_then(celsius);
                 }
                 figures.power_watts = sensor("power1_average")
@@ -228,15 +231,15 @@ impl DrmDevice {
         }
         figures
     }
+}
 
-    /// Its hwmon directory (`device/hwmon/hwmonN`), if it has one.
-    fn hwmon(&self, files: &dyn Files) -> Option<PathBuf> {
-        let dir = self.device_dir.join("hwmon");
-        let mut names = files.list(&dir).ok()?;
-        names.sort();
-        names
-            .into_iter()
-            .find(|n| n.starts_with("hwmon"))
-            .map(|n| dir.join(n))
-    }
+/// The hwmon directory of the device at `device_dir` (`hwmon/hwmonN`), if it has one.
+fn hwmon_dir(files: &dyn Files, device_dir: &Path) -> Option<PathBuf> {
+    let dir = device_dir.join("hwmon");
+    let mut names = files.list(&dir).ok()?;
+    names.sort();
+    names
+        .into_iter()
+        .find(|n| n.starts_with("hwmon"))
+        .map(|n| dir.join(n))
 }
