@@ -868,14 +868,20 @@ fn a_recording_replays_with_pause_seek_and_speed_and_no_signals() {
     assert!(pty.wait_exit(5).is_some_and(|s| s.success()));
 }
 
-/// `gputop --demo` in a pseudo-terminal of `cols` x `rows`, once it shows its processes.
-fn demo_at(home: &Path, cols: u16, rows: u16) -> (Pty, String) {
+/// `gputop --demo` with `args`, for a pseudo-terminal.
+fn demo_command(home: &Path, args: &[&str]) -> CommandBuilder {
     let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_gputop"));
     command.env("HOME", home);
     command.env("TERM", "xterm-256color");
     command.env_remove("GPUTOP_CONFIG");
     command.arg("--demo");
-    let pty = Pty::spawn(command, cols, rows);
+    command.args(args);
+    command
+}
+
+/// `gputop --demo` in a pseudo-terminal of `cols` x `rows`, once it shows its processes.
+fn demo_at(home: &Path, cols: u16, rows: u16) -> (Pty, String) {
+    let pty = Pty::spawn(demo_command(home, &[]), cols, rows);
     let screen = pty.wait_until("the process table", 15, |s| {
         s.contains("GPU-MEM") && s.contains("alice")
     });
@@ -1921,12 +1927,11 @@ fn a_user_filter_leaves_the_alert_screen_judging_the_whole_machine() {
         )
     };
     std::fs::write(&config, rule("held", "some") + &rule("free", "none")).unwrap();
-    let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_gputop"));
-    command.env("HOME", home.path());
-    command.env("TERM", "xterm-256color");
-    command.env_remove("GPUTOP_CONFIG");
-    command.args(["--demo", "--interval", "0.5", "--user", "alice", "--config"]);
-    command.arg(&config);
+    let config = config.to_str().unwrap();
+    let command = demo_command(
+        home.path(),
+        &["--interval", "0.5", "--user", "alice", "--config", config],
+    );
     let mut pty = Pty::spawn(command, 160, 45);
     let screen = pty.wait_for("alice");
     assert!(!screen.contains("bob"), "the filter shows alice's only: {screen}");
